@@ -1,0 +1,114 @@
+"""Turning (hook point, function) pairs into torch hooks on the real modules, and taking them off again.
+
+Every installer returns removal callables; `HookedModel.hooks()` calls them in `finally`, so no hook
+outlives its context, even when the forward raises.
+
+`hook_resid_mid` is the input of the norm in front of the MLP, which is the residual stream after
+attention. Reading it there is exact. An edit must reach two places, the norm's input and the residual
+that skips the MLP; the pre-hook replaces the first and the MLP contribution carries the difference to
+the second (equal up to float rounding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from interp.hooks.attention import ATTR
+from interp.hooks.points import HookPoint
+
+HookFn = Callable[[torch.Tensor, HookPoint], torch.Tensor | None]
+Remove = Callable[[], None]
+
+
+def _first(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
+def _replace_first(output, new):
+    return (new, *output[1:]) if isinstance(output, tuple) else new
+
+
+def _input_of(args, kwargs):
+    if args:
+        return args[0], True
+    return kwargs["hidden_states"], False
+
+
+def _call(point: HookPoint, fn: HookFn, t: torch.Tensor) -> torch.Tensor | None:
+    """Call a hook function on the viewed tensor; the full-size replacement, or None when unchanged."""
+    new = fn(point.view.get(t), point)
+    return None if new is None else point.view.put(t, new)
+
+
+def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
+    """Install one forward hook function at one hook point."""
+    module = root.get_submodule(point.module)
+    if point.site == "attn":
+        table = module.__dict__.setdefault(ATTR, {})
+        entry = (fn, point)
+        table.setdefault(point.attn_part, []).append(entry)
+
+        def remove() -> None:
+            table[point.attn_part].remove(entry)
+            if not table[point.attn_part]:
+                del table[point.attn_part]
+
+        return [remove]
+    if point.site == "output":
+
+        def forward_hook(mod, args, output):
+            new = _call(point, fn, _first(output))
+            return None if new is None else _replace_first(output, new)
+
+        return [module.register_forward_hook(forward_hook).remove]
+
+    delta: dict[str, torch.Tensor] = {}
+
+    def pre_hook(mod, args, kwargs):
+        t, positional = _input_of(args, kwargs)
+        new = _call(point, fn, t)
+        if new is None:
+            return None
+        if point.delta_module is not None:
+            delta["d"] = new - t
+        if positional:
+            return (new, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": new}
+
+    removes = [module.register_forward_pre_hook(pre_hook, with_kwargs=True).remove]
+    if point.delta_module is not None:
+
+        def carry_delta(mod, args, output):
+            d = delta.pop("d", None)
+            return None if d is None else _replace_first(output, _first(output) + d)
+
+        removes.append(root.get_submodule(point.delta_module).register_forward_hook(carry_delta).remove)
+    return removes
+
+
+def install_backward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
+    """Install a gradient hook: `fn(grad, hook)` sees d(loss)/d(activation) in the point's view.
+
+    Returning a tensor replaces the gradient that flows further back.
+    """
+
+    def on_tensor(t: torch.Tensor) -> None:
+        if t.requires_grad:
+            t.register_hook(lambda g: _call(point, fn, g))
+
+    if point.site == "attn":
+
+        def observe(seen: torch.Tensor, _point: HookPoint) -> torch.Tensor:
+            if seen.requires_grad:
+                seen.register_hook(lambda g: fn(g, point))
+            return seen  # handed back so that the forward uses the very tensor whose gradient we hook
+
+        return install_forward(root, point, observe)
+    module = root.get_submodule(point.module)
+    if point.site == "output":
+        return [module.register_forward_hook(lambda m, a, out: on_tensor(_first(out))).remove]
+    pre = module.register_forward_pre_hook(lambda m, a, kw: on_tensor(_input_of(a, kw)[0]), with_kwargs=True)
+    return [pre.remove]

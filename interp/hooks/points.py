@@ -1,0 +1,163 @@
+"""Hook points: the TransformerLens-named places of one model, each tied to a site on a real HF module.
+
+A `HookPoint` says *where* (module path and site) and *how the tensor looks to a hook function* (a
+`View`: heads split out, or one part of a fused q|k|v projection). `build_points` derives the whole
+list from an `Adapter` and the model config; the list is in forward order, which is what lets a cached
+forward stop right after the last hook it needs.
+
+Sites:
+- "output": a forward hook on the module; the hook sees (a view of) its output.
+- "input": a forward pre-hook; the hook sees (a view of) its first input.
+- "attn": inside the attention function (`interp.hooks.attention`): `rot_q`, `rot_k`, `scores`, `pattern`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from interp.adapters.base import Adapter
+
+Site = Literal["output", "input", "attn"]
+
+
+@dataclass(frozen=True)
+class View:
+    """How a hook function sees a module tensor: optionally one of three fused parts, heads split out."""
+
+    heads: int | None = None
+    """Split the last dimension into (heads, d_head)."""
+    fused: Literal["neox", "gpt2"] | None = None
+    """Layout of a fused q|k|v output; `part` picks q (0), k (1) or v (2)."""
+    part: int = 0
+
+    def get(self, t: torch.Tensor) -> torch.Tensor:
+        """The tensor the hook function sees."""
+        if self.fused == "neox":  # per head: [q_h | k_h | v_h]
+            t = t.view(*t.shape[:-1], self.heads, 3, -1)[..., self.part, :]
+            return t
+        if self.fused == "gpt2":  # [q | k | v], each heads * d_head wide
+            t = t.chunk(3, dim=-1)[self.part]
+        if self.heads is not None:
+            t = t.unflatten(-1, (self.heads, -1))
+        return t
+
+    def put(self, t: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """The module tensor with the hook's replacement of the viewed part written in (out of place)."""
+        if self.fused is None:
+            return new.flatten(-2) if self.heads is not None else new
+        out = t.clone()
+        self.get(out).copy_(new)  # get() of a fused layout is a view into `out`
+        return out
+
+
+@dataclass(frozen=True)
+class HookPoint:
+    """One named hook point; passed to hook functions as `hook` (so `hook.name`, `hook.layer` work)."""
+
+    name: str
+    layer: int | None
+    site: Site
+    module: str
+    """Module path relative to the causal-LM model."""
+    view: View = field(default_factory=View)
+    attn_part: str | None = None
+    """For site "attn": "rot_q", "rot_k", "scores" or "pattern"."""
+    delta_module: str | None = None
+    """For resid_mid: the module whose output must carry an edit of the residual (see `install`)."""
+    stop_module: str = ""
+    """The module after whose forward a cached run may stop once this point has fired."""
+
+    def __repr__(self) -> str:
+        return f"HookPoint({self.name})"
+
+
+def build_points(adapter: Adapter, config) -> list[HookPoint]:
+    """All hook points of a model, in forward order."""
+    n_layers = config.num_hidden_layers
+    n_heads = config.num_attention_heads
+    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
+    points = [HookPoint("hook_embed", None, "output", adapter.embed, stop_module=adapter.embed)]
+    if adapter.pos_embed:
+        points.append(HookPoint("hook_pos_embed", None, "output", adapter.pos_embed, stop_module=adapter.pos_embed))
+    parallel = adapter.is_parallel(config)
+    for layer in range(n_layers):
+        blk = f"{adapter.layers}.{layer}"
+        b, a = f"blocks.{layer}", f"blocks.{layer}.attn"
+
+        def pt(name, site, module, **kw):
+            return HookPoint(name, layer, site, f"{blk}.{module}" if module else blk, stop_module=blk, **kw)
+
+        points.append(pt(f"{b}.hook_resid_pre", "input", ""))
+        if adapter.qkv_layout == "separate":
+            q, k, v = adapter.qkv
+            points += [
+                pt(f"{a}.hook_q", "output", q, view=View(heads=n_heads)),
+                pt(f"{a}.hook_k", "output", k, view=View(heads=n_kv)),
+                pt(f"{a}.hook_v", "output", v, view=View(heads=n_kv)),
+            ]
+        else:
+            points += [
+                pt(f"{a}.hook_{x}", "output", adapter.qkv[0], view=View(heads=n_heads, fused=adapter.qkv_layout, part=i))
+                for i, x in enumerate("qkv")
+            ]
+        points += [
+            pt(f"{a}.hook_rot_q", "attn", adapter.attn, attn_part="rot_q"),
+            pt(f"{a}.hook_rot_k", "attn", adapter.attn, attn_part="rot_k"),
+            pt(f"{a}.hook_attn_scores", "attn", adapter.attn, attn_part="scores"),
+            pt(f"{a}.hook_pattern", "attn", adapter.attn, attn_part="pattern"),
+            pt(f"{a}.hook_z", "input", adapter.out_proj, view=View(heads=n_heads)),
+            pt(f"{b}.hook_attn_out", "output", adapter.attn_contrib),
+        ]
+        if not parallel:
+            points.append(pt(f"{b}.hook_resid_mid", "input", adapter.mlp_norm, delta_module=f"{blk}.{adapter.mlp_contrib}"))
+        points.append(pt(f"{b}.mlp.hook_pre", "output", adapter.mlp_pre))
+        if adapter.mlp_pre_linear:
+            points.append(pt(f"{b}.mlp.hook_pre_linear", "output", adapter.mlp_pre_linear))
+        points += [
+            pt(f"{b}.mlp.hook_post", "input", adapter.mlp_down),
+            pt(f"{b}.hook_mlp_out", "output", adapter.mlp_contrib),
+            pt(f"{b}.hook_resid_post", "output", ""),
+        ]
+    points.append(HookPoint("ln_final.hook_normalized", None, "output", adapter.final_norm, stop_module=adapter.final_norm))
+    return points
+
+
+class UnknownHookError(ValueError):
+    """A hook name or pattern that names no hook point of this model."""
+
+
+NameFilter = str | Iterable[str] | Callable[[str], bool] | None
+
+
+def select_points(points: list[HookPoint], names: NameFilter) -> list[HookPoint]:
+    """Points chosen by exact names, glob patterns, or a predicate; None means all. In forward order.
+
+    An exact name that does not exist, or a pattern that matches nothing, raises `UnknownHookError` that
+    lists the nearest valid names.
+    """
+    if names is None:
+        return list(points)
+    if callable(names):
+        return [p for p in points if names(p.name)]
+    wanted = [names] if isinstance(names, str) else list(names)
+    by_name = {p.name: p for p in points}
+    chosen: set[str] = set()
+    for pattern in wanted:
+        if any(c in pattern for c in "*?["):
+            hits = fnmatch.filter(by_name, pattern)
+        else:
+            hits = [pattern] if pattern in by_name else []
+        if not hits:
+            near = difflib.get_close_matches(pattern, list(by_name), n=5, cutoff=0.4)
+            raise UnknownHookError(
+                f"unknown hook name {pattern!r}; nearest valid names: {', '.join(near) or '(none)'}. "
+                "See model.hook_names() for the full list."
+            )
+        chosen.update(hits)
+    return [p for p in points if p.name in chosen]

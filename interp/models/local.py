@@ -1,0 +1,59 @@
+"""Loading a local HF folder, a `.gguf` file, or one step of a training run (`run/step_N`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from interp.models.gguf import convert_gguf
+from interp.models.provenance import cached_sha256, weights_sha256
+
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+def steps_of(run: Path) -> dict[int, Path]:
+    """Checkpoint folders `step_N` of a training run, by N."""
+    return {int(m[1]): p for p in run.iterdir() if p.is_dir() and (m := _STEP.match(p.name))}
+
+
+def resolve_folder(path: str | Path, step: int | None = None) -> Path:
+    """The HF folder to load: the folder itself, its `step_N` (given N), or its latest step."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such model path: {path}")
+    if path.is_file():
+        return path
+    steps = steps_of(path)
+    if step is not None:
+        if step not in steps:
+            known = ", ".join(map(str, sorted(steps))) or "none"
+            raise FileNotFoundError(f"{path} has no step_{step}; steps there: {known}")
+        return steps[step]
+    if (path / "config.json").exists():
+        return path
+    if steps:
+        return steps[max(steps)]
+    raise FileNotFoundError(f"{path} holds neither config.json nor step_N checkpoint folders")
+
+
+def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
+    """(hf_model, tokenizer, provenance) of a local folder or GGUF file, with eager attention."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from interp.data import byte_tokenizer
+
+    target = resolve_folder(path, step)
+    provenance = {"source": str(target)}
+    if target.suffix == ".gguf":
+        provenance.update(gguf_sha256=cached_sha256(target))
+        target = convert_gguf(target)
+        provenance["converted"] = str(target)
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager")
+    has_tokenizer = any((target / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
+    tokenizer = AutoTokenizer.from_pretrained(target) if has_tokenizer else byte_tokenizer()
+    provenance.update(weights_sha256=weights_sha256(target), tokenizer=tokenizer.name_or_path)
+    if step is not None or _STEP.match(target.name):
+        provenance["step"] = int(_STEP.match(target.name)[1]) if _STEP.match(target.name) else step
+    return model, tokenizer, provenance

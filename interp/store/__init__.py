@@ -1,0 +1,37 @@
+"""On-disk activation store: a folder of `shard_{i:05d}.safetensors` files plus `manifest.json`.
+
+Rows are tokens. Each shard holds, per hook, `[row, *row_shape]`, plus `tokens`, `seq` and `pos` columns.
+Writes are atomic and recorded in the manifest by one coordinating process, so a killed run resumes
+without losing or duplicating rows; each shard's sha256 is checked when it is read.
+
+>>> store = ActivationStore.open_or_create("runs/acts", meta, n_shards_planned=8)
+>>> store.clean_partial()
+>>> for i in store.missing():
+...     store.commit_shard(write_shard_file(store.path, i, tensors_for(i)))
+>>> for batch in store.iter_batches(4096, hooks="blocks.6.hook_resid_post"):
+...     train_step(batch["blocks.6.hook_resid_post"])
+"""
+
+from interp.store.errors import NotAStoreError, StoreCorruptError, StoreError, StoreMismatchError
+from interp.store.manifest import COMPAT_FIELDS, MANIFEST_NAME, Manifest, StoreMeta
+from interp.store.reader import BatchIterator, VerifyReport
+from interp.store.shards import INDEX_COLUMNS, ShardInfo, shard_file_name, write_shard_file
+from interp.store.store import ActivationStore
+
+__all__ = [
+    "COMPAT_FIELDS",
+    "INDEX_COLUMNS",
+    "MANIFEST_NAME",
+    "ActivationStore",
+    "BatchIterator",
+    "Manifest",
+    "NotAStoreError",
+    "ShardInfo",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreMeta",
+    "StoreMismatchError",
+    "VerifyReport",
+    "shard_file_name",
+    "write_shard_file",
+]

@@ -1,0 +1,30 @@
+"""Errors of the on-disk activation store.
+
+All are `ValueError`s (the folder's content is the bad value), so callers that catch `ValueError` for
+"bad input" keep working; the subclasses let a CLI print a precise message and a fix.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(ValueError):
+    """Something about a store folder is wrong (base class of the errors below)."""
+
+
+class StoreMismatchError(StoreError):
+    """A store exists at the path but was written with other settings (model, hooks, data, ...).
+
+    `fields` names the settings that differ; the message gives both values and the fix.
+    """
+
+    def __init__(self, message: str, fields: list[str]):
+        super().__init__(message)
+        self.fields = fields
+
+
+class StoreCorruptError(StoreError):
+    """A shard file is missing or its bytes do not hash to the sha256 recorded in the manifest."""
+
+
+class NotAStoreError(StoreError, FileNotFoundError):
+    """The folder has no `manifest.json`, so it is not (yet) a store."""

@@ -1,0 +1,243 @@
+"""Reading an `ActivationStore`: whole shards, random rows, shuffled streams, integrity checks.
+
+Reads go through `safetensors.safe_open` (memory-mapped) and slice the first dimension, so random access
+touches only the rows it needs. Hash verification has to read a whole file, so it is done once per
+store object and shard; when it is due, the shard is parsed from the same bytes that were hashed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load
+from torch import Tensor
+
+from interp.store.atomic import sha256_bytes, sha256_file
+from interp.store.errors import StoreCorruptError
+from interp.store.shards import INDEX_COLUMNS
+
+if TYPE_CHECKING:
+    from interp.store.store import ActivationStore
+
+MAX_GAP_ROWS = 64
+"""Random access reads one contiguous slice for requested rows closer than this; farther ones split."""
+
+
+def _corrupt(store: ActivationStore, index: int, actual: str | None) -> StoreCorruptError:
+    info = store.shard_info(index)
+    if actual is None:
+        return StoreCorruptError(f"shard file {info.file} is missing from the store at {store.path}")
+    return StoreCorruptError(
+        f"shard file {info.file} in {store.path} is damaged: its sha256 is {actual}, the manifest records "
+        f"{info.sha256}. Delete the file and run the caching command again to rewrite that shard."
+    )
+
+
+def read_shard(store: ActivationStore, index: int, hooks: list[str], verify: bool) -> dict[str, Tensor]:
+    """Tensors of `hooks` plus the index columns of shard `index` (see `ActivationStore.read_shard`)."""
+    info = store.shard_info(index)
+    path = store.path / info.file
+    if not path.is_file():
+        raise _corrupt(store, index, None)
+    keys = [*hooks, *INDEX_COLUMNS]
+    if verify and index not in store._verified:
+        data = path.read_bytes()
+        actual = sha256_bytes(data)
+        if actual != info.sha256:
+            raise _corrupt(store, index, actual)
+        store._verified.add(index)
+        tensors = load(data)
+        del data
+        return {k: tensors[k] for k in keys}
+    with safe_open(str(path), framework="pt") as f:
+        return {k: f.get_tensor(k) for k in keys}
+
+
+@dataclass
+class VerifyReport:
+    """Result of `ActivationStore.verify()`."""
+
+    good: list[str] = field(default_factory=list)
+    """Shard files whose hash matches the manifest."""
+    corrupt: dict[str, str] = field(default_factory=dict)
+    """Shard file -> message, for files whose hash differs."""
+    missing: list[str] = field(default_factory=list)
+    """Committed shard files that are not on disk."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.corrupt and not self.missing
+
+    def __str__(self) -> str:
+        lines = [f"{len(self.good)} shard(s) good, {len(self.corrupt)} corrupt, {len(self.missing)} missing"]
+        lines += [f"  {msg}" for msg in self.corrupt.values()]
+        lines += [f"  missing: {name}" for name in self.missing]
+        return "\n".join(lines)
+
+
+def verify_all(store: ActivationStore) -> VerifyReport:
+    """Hash every committed shard file (streamed in chunks); see `VerifyReport`."""
+    report = VerifyReport()
+    for index in store.shard_indices:
+        info = store.shard_info(index)
+        path = store.path / info.file
+        if not path.is_file():
+            report.missing.append(info.file)
+            continue
+        actual = sha256_file(path)
+        if actual == info.sha256:
+            store._verified.add(index)
+            report.good.append(info.file)
+        else:
+            store._verified.discard(index)
+            report.corrupt[info.file] = str(_corrupt(store, index, actual))
+    return report
+
+
+def _as_index(store: ActivationStore, indices: Tensor | Sequence[int] | slice) -> Tensor:
+    n = len(store)
+    if isinstance(indices, slice):
+        return torch.arange(*indices.indices(n), dtype=torch.int64)
+    idx = torch.as_tensor(indices, dtype=torch.int64).reshape(-1)
+    idx = torch.where(idx < 0, idx + n, idx)
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        raise IndexError(f"row index out of range for a store of {n} rows")
+    return idx
+
+
+def _runs(rows: Tensor) -> list[tuple[int, int, Tensor]]:
+    """Split sorted unique rows into (start, stop, rows) runs whose inner gaps are <= MAX_GAP_ROWS."""
+    cuts = (torch.nonzero(rows.diff() > MAX_GAP_ROWS).flatten() + 1).tolist()
+    return [(int(r[0]), int(r[-1]) + 1, r) for r in torch.tensor_split(rows, cuts) if r.numel()]
+
+
+def get_rows(
+    store: ActivationStore, indices: Tensor | Sequence[int] | slice, hooks: list[str], verify: bool
+) -> dict[str, Tensor]:
+    """Rows by global index, in the order asked (duplicates allowed); see `ActivationStore.get_rows`."""
+    idx = _as_index(store, indices)
+    keys = [*hooks, *INDEX_COLUMNS]
+    shapes = {**{h: store.hooks[h] for h in hooks}, **{c: () for c in INDEX_COLUMNS}}
+    dtypes = {**{h: store.dtype for h in hooks}, **INDEX_COLUMNS}
+    out = {k: torch.empty((idx.numel(), *shapes[k]), dtype=dtypes[k]) for k in keys}
+    if idx.numel() == 0:
+        return out
+    offsets = store.row_offsets()
+    which = torch.searchsorted(offsets[1:], idx, right=True)  # position of the shard in shard_indices
+    local = idx - offsets[which]
+    shard_ids = store.shard_indices
+    for p in torch.unique(which).tolist():
+        mask = which == p
+        rows, inverse = torch.unique(local[mask], sorted=True, return_inverse=True)
+        index = shard_ids[p]
+        if verify and index not in store._verified:
+            read_shard(store, index, [], verify=True)  # hashes the file once, raises if damaged
+        with safe_open(str(store.path / store.shard_info(index).file), framework="pt") as f:
+            for k in keys:
+                sl = f.get_slice(k)
+                parts = [sl[a:b][r - a] for a, b, r in _runs(rows)]
+                out[k][mask] = torch.cat(parts)[inverse]
+    return out
+
+
+class BatchIterator(Iterator[dict[str, Tensor]]):
+    """Shuffled (or ordered) batches from a store with bounded memory: one pass, each row exactly once.
+
+    Shards are visited in a seeded random order and their rows pooled in a buffer that is re-shuffled
+    each time a shard joins; batches leave from the front of the buffer, and a new shard is read only
+    once it fits. The buffer never holds more than `buffer_limit_rows` rows, which is
+    `buffer_shards * (rows of the largest shard)` unless `batch_size` is larger than what that leaves
+    room for (then one shard plus one batch). With `shuffle=False` rows come in store order.
+
+    Instrumentation (read after or during iteration): `peak_buffer_rows`, `buffer_limit_rows`,
+    `shards_read`, `rows_yielded`.
+    """
+
+    def __init__(
+        self,
+        store: ActivationStore,
+        batch_size: int,
+        hooks: list[str],
+        shuffle: bool = True,
+        seed: int = 0,
+        buffer_shards: int = 4,
+        drop_last: bool = False,
+        verify: bool = True,
+    ):
+        if batch_size <= 0 or buffer_shards <= 0:
+            raise ValueError(f"batch_size and buffer_shards must be positive, got {batch_size}, {buffer_shards}")
+        self.store, self.batch_size, self.hooks = store, batch_size, hooks
+        self.shuffle, self.drop_last, self.verify = shuffle, drop_last, verify
+        self._gen = torch.Generator().manual_seed(seed)
+        order = store.shard_indices
+        if shuffle:
+            order = [order[i] for i in torch.randperm(len(order), generator=self._gen).tolist()]
+        self._queue = deque(order)
+        self._n_rows = len(store)
+        biggest = max((store.shard_info(i).n_rows for i in order), default=0)
+        self.buffer_limit_rows = max(buffer_shards * biggest, biggest + batch_size - 1)
+        """Most rows the buffer may hold."""
+        self.peak_buffer_rows = 0
+        """Most rows the buffer did hold so far."""
+        self.shards_read = 0
+        self.rows_yielded = 0
+        self._it = self._batches()
+
+    def __len__(self) -> int:
+        """Number of batches in the pass."""
+        full, rest = divmod(self._n_rows, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def __iter__(self) -> BatchIterator:
+        return self
+
+    def __next__(self) -> dict[str, Tensor]:
+        return next(self._it)
+
+    def _batches(self) -> Iterator[dict[str, Tensor]]:
+        pool: dict[str, Tensor] = {}
+        head, size = 0, 0  # pool rows before `head` were already yielded; `size` rows remain after it
+        bs, queue = self.batch_size, self._queue
+
+        def next_fits() -> bool:
+            return bool(queue) and size + self.store.shard_info(queue[0]).n_rows <= self.buffer_limit_rows
+
+        while queue or size:
+            loaded = [{k: v[head:] for k, v in pool.items()}] if size else []
+            n_new = 0
+            while next_fits():
+                shard = read_shard(self.store, queue.popleft(), self.hooks, self.verify)
+                size += shard["seq"].shape[0]
+                loaded.append(shard)
+                n_new += 1
+            self.shards_read += n_new
+            if n_new:
+                pool = {k: torch.cat([part[k] for part in loaded]) for k in loaded[0]}
+                head = 0
+                if self.shuffle:
+                    perm = torch.randperm(size, generator=self._gen)
+                    pool = {k: v[perm] for k, v in pool.items()}
+                self.peak_buffer_rows = max(self.peak_buffer_rows, size)
+            del loaded
+            # Yield until the next shard fits; when none is left, drain the pool.
+            yielded = False
+            while size >= bs and (not queue or not next_fits()):
+                yield self._take(pool, head, bs)
+                head, size, yielded = head + bs, size - bs, True
+            if not queue and size:
+                if not self.drop_last:
+                    yield self._take(pool, head, size)
+                head, size = head + size, 0
+            # The limit leaves room for one shard beside a partial batch, so each round makes progress.
+            assert yielded or next_fits() or not queue, "BatchIterator made no progress"
+
+    def _take(self, pool: dict[str, Tensor], head: int, n: int) -> dict[str, Tensor]:
+        self.rows_yielded += n
+        # clone: a batch the caller keeps must not pin the whole buffer in memory
+        return {k: v[head : head + n].clone() for k, v in pool.items()}
+
