@@ -244,10 +244,10 @@ class HookedModel:
 
     @cached_property
     def nnsight(self):
-        """An nnsight `LanguageModel` over the very same HF modules (no copy)."""
-        from nnsight import LanguageModel
+        """An nnsight model over the very same HF modules (no copy): `with model.nnsight.trace(ids): ...`."""
+        from nnsight.modeling.transformers import TransformersModel
 
-        return LanguageModel(self.hf_model, tokenizer=self.tokenizer)
+        return TransformersModel(self.hf_model, task="text-generation", tokenizer=self.tokenizer)
 
 
 def next_token_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> Tensor:

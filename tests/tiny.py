@@ -25,7 +25,7 @@ def tiny_hf(arch: str, seed: int = 0, **overrides):
         config = LlamaConfig(**common, num_key_value_heads=2, tie_word_embeddings=True)
         cls = LlamaForCausalLM
     elif arch in ("gpt_neox", "gpt_neox_seq"):
-        config = GPTNeoXConfig(**common, rotary_pct=0.25, use_parallel_residual=(arch == "gpt_neox"))
+        config = GPTNeoXConfig(**common, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}, use_parallel_residual=(arch == "gpt_neox"))
         cls = GPTNeoXForCausalLM
     elif arch == "gpt2":
         config = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from store_helpers import make_meta, shard_tensors
+from tests.interp.store.store_helpers import make_meta, shard_tensors
 
 from interp.store import ActivationStore, write_shard_file
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from store_helpers import concat, row_ids
+from tests.interp.store.store_helpers import concat, row_ids
 
 import interp.store.reader as reader
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from store_helpers import HOOKS, concat, make_meta, shard_tensors
+from tests.interp.store.store_helpers import HOOKS, concat, make_meta, shard_tensors
 
 from interp.store import ActivationStore, StoreError, write_shard_file
 
