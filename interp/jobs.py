@@ -121,7 +121,9 @@ def ray_session(address: str | None = None, num_workers: int | None = None) -> I
 
     A local Ray keeps its session files in a short folder of its own under /tmp (Unix socket paths are
     limited to ~107 bytes) that is removed afterwards, and runs without auth tokens, dashboard or usage
-    stats, so nothing is written to the home folder.
+    stats, so nothing is written to the home folder. Its workers get this process's extra `sys.path`
+    entries, so what imports here (a script's folder, a test package) imports there too; on a cluster,
+    install the code on the nodes or pass a `runtime_env`.
     """
     ray = import_ray()
     if ray.is_initialized():
@@ -132,13 +134,23 @@ def ray_session(address: str | None = None, num_workers: int | None = None) -> I
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         temp_dir = tempfile.mkdtemp(prefix="interp-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        ray.init(
-            include_dashboard=False,
-            _temp_dir=temp_dir,
-            num_cpus=num_workers,
-            log_to_driver=False,
-            ignore_reinit_error=True,
-        )
+        # Workers are children of the raylet, which inherits this environment at start: extend PYTHONPATH
+        # for the duration of `init` (cheaper than a runtime_env, which defeats prestarted workers).
+        old_path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join([*_extra_sys_path(), *filter(None, [old_path])])
+        try:
+            ray.init(
+                include_dashboard=False,
+                _temp_dir=temp_dir,
+                num_cpus=num_workers,
+                log_to_driver=False,
+                ignore_reinit_error=True,
+            )
+        finally:
+            if old_path is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = old_path
     else:
         ray.init(address=address, log_to_driver=False, ignore_reinit_error=True)
     try:
@@ -147,6 +159,17 @@ def ray_session(address: str | None = None, num_workers: int | None = None) -> I
         ray.shutdown()
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _extra_sys_path() -> list[str]:
+    """Folders on this process's `sys.path` that a fresh interpreter of the same environment lacks."""
+    env_roots = tuple(os.path.abspath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    out: list[str] = []
+    for entry in sys.path:
+        path = os.path.abspath(entry or os.getcwd())
+        if os.path.isdir(path) and not (path + os.sep).startswith(env_roots) and path not in out:
+            out.append(path)
+    return out
 
 
 def _apply(fn: Callable[[T], R], task: T) -> R:

@@ -240,4 +240,3 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
         self.rows_yielded += n
         # clone: a batch the caller keeps must not pin the whole buffer in memory
         return {k: v[head : head + n].clone() for k, v in pool.items()}
-

@@ -27,8 +27,14 @@ from interp.store import reader
 from interp.store.atomic import is_temp_name
 from interp.store.errors import StoreError, StoreMismatchError
 from interp.store.manifest import Manifest, StoreMeta, manifest_path, read_manifest, write_manifest
-from interp.store.shards import INDEX_COLUMNS, SAFETENSORS_DTYPES, ShardInfo, parse_shard_index, read_header
-from interp.store.shards import torch_dtype
+from interp.store.shards import (
+    INDEX_COLUMNS,
+    SAFETENSORS_DTYPES,
+    ShardInfo,
+    parse_shard_index,
+    read_header,
+    torch_dtype,
+)
 
 
 class ActivationStore:
@@ -119,7 +125,8 @@ class ActivationStore:
         return self._manifest.n_rows
 
     def __repr__(self) -> str:
-        return f"ActivationStore({str(self.path)!r}, rows={len(self)}, shards={self._manifest.n_shards}, hooks={list(self.hooks)})"
+        n_shards = self._manifest.n_shards
+        return f"ActivationStore({str(self.path)!r}, rows={len(self)}, shards={n_shards}, hooks={list(self.hooks)})"
 
     def shard_path(self, index: int) -> Path:
         return self.path / self.shard_info(index).file
@@ -128,7 +135,9 @@ class ActivationStore:
         try:
             return self._manifest.shards[index]
         except KeyError:
-            raise IndexError(f"shard {index} is not committed in {self.path} ({self._manifest.n_shards} committed)") from None
+            raise IndexError(
+                f"shard {index} is not committed in {self.path} ({self._manifest.n_shards} committed)"
+            ) from None
 
     def select_hooks(self, hooks: str | Iterable[str] | None) -> list[str]:
         """Hook names matching `hooks` (names or glob patterns; None = all), in store order."""
@@ -217,7 +226,9 @@ class ActivationStore:
         return removed
 
     # ---- reading (implemented in interp.store.reader) --------------------------------------------
-    def read_shard(self, index: int, hooks: str | Iterable[str] | None = None, verify: bool = True) -> dict[str, Tensor]:
+    def read_shard(
+        self, index: int, hooks: str | Iterable[str] | None = None, verify: bool = True
+    ) -> dict[str, Tensor]:
         """One shard as {hook: [row, ...], "tokens", "seq", "pos": [row]}; index columns always included.
 
         With `verify`, the file's sha256 is checked against the manifest (once per store object) and a

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.interp.store.store_helpers import make_meta, shard_tensors
 
 from interp.store import ActivationStore, write_shard_file
+from tests.interp.store.store_helpers import make_meta, shard_tensors
 
 
 @pytest.fixture

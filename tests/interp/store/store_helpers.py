@@ -9,6 +9,7 @@ from interp.store import StoreMeta
 CTX = 4
 HOOKS = {"blocks.0.hook_resid_post": [8], "blocks.1.attn.hook_z": [2, 3]}
 
+
 def make_meta(**changes) -> StoreMeta:
     fields = dict(
         model="tiny-gpt2",
@@ -21,6 +22,7 @@ def make_meta(**changes) -> StoreMeta:
     )
     return StoreMeta(**(fields | changes))
 
+
 def shard_tensors(start: int, n_rows: int, hooks=HOOKS, dtype=torch.float32, seed: int = 0) -> dict[str, torch.Tensor]:
     """Rows start .. start+n_rows of a fake run; (seq, pos) identify a row: global row = seq * CTX + pos."""
     g = torch.Generator().manual_seed(seed * 1000 + start)
@@ -31,8 +33,10 @@ def shard_tensors(start: int, n_rows: int, hooks=HOOKS, dtype=torch.float32, see
     out["pos"] = (rows % CTX).to(torch.int32)
     return out
 
+
 def concat(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
 
 def row_ids(batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return batch["seq"] * CTX + batch["pos"].to(torch.int64)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.interp.store.store_helpers import concat, row_ids
 
 import interp.store.reader as reader
+from interp.store import ActivationStore
+from tests.interp.store.store_helpers import concat, make_meta, row_ids
 
 
 def _ids(batches) -> torch.Tensor:
@@ -80,8 +81,5 @@ def test_drop_last(make_store):
 
 
 def test_empty_store_yields_nothing(tmp_path):
-    from interp.store import ActivationStore
-    from store_helpers import make_meta
-
     store = ActivationStore.create(tmp_path / "empty", make_meta())
     assert list(store.iter_batches(8)) == []

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.interp.store.store_helpers import concat, make_meta, shard_tensors
 
 import interp.store.atomic as atomic
 from interp.store import (
@@ -18,6 +17,7 @@ from interp.store import (
     StoreMismatchError,
     write_shard_file,
 )
+from tests.interp.store.store_helpers import concat, make_meta, shard_tensors
 
 
 def _snapshot(folder: Path) -> dict[str, str]:

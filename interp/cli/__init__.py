@@ -1,0 +1,1 @@
+"""The `interp` command line (typer)."""
