@@ -38,6 +38,20 @@ def _corrupt(store: ActivationStore, index: int, actual: str | None) -> StoreCor
     )
 
 
+def ensure_verified(store: ActivationStore, index: int) -> None:
+    """Hash shard `index` (streamed) unless this store object already did; raise if it is damaged."""
+    if index in store._verified:
+        return
+    info = store.shard_info(index)
+    path = store.path / info.file
+    if not path.is_file():
+        raise _corrupt(store, index, None)
+    actual = sha256_file(path)
+    if actual != info.sha256:
+        raise _corrupt(store, index, actual)
+    store._verified.add(index)
+
+
 def read_shard(store: ActivationStore, index: int, hooks: list[str], verify: bool) -> dict[str, Tensor]:
     """Tensors of `hooks` plus the index columns of shard `index` (see `ActivationStore.read_shard`)."""
     info = store.shard_info(index)
@@ -122,7 +136,8 @@ def get_rows(
     """Rows by global index, in the order asked (duplicates allowed); see `ActivationStore.get_rows`."""
     idx = _as_index(store, indices)
     keys = [*hooks, *INDEX_COLUMNS]
-    shapes = {**{h: store.hooks[h] for h in hooks}, **{c: () for c in INDEX_COLUMNS}}
+    row_shapes = store.hooks
+    shapes = {**{h: row_shapes[h] for h in hooks}, **{c: () for c in INDEX_COLUMNS}}
     dtypes = {**{h: store.dtype for h in hooks}, **INDEX_COLUMNS}
     out = {k: torch.empty((idx.numel(), *shapes[k]), dtype=dtypes[k]) for k in keys}
     if idx.numel() == 0:
@@ -135,9 +150,12 @@ def get_rows(
         mask = which == p
         rows, inverse = torch.unique(local[mask], sorted=True, return_inverse=True)
         index = shard_ids[p]
-        if verify and index not in store._verified:
-            read_shard(store, index, [], verify=True)  # hashes the file once, raises if damaged
-        with safe_open(str(store.path / store.shard_info(index).file), framework="pt") as f:
+        path = store.path / store.shard_info(index).file
+        if verify:
+            ensure_verified(store, index)
+        elif not path.is_file():
+            raise _corrupt(store, index, None)
+        with safe_open(str(path), framework="pt") as f:
             for k in keys:
                 sl = f.get_slice(k)
                 parts = [sl[a:b][r - a] for a, b, r in _runs(rows)]
@@ -152,7 +170,9 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
     each time a shard joins; batches leave from the front of the buffer, and a new shard is read only
     once it fits. The buffer never holds more than `buffer_limit_rows` rows, which is
     `buffer_shards * (rows of the largest shard)` unless `batch_size` is larger than what that leaves
-    room for (then one shard plus one batch). With `shuffle=False` rows come in store order.
+    room for (then one shard plus one batch); while a shard joins, the mixing makes transient copies of
+    the buffer. With `shuffle=False` rows come in store order. Each call of `iter_batches` is one pass;
+    pass another `seed` for another order.
 
     Instrumentation (read after or during iteration): `peak_buffer_rows`, `buffer_limit_rows`,
     `shards_read`, `rows_yielded`.
@@ -217,11 +237,7 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
                 n_new += 1
             self.shards_read += n_new
             if n_new:
-                pool = {k: torch.cat([part[k] for part in loaded]) for k in loaded[0]}
-                head = 0
-                if self.shuffle:
-                    perm = torch.randperm(size, generator=self._gen)
-                    pool = {k: v[perm] for k, v in pool.items()}
+                pool, head = self._mix(loaded, size), 0
                 self.peak_buffer_rows = max(self.peak_buffer_rows, size)
             del loaded
             # Yield until the next shard fits; when none is left, drain the pool.
@@ -235,6 +251,22 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
                 head, size = head + size, 0
             # The limit leaves room for one shard beside a partial batch, so each round makes progress.
             assert yielded or next_fits() or not queue, "BatchIterator made no progress"
+
+    def _mix(self, parts: list[dict[str, Tensor]], size: int) -> dict[str, Tensor]:
+        """Concatenate the parts; when shuffling, scatter rows straight to random places (one copy)."""
+        if not self.shuffle:
+            return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
+        dest = torch.randperm(size, generator=self._gen)  # row j of the concatenation goes to dest[j]
+        out = {}
+        for k, first in parts[0].items():
+            buf = torch.empty((size, *first.shape[1:]), dtype=first.dtype)
+            start = 0
+            for part in parts:
+                n = part[k].shape[0]
+                buf[dest[start : start + n]] = part[k]
+                start += n
+            out[k] = buf
+        return out
 
     def _take(self, pool: dict[str, Tensor], head: int, n: int) -> dict[str, Tensor]:
         self.rows_yielded += n

@@ -33,6 +33,7 @@ from interp.store.shards import (
     ShardInfo,
     parse_shard_index,
     read_header,
+    shard_file_name,
     torch_dtype,
 )
 
@@ -69,7 +70,7 @@ class ActivationStore:
     def open_or_create(
         cls, path: str | Path, meta: StoreMeta, *, n_shards_planned: int | None = None
     ) -> ActivationStore:
-        """Open the store at `path` if its meta is compatible with `meta`, else create one there.
+        """Open the store at `path` if there is one and its meta is compatible with `meta`, else create it.
 
         An existing store written with other settings raises `StoreMismatchError` (naming each
         differing field with both values) and nothing on disk changes. A known `n_shards_planned`
@@ -192,9 +193,10 @@ class ActivationStore:
         except BaseException:
             del self._manifest.shards[info.index]  # keep memory in step with the file
             raise
-        self._verified.add(info.index)  # its hash was computed from the very bytes written
 
     def _check_shard_file(self, info: ShardInfo) -> None:
+        if info.file != shard_file_name(info.index):
+            raise StoreError(f"shard {info.index} must be named {shard_file_name(info.index)}, not {info.file!r}")
         path = self.path / info.file
         if not path.is_file():
             raise StoreError(f"cannot commit shard {info.index}: {path} does not exist")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -88,7 +89,12 @@ def test_commit_checks_the_file_against_the_meta(make_store, tmp_path):
     del no_tokens["tokens"]
     with pytest.raises(StoreError, match="tokens: expected I32 .* file has nothing"):
         store.commit_shard(write_shard_file(store.path, 1, no_tokens))
+    good = write_shard_file(store.path, 1, shard_tensors(10, 8))
+    with pytest.raises(StoreError, match="must be named shard_00001.safetensors"):
+        store.commit_shard(dataclasses.replace(good, file="../elsewhere.safetensors"))
     assert not store.has_shard(1) and len(ActivationStore.open(store.path)) == 10
+    store.commit_shard(good)
+    assert store.has_shard(1) and len(ActivationStore.open(store.path)) == 18
 
 
 def test_commit_same_index_twice(make_store):
