@@ -7,7 +7,8 @@
    bare HF forward; our `run_with_cache` of every `hook_resid_post` (with logits, and stopping early
    without them); TransformerLens `run_with_cache` of the same hooks (Pythia-shaped model only, built from
    the same weights); an nnsight trace saving the same layer outputs.
-2. Store writes: `write_shard_file` against a bare `safetensors.torch.save_file` of the same tensors.
+2. Store writes: `write_shard_file` (sha256 on the way, temp file, fsync, rename) against a bare
+   `safetensors.torch.save_file` of the same tensors, each writing a new file.
 3. Peak memory (max RSS of a fresh process) while `interp cache` writes N tokens to disk, for two N:
    it must not grow with the token count.
 """
@@ -48,6 +49,23 @@ def interleaved(cases: dict, reps: int, warmup: int = 1) -> dict[str, float]:
     for _ in range(reps):
         for name, fn in cases.items():
             samples[name] += timed(fn, 1)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def interleaved_new_files(cases: dict, reps: int, folder: str) -> dict[str, float]:
+    """Median seconds of write cases `fn(i)` that each create a new file, round-robin; the files are
+    deleted between repetitions, outside the timing (a first round is a warm-up)."""
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    i = 0
+    for rep in range(reps + 1):
+        for name, fn in cases.items():
+            i += 1
+            t0 = time.perf_counter()
+            fn(i)
+            if rep:
+                samples[name].append(time.perf_counter() - t0)
+            for p in Path(folder).iterdir():
+                p.unlink()
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -96,17 +114,21 @@ def bench_store_write(rows: int, d: int, reps: int) -> dict:
     from safetensors.torch import save_file
 
     from interp.store import write_shard_file
+    from interp.store.safetensors_io import write_safetensors_hashed
 
     g = torch.Generator().manual_seed(0)
     tensors = {"blocks.0.hook_resid_post": torch.randn(rows, d, generator=g), "tokens": torch.zeros(rows, dtype=torch.int32),
                "seq": torch.zeros(rows, dtype=torch.int64), "pos": torch.zeros(rows, dtype=torch.int32)}
     mb = sum(t.numel() * t.element_size() for t in tensors.values()) / 1e6
+    # Each write makes a new file, as a caching run does (replacing a file costs extra in both cases).
     with tempfile.TemporaryDirectory() as tmp:
         cases = {
-            "bare_safetensors_save_file": lambda: save_file(tensors, os.path.join(tmp, "bare.safetensors")),
-            "write_shard_file": lambda: write_shard_file(tmp, 0, tensors),
+            "bare_safetensors_save_file": lambda i: save_file(tensors, os.path.join(tmp, f"bare_{i}.safetensors")),
+            "write_shard_file": lambda i: write_shard_file(tmp, i, tensors),
+            # the same bytes and sha256, without the temp-file + fsync + rename that make it durable
+            "hashed_write_no_fsync": lambda i: write_safetensors_hashed(Path(tmp) / f"h_{i}.safetensors", tensors),
         }
-        med = interleaved(cases, reps)
+        med = interleaved_new_files(cases, reps, tmp)
     return {
         "megabytes": round(mb, 1),
         "median_seconds": {k: round(v, 4) for k, v in med.items()},

@@ -12,7 +12,11 @@ import contextlib
 import hashlib
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 TEMP_TAG = ".tmp-"
 """Marker in the names of temporary files: `.{final name}.tmp-{pid}-{random}`."""
@@ -42,21 +46,32 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview) -> None:
-    """Write `data` to `path` atomically: temporary file in the same folder, fsync, `os.replace`."""
+def atomic_write_with(path: Path, write: Callable[[Path], T]) -> T:
+    """Atomically create `path` with `write(tmp_path)`: temporary file in the same folder, fsync, `os.replace`.
+
+    Returns what `write` returns (e.g. the hash it computed on the way).
+    """
     path = Path(path)
     tmp = temp_path_for(path)
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        result = write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
     fsync_dir(path.parent)
+    return result
+
+
+def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview) -> None:
+    """Write `data` to `path` atomically (see `atomic_write_with`)."""
+    atomic_write_with(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def sha256_bytes(data: bytes | bytearray | memoryview) -> str:

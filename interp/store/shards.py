@@ -19,27 +19,13 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save
 from torch import Tensor
 
-from interp.store.atomic import atomic_write_bytes, sha256_bytes
+from interp.store.atomic import atomic_write_with
+from interp.store.safetensors_io import SAFETENSORS_DTYPES, write_safetensors_hashed
 
 INDEX_COLUMNS: dict[str, torch.dtype] = {"tokens": torch.int32, "seq": torch.int64, "pos": torch.int32}
 """The integer columns every shard carries beside the hook tensors, with their dtypes."""
-
-SAFETENSORS_DTYPES: dict[torch.dtype, str] = {
-    torch.float64: "F64",
-    torch.float32: "F32",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.int64: "I64",
-    torch.int32: "I32",
-    torch.int16: "I16",
-    torch.int8: "I8",
-    torch.uint8: "U8",
-    torch.bool: "BOOL",
-}
-"""How safetensors headers spell torch dtypes (used to check a shard's header without reading data)."""
 
 _SHARD_NAME = re.compile(r"^shard_(\d{5,})\.safetensors$")
 
@@ -117,15 +103,15 @@ def write_shard_file(folder: str | Path, index: int, tensors: dict[str, Tensor])
     n_rows = next(iter(rows.values()))
     assert n_rows is not None
     clean = {name: _own_storage(t) for name, t in tensors.items()}
-    data = save(clean, metadata={"format": "pt"})
     folder = Path(folder)
     name = shard_file_name(index)
-    atomic_write_bytes(folder / name, data)
+    # Written straight from tensor memory and hashed on the way (byte-identical to safetensors' own save).
+    digest = atomic_write_with(folder / name, lambda tmp: write_safetensors_hashed(tmp, clean, {"format": "pt"}))
     seq = clean.get("seq")
     seq_start = seq_end = None
     if seq is not None and n_rows > 0:
         seq_start, seq_end = int(seq.min()), int(seq.max()) + 1
-    return ShardInfo(index, name, int(n_rows), sha256_bytes(data), seq_start, seq_end)
+    return ShardInfo(index, name, int(n_rows), digest, seq_start, seq_end)
 
 
 def read_header(path: Path) -> dict[str, tuple[str, list[int]]]:

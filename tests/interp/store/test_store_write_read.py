@@ -123,3 +123,19 @@ def test_summary(make_store):
     assert s["bytes_per_hook"]["blocks.1.attn.hook_z"] == 201 * 6 * 4
     assert s["bytes_on_disk"] == sum(p.stat().st_size for p in store.path.iterdir())
     json.dumps(s)  # printable as JSON by `interp inspect`
+
+
+def test_streamed_writer_is_byte_identical_to_safetensors(tmp_path):
+    import hashlib
+
+    from safetensors.torch import save
+
+    from interp.store.safetensors_io import write_safetensors_hashed
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {"blocks.0.hook_resid_post": torch.randn(50, 7, generator=g), "tokens": torch.arange(50, dtype=torch.int32),
+               "seq": torch.arange(50), "half": torch.randn(5, 3, generator=g).to(torch.bfloat16), "empty": torch.zeros(0, 4)}
+    digest = write_safetensors_hashed(tmp_path / "x.safetensors", tensors, {"format": "pt"})
+    ref = save(tensors, metadata={"format": "pt"})
+    assert (tmp_path / "x.safetensors").read_bytes() == ref
+    assert digest == hashlib.sha256(ref).hexdigest()

@@ -1,0 +1,1 @@
+"""attribution: method family on the interp public API (see README)."""

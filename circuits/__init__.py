@@ -1,0 +1,1 @@
+"""circuits: method family on the interp public API (see README)."""

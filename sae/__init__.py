@@ -1,0 +1,1 @@
+"""sae: method family on the interp public API (see README)."""
