@@ -29,6 +29,7 @@ demo: install
 	$(BIN)/interp demo
 
 test: install
+	mkdir -p $(IPYTHONDIR) $(JUPYTER_RUNTIME_DIR) $(MPLCONFIGDIR)
 	$(BIN)/python -m pytest -q tests --nbmake notebooks
 
 bench: install

