@@ -15,6 +15,23 @@ from interp.cli.plugins import demo_steps
 from interp.models import load_model
 
 
+CORE_STEPS = ("interp.probes.demo",)
+"""Core modules with a `step(model, workdir) -> dict` for the demo, run when present."""
+
+
+def core_demo_steps() -> list:
+    import importlib
+
+    steps = []
+    for path in CORE_STEPS:
+        try:
+            steps.append((path.split(".")[-2], importlib.import_module(path).step))
+        except ModuleNotFoundError as exc:
+            if not path.startswith(str(exc.name)):
+                raise
+    return steps
+
+
 def run_demo(model_spec: str, out: str, max_tokens: int = 16_384) -> dict:
     """Run the demo; returns (and prints) its report."""
     workdir = Path(out)
@@ -33,7 +50,7 @@ def run_demo(model_spec: str, out: str, max_tokens: int = 16_384) -> dict:
     report["cache"]["tokens_per_second"] = round(report["cache"]["tokens"] / max(report["cache"]["seconds"], 1e-9))
     first = store.get_rows(slice(0, 1))[hooks[0]]
     report["cache"]["sample"] = {"hook": hooks[0], "row0_norm": round(float(first.norm()), 3)}
-    for name, step in demo_steps():
+    for name, step in core_demo_steps() + demo_steps():
         print(f"demo step: {name}")
         report[name] = step(model, workdir)
     (workdir / "report.json").write_text(json.dumps(report, indent=1, default=str))

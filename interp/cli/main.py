@@ -107,6 +107,22 @@ def demo(
         fail(exc)
 
 
+def add_core_commands(app: typer.Typer) -> None:
+    """Core commands that live in their own modules (`interp/cli/<name>.py`, each with `register(app)`)."""
+    import importlib
+
+    for name in CORE_COMMANDS:
+        try:
+            module = importlib.import_module(f"interp.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"interp.cli.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+CORE_COMMANDS = ("probe", "dashboard")
+add_core_commands(app)
 add_family_commands(app)
 
 
