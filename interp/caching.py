@@ -12,6 +12,7 @@ Rows are tokens. Attention scores and patterns are stored per query token: [row,
 from __future__ import annotations
 
 import time
+from functools import partial
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -105,8 +106,13 @@ def activations_of(model, tokens: Tensor, hooks: tuple[str, ...], batch_size: in
 
 
 def cache_shard(task: ShardTask) -> ShardInfo:
-    """Compute and write one shard; runs in-process or in a Ray worker (the model loads once per process)."""
+    """Compute and write one shard in a worker process (the model loads once per process)."""
     model = worker_cache(("model", task.model, task.device), lambda: load_model(task.model, device=task.device))
+    return compute_shard(model, task)
+
+
+def compute_shard(model, task: ShardTask) -> ShardInfo:
+    """Compute and write one shard with a given model."""
     n_seq, ctx = task.tokens.shape
     tensors = activations_of(model, task.tokens, task.hooks, task.batch_size, getattr(torch, task.dtype))
     tensors["tokens"] = task.tokens.flatten().to(torch.int32)
@@ -131,7 +137,6 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True)
     t0 = time.perf_counter()
     if model is None:
         model = load_model(cfg.model, device=cfg.device)
-    worker_cache(("model", cfg.model, cfg.device), lambda: model)  # in-process tasks reuse this copy
     hooks = [p.name for p in model.hook_points(cfg.hooks)]
     corpus = resolve_corpus(cfg.data, model.tokenizer, ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
     tokens = corpus.tokens
@@ -154,7 +159,9 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True)
                   cfg.model, cfg.device, tuple(hooks), str(Path(cfg.out)), cfg.batch_size, cfg.dtype)
         for i in todo
     ]
-    run_tasks(tasks, cache_shard, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
+    # In-process shards use this very model object (which may carry edits the spec alone does not).
+    fn = partial(compute_shard, model) if cfg.executor == "inprocess" else cache_shard
+    run_tasks(tasks, fn, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
               on_result=store.commit_shard, progress=progress, desc="caching shards")
     report = {
         "store": str(cfg.out),

@@ -68,6 +68,7 @@ def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remov
     delta: dict[str, torch.Tensor] = {}
 
     def pre_hook(mod, args, kwargs):
+        delta.pop("d", None)  # never carry an edit over from a forward that did not finish
         t, positional = _input_of(args, kwargs)
         new = _call(point, fn, t)
         if new is None:
