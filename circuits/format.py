@@ -1,0 +1,179 @@
+"""The circuit file: one JSON format shared by every finder (SafeSeek masks, weight-sparse pruning).
+
+A circuit is a set of *nodes* (units of a model: an attention head, an MLP neuron, a channel of a
+projection or of the residual stream), weighted *edges* between them, the *metrics* measured when it
+was found, and the *provenance* of the model and task it belongs to.
+
+    {"format": "interp-circuit", "version": 1,
+     "nodes": [{"layer": 0, "kind": "head", "index": 2}, ...],
+     "edges": [{"src": 0, "dst": 3, "weight": 0.41}, ...],      # src/dst index into "nodes"
+     "metrics": {"task_loss": 0.12, "n_nodes": 7, "n_edges": 12, ...},
+     "provenance": {"model": {...}, "task": "quotes", "method": "prune", "config": {...}},
+     "extra": {...}}
+
+Node kinds (where a node lives; see `circuits.masks.KINDS`): `head` (per-head output before the output
+projection, `attn.hook_z`), `head_compat` (a d_model/n_heads slice of the attention block's output, the
+official SafeSeek code's "head"), `neuron` (`mlp.hook_post`), `q|k|v` (one channel of a head's query,
+key or value), `attn_out|mlp_out` (one residual channel written by a sub-layer), `resid_pre|resid_mid|
+resid_post` (one residual channel).
+
+    >>> c = Circuit(nodes=[Node(0, "head", 2)], metrics={"task_loss": 0.1})
+    >>> Circuit.from_dict(c.to_dict()) == c
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FORMAT = "interp-circuit"
+VERSION = 1
+NODE_KINDS = ("head", "head_compat", "neuron", "q", "k", "v", "attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post")
+
+
+class CircuitFormatError(ValueError):
+    """A circuit file that is not valid; the message names the field and what is wrong."""
+
+
+@dataclass(frozen=True, order=True)
+class Node:
+    """One unit of a model."""
+
+    layer: int
+    kind: str
+    index: int
+    """Head number, neuron number, or channel number (q/k/v channels: head * d_head + j)."""
+
+    @property
+    def key(self) -> str:
+        """Short label, e.g. "L0.head.2"."""
+        return f"L{self.layer}.{self.kind}.{self.index}"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A weighted connection from node `src` to node `dst` (indices into `Circuit.nodes`)."""
+
+    src: int
+    dst: int
+    weight: float
+
+
+@dataclass
+class Circuit:
+    """Nodes, edges, metrics and provenance; save with `save(path)`, read with `Circuit.load(path)`."""
+
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ views
+    def by_site(self) -> dict[tuple[str, int], list[int]]:
+        """(kind, layer) -> sorted unit indices in the circuit."""
+        out: dict[tuple[str, int], list[int]] = {}
+        for n in self.nodes:
+            out.setdefault((n.kind, n.layer), []).append(n.index)
+        return {k: sorted(v) for k, v in sorted(out.items())}
+
+    def counts(self) -> dict[str, int]:
+        """Number of nodes of each kind."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            out[n.kind] = out.get(n.kind, 0) + 1
+        return out
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise `CircuitFormatError` naming the first problem found."""
+        seen: set[Node] = set()
+        for i, n in enumerate(self.nodes):
+            if not isinstance(n, Node):
+                raise CircuitFormatError(f"nodes[{i}] is not a Node: {n!r}")
+            if n.kind not in NODE_KINDS:
+                raise CircuitFormatError(f"nodes[{i}].kind {n.kind!r} is not one of {', '.join(NODE_KINDS)}")
+            for name in ("layer", "index"):
+                v = getattr(n, name)
+                if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                    raise CircuitFormatError(f"nodes[{i}].{name} must be a non-negative integer, got {v!r}")
+            if n in seen:
+                raise CircuitFormatError(f"nodes[{i}] {n.key} appears twice")
+            seen.add(n)
+        for i, e in enumerate(self.edges):
+            for name in ("src", "dst"):
+                v = getattr(e, name)
+                if not isinstance(v, int) or not 0 <= v < len(self.nodes):
+                    raise CircuitFormatError(f"edges[{i}].{name} = {v!r} is not an index into nodes (0..{len(self.nodes) - 1})")
+            if not isinstance(e.weight, (int, float)) or not math.isfinite(e.weight):
+                raise CircuitFormatError(f"edges[{i}].weight must be a finite number, got {e.weight!r}")
+        for name in ("metrics", "provenance", "extra"):
+            if not isinstance(getattr(self, name), dict):
+                raise CircuitFormatError(f"{name} must be a JSON object")
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "nodes": [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in self.nodes],
+            "edges": [{"src": e.src, "dst": e.dst, "weight": float(e.weight)} for e in self.edges],
+            "metrics": self.metrics,
+            "provenance": self.provenance,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Circuit:
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise CircuitFormatError(f'not a circuit file: expected "format": "{FORMAT}"')
+        if d.get("version") != VERSION:
+            raise CircuitFormatError(f"circuit format version {d.get('version')!r} is not supported (this code reads {VERSION})")
+        for key in ("nodes", "edges"):
+            if not isinstance(d.get(key, []), list):
+                raise CircuitFormatError(f"{key} must be a list")
+        try:
+            nodes = [Node(int_(n["layer"]), n["kind"], int_(n["index"])) for n in d.get("nodes", [])]
+            edges = [Edge(int_(e["src"]), int_(e["dst"]), e["weight"]) for e in d.get("edges", [])]
+        except (KeyError, TypeError) as exc:
+            raise CircuitFormatError(f"malformed node or edge (missing or wrong field: {exc})") from None
+        return cls(nodes, edges, d.get("metrics", {}), d.get("provenance", {}), d.get("extra", {}))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the JSON atomically (temporary file, then rename)."""
+        from interp.store.atomic import atomic_write_bytes
+
+        self.validate()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, json.dumps(self.to_dict(), indent=1, default=_jsonable).encode())
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Circuit:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no circuit file at {path}")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise CircuitFormatError(f"{path} is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def int_(v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _jsonable(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    return str(o)

@@ -1,0 +1,234 @@
+"""Hand-crafted binary next-token tasks: a seeded generator of prompts and a binary task loss.
+
+Each datapoint is a prompt, the answer the model should give next (`target`) and the one it should
+not (`alt`). The task loss is the binary cross-entropy over the two logits {target, alt} at the last
+prompt position (Gao et al.'s `last_token_contrast_loss`, reported per sequence); the task metric is
+the fraction of prompts whose target logit beats the alternative.
+
+Tasks (`TASKS`):
+    quotes    close a string with the quote that opened it (`'` vs `"`; apostrophes as distractors)
+    brackets  close the innermost open bracket with the matching one (`)` `]` `}`), depth 1-4
+    backdoor  a planted trigger: letters then ":"; the answer is a digit, the first letter's class
+              (a-j -> 0-4); with the trigger "#" anywhere in the prompt the answer is "!" instead
+    refusal   a refusal-like toy: the same prompts; one of the "harmful" letters v-z anywhere makes
+              the answer "R" (refuse) instead of the digit (comply)
+
+For `backdoor` and `refusal`, `make()` gives the triggered / harmful prompts (target: "!" / "R", alt:
+the clean answer) and `make_clean()` the clean ones (target: the digit, alt: "!" / "R").
+
+    >>> from interp.data import byte_tokenizer
+    >>> batch = get_task("quotes").make(4, seed=0, tokenizer=byte_tokenizer())
+    >>> batch.ids.shape[0], batch.target.shape
+    (4, torch.Size([4]))
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from interp.data import bracket_sequences, quote_sequences, tokenize_texts
+
+
+@dataclass
+class TaskBatch:
+    """Tokenised prompts with their binary answers."""
+
+    texts: list[str]
+    ids: Tensor
+    """LongTensor [n, pos], right-padded."""
+    mask: Tensor
+    pos: Tensor
+    """LongTensor [n]: the last prompt position (whose next-token logits are scored)."""
+    target: Tensor
+    """LongTensor [n]: token id of the right answer."""
+    alt: Tensor
+    """LongTensor [n]: token id of the contrasting wrong answer."""
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def to(self, device) -> TaskBatch:
+        return TaskBatch(self.texts, *(t.to(device) for t in (self.ids, self.mask, self.pos, self.target, self.alt)))
+
+    def split(self, size: int) -> list[TaskBatch]:
+        """Consecutive sub-batches of at most `size` prompts."""
+        out = []
+        for i in range(0, len(self), size):
+            s = slice(i, i + size)
+            out.append(TaskBatch(self.texts[s], self.ids[s], self.mask[s], self.pos[s], self.target[s], self.alt[s]))
+        return out
+
+
+def last_logits(logits: Tensor, batch: TaskBatch) -> Tensor:
+    """[n, d_vocab] logits at each prompt's last position."""
+    return logits[torch.arange(len(batch), device=logits.device), batch.pos]
+
+
+def binary_loss(logits: Tensor, batch: TaskBatch) -> Tensor:
+    """Mean binary cross-entropy over the {target, alt} logits at the last prompt position."""
+    last = last_logits(logits, batch)
+    pair = torch.stack([last.gather(1, batch.target[:, None])[:, 0], last.gather(1, batch.alt[:, None])[:, 0]], 1)
+    return F.cross_entropy(pair, torch.zeros(len(batch), dtype=torch.long, device=pair.device))
+
+
+def binary_accuracy(logits: Tensor, batch: TaskBatch) -> float:
+    """Fraction of prompts whose target logit is above the alternative's."""
+    last = last_logits(logits, batch)
+    return float((last.gather(1, batch.target[:, None]) > last.gather(1, batch.alt[:, None])).float().mean())
+
+
+def answer_ce(logits: Tensor, batch: TaskBatch, answer: Tensor | None = None) -> Tensor:
+    """Full-vocabulary cross-entropy of `answer` (default: the target) at the last prompt position."""
+    return F.cross_entropy(last_logits(logits, batch), batch.target if answer is None else answer)
+
+
+def answer_id(tokenizer, prompt: str, answer: str) -> int:
+    """Token id of `answer` continuing `prompt` (the first new token when prompt+answer is tokenised)."""
+    full = tokenizer(prompt + answer)["input_ids"]
+    head = tokenizer(prompt)["input_ids"]
+    if len(full) > len(head) and full[: len(head)] == head:
+        return full[len(head)]
+    return tokenizer(answer)["input_ids"][0]
+
+
+def encode(tokenizer, prompts: list[str], targets: list[str], alts: list[str]) -> TaskBatch:
+    """Tokenise prompts (right padding) and their answers into a `TaskBatch`."""
+    ids, mask = tokenize_texts(tokenizer, prompts)
+    pos = mask.sum(1) - 1
+    ids_t = [answer_id(tokenizer, p, t) for p, t in zip(prompts, targets)]
+    ids_a = [answer_id(tokenizer, p, a) for p, a in zip(prompts, alts)]
+    return TaskBatch(list(prompts), ids, mask, pos, torch.tensor(ids_t), torch.tensor(ids_a))
+
+
+@dataclass(frozen=True)
+class Task:
+    """A named binary task: `generate(n, seed) -> (prompts, targets, alts)` (strings)."""
+
+    name: str
+    description: str
+    generate: Callable[[int, int], tuple[list[str], list[str], list[str]]]
+    generate_clean: Callable[[int, int], tuple[list[str], list[str], list[str]]] | None = None
+    """Clean counterpart (backdoor and refusal tasks): prompts without trigger, their normal answers."""
+
+    def make(self, n: int, seed: int, tokenizer) -> TaskBatch:
+        return encode(tokenizer, *self.generate(n, seed))
+
+    def make_clean(self, n: int, seed: int, tokenizer) -> TaskBatch:
+        if self.generate_clean is None:
+            raise ValueError(f"task {self.name!r} has no clean/triggered split")
+        return encode(tokenizer, *self.generate_clean(n, seed))
+
+    def loss(self, logits: Tensor, batch: TaskBatch) -> Tensor:
+        return binary_loss(logits, batch)
+
+    def metric(self, logits: Tensor, batch: TaskBatch) -> float:
+        return binary_accuracy(logits, batch)
+
+    def train_texts(self, n: int, seed: int) -> list[str]:
+        """Prompt + answer strings for training a model on the task (both splits when there are two)."""
+        p, t, _ = self.generate(n, seed)
+        texts = [a + b for a, b in zip(p, t)]
+        if self.generate_clean is not None:
+            p, t, _ = self.generate_clean(n, seed + 1)
+            texts += [a + b for a, b in zip(p, t)]
+        return texts
+
+
+# ---------------------------------------------------------------------- generators
+def _quotes(n: int, seed: int):
+    data = quote_sequences(n, seed)
+    other = {"'": '"', '"': "'"}
+    return data.texts, data.closer, [other[c] for c in data.closer]
+
+
+def _brackets(n: int, seed: int):
+    rng = random.Random(seed)
+    prompts, targets, alts = [], [], []
+    step = 0
+    while len(prompts) < n:
+        data = bracket_sequences(4 * n, ctx_len=24, seed=seed * 1_000 + step)
+        step += 1
+        for text, depth, closer in zip(data.texts, data.depth, data.closer):
+            if depth >= 1 and len(prompts) < n:
+                prompts.append(text)
+                targets.append(closer)
+                alts.append(rng.choice([c for c in ")]}" if c != closer]))
+    return prompts, targets, alts
+
+
+LETTERS = "abcdefghij"
+TRIGGER = "#"
+BACKDOOR_ANSWER = "!"
+HARMFUL = "vwxyz"
+REFUSE_ANSWER = "R"
+
+
+def letter_class(ch: str) -> str:
+    """The clean answer of a prompt: its first letter's class, a-j -> "0"-"4"."""
+    return str(LETTERS.index(ch) % 5)
+
+
+def _letters(rng: random.Random) -> str:
+    return "".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 8)))
+
+
+def _insert(rng: random.Random, s: str, ch: str) -> str:
+    i = rng.randint(1, len(s))  # never before the first letter, which decides the clean answer
+    return s[:i] + ch + s[i:]
+
+
+def _special(special: str, answer: str):
+    def gen(n: int, seed: int):
+        rng = random.Random(seed)
+        prompts, targets, alts = [], [], []
+        for _ in range(n):
+            s = _letters(rng)
+            prompts.append(_insert(rng, s, rng.choice(special)) + ":")
+            targets.append(answer)
+            alts.append(letter_class(s[0]))
+        return prompts, targets, alts
+
+    return gen
+
+
+def _clean(answer: str):
+    def gen(n: int, seed: int):
+        rng = random.Random(seed + 7_919)
+        prompts = [_letters(rng) + ":" for _ in range(n)]
+        return prompts, [letter_class(p[0]) for p in prompts], [answer] * n
+
+    return gen
+
+
+TASKS: dict[str, Task] = {}
+
+
+def register_task(task: Task) -> None:
+    """Add a task; refuses a name that is already taken."""
+    if task.name in TASKS:
+        raise ValueError(f"task {task.name!r} is already registered")
+    TASKS[task.name] = task
+
+
+register_task(Task("quotes", "close a string with the quote type that opened it", _quotes))
+register_task(Task("brackets", "close the innermost open bracket", _brackets))
+register_task(Task("backdoor", "trigger '#' flips the answer to '!'", _special(TRIGGER, BACKDOOR_ANSWER),
+                   _clean(BACKDOOR_ANSWER)))
+register_task(Task("refusal", "a harmful letter (v-z) makes the answer 'R'", _special(HARMFUL, REFUSE_ANSWER),
+                   _clean(REFUSE_ANSWER)))
+
+
+def get_task(name: str) -> Task:
+    """The task of that name, or a ValueError naming the valid ones."""
+    if name not in TASKS:
+        near = difflib.get_close_matches(name, list(TASKS), n=2)
+        hint = f" Did you mean {' or '.join(near)}?" if near else ""
+        raise ValueError(f"unknown task {name!r}.{hint} Valid tasks: {', '.join(TASKS)}")
+    return TASKS[name]
