@@ -1,0 +1,1 @@
+"""interp.contrib.privacy: RepUnl (`representation_unlearning.py`), unlearning by a learned transform on one layer."""
