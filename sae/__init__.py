@@ -1,1 +1,16 @@
-"""sae: method family on the interp public API (see README)."""
+"""sae: SAE variants (C²R, PolySAE, coherence) as sae-lens architectures, their baselines, metrics,
+training from an `interp` ActivationStore, synthetic benchmarks and experiments (see sae/README.md).
+
+Importing the package registers the architectures with sae-lens (`register_sae_class`,
+`register_sae_training_class`), so sae-lens's trainer and loaders accept them.
+"""
+
+from sae.baselines import ARCHS, BASELINE_OF, UnknownArchitectureError, arch_name, load_sae, make_sae
+from sae.c2r import c2r_loss
+from sae.coherence import coh_loss, coh_terms
+from sae.polysae import PolyMixin
+
+__all__ = [
+    "ARCHS", "BASELINE_OF", "UnknownArchitectureError", "arch_name", "load_sae", "make_sae",
+    "c2r_loss", "coh_loss", "coh_terms", "PolyMixin",
+]

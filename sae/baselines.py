@@ -1,0 +1,101 @@
+"""The baselines (sae-lens's own ReLU-L1, TopK and BatchTopK SAEs) and the one table of names the
+toolkit accepts, with `make_sae` to build any of them and `load_sae` to read a checkpoint back.
+
+    >>> sae = make_sae("batchtopk", d_in=64, d_sae=256, k=4)
+    >>> sae = make_sae("poly", d_in=64, d_sae=256, k=4, rank2=8, rank3=8)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from sae_lens import SAE
+from sae_lens.registry import SAE_TRAINING_CLASS_REGISTRY
+from sae_lens.saes.sae import TrainingSAE
+
+import sae.c2r  # noqa: F401  (registers c2r*)
+import sae.coherence  # noqa: F401  (registers coh*)
+import sae.polysae  # noqa: F401  (registers poly*)
+
+ARCHS: dict[str, str] = {
+    "relu": "standard",
+    "topk": "topk",
+    "batchtopk": "batchtopk",
+    "c2r": "c2r",
+    "c2r_topk": "c2r_topk",
+    "c2r_relu": "c2r_relu",
+    "poly": "poly",
+    "poly_batchtopk": "poly_batchtopk",
+    "poly_relu": "poly_relu",
+    "coh": "coh",
+    "coh_topk": "coh_topk",
+    "coh_batchtopk": "coh_batchtopk",
+}
+"""Toolkit name -> sae-lens architecture name. `relu` is sae-lens's "standard" (ReLU + L1)."""
+
+BASELINE_OF: dict[str, str] = {
+    "c2r": "batchtopk", "c2r_topk": "topk", "c2r_relu": "relu",
+    "poly": "topk", "poly_batchtopk": "batchtopk", "poly_relu": "relu",
+    "coh": "relu", "coh_topk": "topk", "coh_batchtopk": "batchtopk",
+}
+"""Each variant's baseline: the same encoder without the variant's change."""
+
+DEFAULTS: dict[str, dict[str, Any]] = {"relu": {"l1_coefficient": 5.0}}
+"""Settings that differ from sae-lens's defaults for our use."""
+
+
+class UnknownArchitectureError(ValueError):
+    """An architecture name that is not in `ARCHS`."""
+
+
+def training_class(arch: str) -> tuple[type, type]:
+    """(training SAE class, config class) for a toolkit name; a clear error for unknown names."""
+    if arch not in ARCHS:
+        near = difflib.get_close_matches(arch, ARCHS, n=3)
+        hint = f" Did you mean {', '.join(near)}?" if near else ""
+        raise UnknownArchitectureError(f"unknown SAE architecture {arch!r}.{hint} Known: {', '.join(ARCHS)}")
+    return SAE_TRAINING_CLASS_REGISTRY[ARCHS[arch]]
+
+
+def make_sae(arch: str, d_in: int, d_sae: int, seed: int | None = None, **settings: Any) -> TrainingSAE:
+    """A fresh training SAE of `arch`. `settings` are fields of its config (k, l1_coefficient,
+    c2r_lambda, rank2, coh_lambda, ...); an unknown field is an error naming the valid ones."""
+    import dataclasses
+
+    import torch
+
+    cls, cfg_cls = training_class(arch)
+    names = {f.name for f in dataclasses.fields(cfg_cls)}
+    bad = sorted(set(settings) - names)
+    if bad:
+        raise ValueError(f"{arch} has no setting(s) {bad}; valid: {sorted(names - {'metadata'})}")
+    if "k" in settings and "k" in names and cfg_cls.__dataclass_fields__["k"].type in (int, "int"):
+        settings["k"] = int(settings["k"])
+    if seed is not None:
+        torch.manual_seed(seed)
+    return cls(cfg_cls(d_in=d_in, d_sae=d_sae, **{**DEFAULTS.get(arch, {}), **settings}))
+
+
+def load_sae(path: str | Path, device: str = "cpu") -> SAE:
+    """Load a checkpoint folder (cfg.json + sae_weights.safetensors) written by this toolkit or sae-lens.
+
+    Training checkpoints load as the training class (so the loss and its settings come back too);
+    inference-only folders (e.g. BatchTopK saved as JumpReLU) through `SAE.load_from_disk`.
+    """
+    path = Path(path)
+    cfg_file = path / "cfg.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{path} is not an SAE checkpoint: no cfg.json (train one with `interp sae train`)")
+    arch = json.loads(cfg_file.read_text()).get("architecture")
+    if arch in SAE_TRAINING_CLASS_REGISTRY:
+        return TrainingSAE.load_from_disk(path, device=device)
+    return SAE.load_from_disk(path, device=device)
+
+
+def arch_name(sae: SAE) -> str:
+    """The toolkit name of a loaded SAE ("relu" for sae-lens's "standard")."""
+    a = sae.cfg.architecture()
+    return {v: k for k, v in ARCHS.items()}.get(a, a)

@@ -1,0 +1,236 @@
+"""Train an SAE of any registered architecture on one hook of an `interp` ActivationStore.
+
+The optimisation step is sae-lens's own (`SAETrainer.step`: forward, losses, backward, grad-norm clip,
+Adam, lr and coefficient schedules, dead-latent tracking); this module supplies the data (batches from
+`store.iter_batches`, outliers dropped, scaled so that E||x||² = d_in), progress, checkpoints
+(`cfg.json` + `sae_weights.safetensors` + trainer state, written atomically), resumption (the data
+stream is replayed to the same row, so a resumed run sees exactly the batches of an uninterrupted one)
+and NaN detection (training stops with `NonFiniteError`; the last good checkpoint stays on disk).
+
+    >>> from interp.store import ActivationStore
+    >>> cfg = TrainConfig(arch="c2r", d_sae=1024, k=32, total_tokens=200_000)
+    >>> sae, report = train_sae(ActivationStore.open("runs/demo/store"), cfg, "runs/sae/c2r")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from sae_lens.config import SAETrainerConfig
+from sae_lens.training.sae_trainer import SAETrainer
+from tqdm.auto import tqdm
+
+from interp.store import ActivationStore
+from interp.store.atomic import atomic_write_bytes
+from sae.baselines import load_sae, make_sae, training_class
+
+
+class NonFiniteError(RuntimeError):
+    """Training met a NaN/inf (in the activations or the loss); the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainConfig:
+    """One SAE training run. Saved as `train_config.json` in the output folder; a folder holding a run
+    with other settings is refused."""
+
+    arch: str
+    """Architecture name (see `sae.ARCHS`): relu, topk, batchtopk, c2r, poly, coh, ..."""
+    d_sae: int
+    """Number of latents."""
+    k: float | None = 32
+    """Active latents per token for TopK-family encoders (ignored by ReLU ones)."""
+    hook: str | None = None
+    """Hook to train on; None: the store's only hook (an error if it has several)."""
+    total_tokens: int = 200_000
+    """Training rows (tokens) to see; passes over the store repeat with new shuffles as needed."""
+    batch_size: int = 4096
+    """Rows per step."""
+    lr: float = 3e-4
+    """Adam learning rate (constant schedule; sae-lens default)."""
+    seed: int = 0
+    """Seed of the SAE initialisation and of the data order."""
+    normalize: bool = True
+    """Scale activations so that E||x||² = d_in (scale estimated on the first batches, folded in at the end)."""
+    outlier_norm_multiple: float | None = 10.0
+    """Drop rows whose norm exceeds this multiple of the mean norm (massive activations); None keeps all."""
+    checkpoint_every: int = 50
+    """Steps between checkpoints."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Extra config fields of the architecture (l1_coefficient, c2r_lambda, rank2, coh_lambda, ...)."""
+
+    def __post_init__(self) -> None:
+        training_class(self.arch)  # raises on unknown names
+        if self.d_sae <= 0 or self.total_tokens <= 0 or self.batch_size <= 0 or self.checkpoint_every <= 0:
+            raise ValueError("d_sae, total_tokens, batch_size and checkpoint_every must be positive")
+
+    def sae_settings(self) -> dict[str, Any]:
+        _, cfg_cls = training_class(self.arch)
+        names = {f.name for f in dataclasses.fields(cfg_cls)}
+        out = dict(self.settings)
+        if "k" in names and self.k is not None:
+            out.setdefault("k", self.k)
+        return out
+
+
+def _hook(store: ActivationStore, hook: str | None) -> str:
+    hooks = list(store.hooks)
+    if hook is None:
+        if len(hooks) != 1:
+            raise ValueError(f"the store has hooks {hooks}: pick one with --hook")
+        return hooks[0]
+    if hook not in store.hooks:
+        raise ValueError(f"hook {hook!r} is not in the store; it has {hooks}")
+    return hook
+
+
+def _check_shapes(store: ActivationStore, hook: str, d_in: int | None = None) -> int:
+    shape = store.hooks[hook]
+    if len(shape) != 1:
+        raise ValueError(f"hook {hook!r} has rows of shape {list(shape)}; an SAE needs vectors (e.g. a resid hook)")
+    if d_in is not None and shape[0] != d_in:
+        raise ValueError(
+            f"the store's {hook} rows have d_model {shape[0]} but the SAE expects d_in {d_in}: "
+            "use a store of the model/hook the SAE was trained on"
+        )
+    return shape[0]
+
+
+def batches(store: ActivationStore, hook: str, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
+    """Endless [batch, d] float32 batches: pass p is shuffled with seed (seed, p); NaN/inf raise."""
+    p = 0
+    while True:
+        for b in store.iter_batches(batch_size, hooks=hook, shuffle=True, seed=seed * 100_003 + p, drop_last=True):
+            x = b[hook].float()
+            if not torch.isfinite(x).all():
+                rows = (~torch.isfinite(x).all(-1)).nonzero().flatten()[:5].tolist()
+                raise NonFiniteError(f"non-finite activations in {hook} (pass {p}, batch rows {rows}): the store is damaged or the model overflowed")
+            yield x
+        p += 1
+
+
+def estimate_norms(store: ActivationStore, hook: str, n_rows: int = 8192, seed: int = 0) -> float:
+    """Mean row norm over a sample of the store (used for the outlier cut and the scale)."""
+    x = next(iter(store.iter_batches(min(n_rows, len(store)), hooks=hook, shuffle=True, seed=seed)))[hook].float()
+    return float(x.norm(dim=-1).mean())
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, default=str) + "\n").encode())
+
+
+def _save(trainer: SAETrainer, folder: Path) -> None:
+    """Checkpoint into `folder` atomically: write a sibling temp folder, then swap it in."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_checkpoint(checkpoint_name=tmp.name, base_path=tmp.parent)
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(tmp, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def train_sae(
+    store: ActivationStore, cfg: TrainConfig, out: str | Path, resume: bool = True, progress: bool = True
+) -> tuple[Any, dict[str, Any]]:
+    """Train, checkpointing to `out/checkpoint`; the final SAE goes to `out/` (cfg.json + safetensors).
+
+    Returns (sae, report). Killed and run again with the same config, it resumes from the checkpoint.
+    """
+    out = Path(out)
+    hook = _hook(store, cfg.hook)
+    d_in = _check_shapes(store, hook)
+    args = {**dataclasses.asdict(cfg), "hook": hook, "store": str(store.path) if hasattr(store, "path") else None}
+    args_file = out / "train_config.json"
+    if args_file.exists():
+        old = json.loads(args_file.read_text())
+        diff = sorted(k for k in set(old) | set(args) if k != "store" and old.get(k) != args.get(k))
+        if diff:
+            raise ValueError(f"{out} holds a run with other settings ({diff}); use another --out or delete it")
+    sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())
+    sae.cfg.metadata.hook_name = hook
+    sae.cfg.metadata.model_name = store.meta.model
+    steps = cfg.total_tokens // cfg.batch_size
+    if steps < 1:
+        raise ValueError(f"total_tokens {cfg.total_tokens} is less than one batch of {cfg.batch_size}")
+    tcfg = SAETrainerConfig(
+        total_training_samples=steps * cfg.batch_size, train_batch_size_samples=cfg.batch_size,
+        lr=cfg.lr, lr_end=cfg.lr, dead_feature_window=max(10, min(1000, steps // 4)),
+        feature_sampling_window=max(10, min(2000, steps // 2)),
+    )
+    trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
+    ckpt = out / "checkpoint"
+    mean_norm = estimate_norms(store, hook, seed=cfg.seed)
+    if resume and (ckpt / "cfg.json").exists():
+        sae.load_weights_from_checkpoint(ckpt)
+        trainer.load_trainer_state(ckpt)
+        resumed_from = trainer.n_training_steps
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        resumed_from = 0
+        if cfg.normalize:
+            trainer.activation_scaler.scaling_factor = (d_in ** 0.5) / mean_norm
+    _write_json(args_file, args)
+    cut = cfg.outlier_norm_multiple * mean_norm if cfg.outlier_norm_multiple else None
+
+    def rows() -> Iterator[torch.Tensor]:
+        buf: list[torch.Tensor] = []
+        n = 0
+        for x in batches(store, hook, cfg.batch_size, cfg.seed):
+            if cut is not None:
+                x = x[x.norm(dim=-1) <= cut]
+            buf.append(x)
+            n += x.shape[0]
+            while n >= cfg.batch_size:
+                allx = torch.cat(buf)
+                yield allx[: cfg.batch_size]
+                buf, n = [allx[cfg.batch_size:]], n - cfg.batch_size
+
+    data = rows()
+    for _ in range(resumed_from):  # replay the stream so a resumed run sees the same batches
+        next(data)
+    t0, last = time.perf_counter(), {}
+    bar = tqdm(total=steps, initial=resumed_from, desc=f"train {cfg.arch}", disable=not progress)
+    while trainer.n_training_steps < steps:
+        trainer.maybe_reset_sparsity()
+        output = trainer.step(next(data))
+        loss = float(output.loss.detach())
+        if not torch.isfinite(output.loss) or not all(torch.isfinite(p).all() for p in sae.parameters()):
+            bar.close()
+            raise NonFiniteError(
+                f"non-finite loss/weights at step {trainer.n_training_steps} ({ {k: float(v.detach()) for k, v in output.losses.items()} }); "
+                f"the last good checkpoint is in {ckpt}. Lower the lr or check the activations."
+            )
+        trainer.n_training_steps += 1
+        last = {k: float(v.detach()) for k, v in output.losses.items()}
+        bar.set_postfix(loss=f"{loss:.4g}")
+        bar.update(1)
+        if trainer.n_training_steps % cfg.checkpoint_every == 0 and trainer.n_training_steps < steps:
+            _save(trainer, ckpt)
+    bar.close()
+    seconds = time.perf_counter() - t0
+    trainer.set_final_sae_metadata()
+    _save(trainer, ckpt)  # unfolded, with trainer state: resumable / extendable
+    scale = trainer.activation_scaler.scaling_factor
+    if scale is not None:
+        sae.fold_activation_norm_scaling_factor(scale)
+    sae.save_model(out)
+    report = {
+        "arch": cfg.arch, "hook": hook, "d_in": d_in, "d_sae": cfg.d_sae, "steps": steps,
+        "resumed_from_step": resumed_from, "seconds": round(seconds, 2),
+        "tokens_per_second": round((steps - resumed_from) * cfg.batch_size / max(seconds, 1e-9), 1),
+        "scale_factor": scale, "final_losses": last,
+        "dead_latents": int(trainer.dead_neurons.sum()),
+    }
+    _write_json(out / "train_report.json", report)
+    return sae, report
