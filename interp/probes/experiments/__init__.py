@@ -1,0 +1,1 @@
+"""Experiments of the probes family (runnable modules): `python -m interp.probes.experiments.decoupling`."""

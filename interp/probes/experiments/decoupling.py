@@ -1,0 +1,171 @@
+"""The decoupling experiment: do massive activations and attention sinks co-occur only under pre-norm?
+
+Trains small Llama-shaped byte-level models that are identical (shape, data, seed, optimiser, steps)
+except for where the normalisation sits (`norms.py`: pre, post, sandwich), then runs the probes on each
+and writes one table: top |h| / median ratio and layer, massive entries at the sink token, Gu's Sink_1
+(eps 0.3), and whether the two co-occur.
+
+    python -m interp.probes.experiments.decoupling --out runs/probes/decoupling             # ~25 min on 2 cores
+    python -m interp.probes.experiments.decoupling --out /tmp/dec --steps 30 --quick        # smoke run
+
+Training is resumable per variant: a finished variant (its `model.safetensors`) is not trained again,
+and a run refuses to reuse a folder trained with other settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from interp.data import byte_tokenizer, resolve_corpus
+from interp.probes.experiments.norms import VARIANTS, build_model, small_config
+
+
+@dataclass
+class TrainConfig:
+    """Settings shared by every variant (saved as `settings.json`)."""
+
+    steps: int = 2000
+    """Optimiser steps per variant."""
+    batch_size: int = 32
+    """Sequences per step."""
+    ctx_len: int = 64
+    """Tokens per sequence (Gu et al. measure sinks at T = 64)."""
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    lr: float = 1e-3
+    """Peak learning rate (linear warm-up, cosine decay to 10%)."""
+    warmup: int = 100
+    weight_decay: float = 0.1
+    """AdamW weight decay (Gu et al.: more decay, more sinks)."""
+    seed: int = 0
+    data: str = "stdlib-docs"
+    max_tokens: int = 2_000_000
+    eval_seqs: int = 128
+    """Held-out rows (the last ones of the corpus) for perplexity and the probes."""
+
+    def __post_init__(self):
+        if self.steps < 1 or self.batch_size < 1 or self.ctx_len < 2:
+            raise ValueError("steps, batch_size must be >= 1 and ctx_len >= 2")
+
+
+def _lr(cfg: TrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def corpus_split(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train rows, held-out rows) of the byte-level corpus."""
+    corpus = resolve_corpus(cfg.data, byte_tokenizer(), ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
+    rows = corpus.tokens
+    if rows.shape[0] <= cfg.eval_seqs:
+        raise ValueError(f"corpus {cfg.data!r} has only {rows.shape[0]} rows; need more than eval_seqs={cfg.eval_seqs}")
+    return rows[: -cfg.eval_seqs], rows[-cfg.eval_seqs :]
+
+
+def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, folder: Path) -> dict:
+    """Train one variant (or load it when already trained); returns its training log summary."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = folder / "model.safetensors"
+    if done.exists():
+        return json.loads((folder / "train.json").read_text())
+    config = small_config(d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, ctx=cfg.ctx_len)
+    model = build_model(variant, config, seed=cfg.seed).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(cfg.seed)  # same batches for every variant
+    losses = []
+    t0 = time.perf_counter()
+    for step in tqdm(range(cfg.steps), desc=f"train {variant}", mininterval=5):
+        for g in opt.param_groups:
+            g["lr"] = _lr(cfg, step)
+        idx = torch.randint(0, train_rows.shape[0], (cfg.batch_size,), generator=gen)
+        batch = train_rows[idx]
+        loss = model(input_ids=batch, labels=batch, use_cache=False).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+    summary = {"variant": variant, "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
+               "seconds": round(time.perf_counter() - t0, 1), "loss_every_100": losses[::100]}
+    (folder / "train.json").write_text(json.dumps(summary, indent=1))
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
+    save_file(state, str(done))
+    return summary
+
+
+def load_variant(variant: str, cfg: TrainConfig, folder: Path):
+    """A trained variant as a `HookedModel` (weights from `model.safetensors`, written by `train_variant`)."""
+    from interp import HookedModel
+
+    config = small_config(d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, ctx=cfg.ctx_len)
+    model = build_model(variant, config, seed=cfg.seed)
+    state = load_file(str(folder / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or [m for m in missing if "lm_head" not in m]:
+        raise ValueError(f"{folder}: weights do not match variant {variant!r} (missing {missing}, unexpected {unexpected})")
+    return HookedModel(model, byte_tokenizer(), provenance={"spec": f"decoupling-{variant}", "path": str(folder)})
+
+
+def _check_settings(out: Path, cfg: TrainConfig) -> None:
+    path = out / "settings.json"
+    mine = dataclasses.asdict(cfg)
+    if path.exists():
+        theirs = json.loads(path.read_text())
+        if theirs != mine:
+            diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
+            raise ValueError(f"{out} holds a run with other settings {diff}; use another --out")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(mine, indent=1))
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/probes/decoupling")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--quick", action="store_true", help="tiny run (smoke test): small model and corpus")
+    parser.add_argument("--train-only", action="store_true", help="train the variants, measure nothing")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
+    for f in dataclasses.fields(TrainConfig):
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=None)
+    args = parser.parse_args(argv)
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if getattr(args, f.name) is not None}
+    if args.quick:
+        overrides = {"steps": 20, "d_model": 32, "n_layers": 2, "n_heads": 2, "max_tokens": 40_000,
+                     "eval_seqs": 16, "warmup": 5, **overrides}
+    cfg = TrainConfig(**overrides)
+    out = Path(args.out)
+    _check_settings(out, cfg)
+    torch.set_num_threads(args.threads)
+    train_rows, eval_rows = corpus_split(cfg)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if args.train_only:
+        return {v: train_variant(v, cfg, train_rows, out / v) for v in variants}
+    from interp.probes.experiments.measure import measure_variant, decoupling_table
+
+    results = {}
+    for v in variants:
+        train_variant(v, cfg, train_rows, out / v)
+        results[v] = measure_variant(load_variant(v, cfg, out / v), eval_rows)
+        results[v]["train"] = json.loads((out / v / "train.json").read_text())
+    report = {"settings": dataclasses.asdict(cfg), "variants": results, "table": decoupling_table(results)}
+    (out / "results.json").write_text(json.dumps(report, indent=1))
+    print(report["table"])
+    return report
+
+
+if __name__ == "__main__":
+    main()
