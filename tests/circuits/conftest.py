@@ -12,3 +12,14 @@ def neox():
 
 def make_model(arch: str, seed: int = 0):
     return interp.HookedModel(tiny_hf(arch, seed=seed), byte_tokenizer())
+
+
+@pytest.fixture(autouse=True, scope="package")
+def one_thread():
+    """Tiny models run many times faster on one thread when the machine's cores are shared."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
