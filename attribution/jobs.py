@@ -1,0 +1,422 @@
+"""Batch attribution jobs: the training set cut into shards that are independent tasks (`interp.jobs`).
+
+    run_attribution(AttributeConfig(method="sdi", model="looped-gpt:runs/loop", train="tokens:train.safetensors",
+                                    queries="tokens:queries.safetensors", out="runs/sdi"))
+
+1. *Prepare* (coordinating process, once): load the model, the training and query tokens (checking that
+   both were made with the model's tokenizer), and everything every shard needs from the query side:
+   per-checkpoint query features (TracIn, SDI), the EK-FAC factors and the query / probe gradients
+   preconditioned by them (EK-FAC), nothing for DRA. This is saved as `prepared.safetensors` so a
+   resumed run does not recompute it.
+2. *Shards* (in-process or on Ray, `interp.jobs.run_tasks`): each scores its rows of the training set
+   against all queries and writes `shard_{i:05d}.safetensors` atomically; the coordinator commits it to
+   the store's manifest. The output folder is an `interp.store.ActivationStore` whose rows are training
+   samples: `scores` [row, n_query] (plus `sdi` [row, n_query, tau]; `rep` for DRA), `seq` = training
+   row index. A killed run resumes: committed shards are kept, partial files removed.
+3. *Finish*: DRA's denoising needs the whole pool, so its shards hold representations and the scores
+   are computed at the end; every method writes `scores.safetensors` ([n_train, n_query]) and
+   `result.json` atomically.
+
+Data specs: `tokens:PATH.safetensors` (a `tokens` [n, ctx] tensor; metadata `tokenizer` names the
+tokenizer that made it) or any corpus spec of `interp.data.resolve_corpus` (tokenized here with the
+model's tokenizer; `--max-train` / `--max-queries` sequences of `--ctx-len`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+import attribution  # noqa: F401  (registers looped-gpt)
+from interp.jobs import run_tasks, worker_cache
+from interp.store import ActivationStore, StoreMeta, write_shard_file
+from interp.store.atomic import atomic_write_bytes
+
+Method = Literal["tracin", "sdi", "ekfac", "dra"]
+METHODS = ("tracin", "sdi", "ekfac", "dra")
+
+
+@dataclass
+class AttributeConfig:
+    """Settings of one attribution run; `interp attribute` mirrors these one to one."""
+
+    method: Method
+    """tracin | sdi | ekfac | dra."""
+    model: str
+    """Model spec (e.g. `looped-gpt:runs/loop`, `pythia-14m:PATH`, a local folder)."""
+    train: str
+    """Training data: `tokens:PATH.safetensors` or a corpus spec."""
+    queries: str
+    """Query data (targets for DRA), same forms as `train`."""
+    out: str
+    """Output folder (an attribution store); resumed when it holds a run with the same settings."""
+    checkpoints: list[str] = field(default_factory=list)
+    """TracIn / SDI: checkpoint folders, or one run folder (all its step_N). Empty: the model's run folder."""
+    lrs: list[float] | None = None
+    """Learning rate of each checkpoint; None reads each folder's training_state.json."""
+    sketch_dim: int | None = 2048
+    """TensorSketch size per parameter tensor (TracIn, SDI, DRA gradients); 0 or None: exact gradients."""
+    modules: list[str] = field(default_factory=list)
+    """TracIn / DRA-gradient: module-name globs of the Linear/Embedding modules to attribute over
+    (default: the looped block for a looped model, else every Linear inside the layers)."""
+    component: str = "L0H0:qk"
+    """EK-FAC: the head component, L<layer>H<head>[:qk|qkv|qkvo]."""
+    probe: Literal["queries", "copy", "prev"] = "queries"
+    """EK-FAC measurement: each query's log-likelihood, or MDA's copy-target / previous-token probe."""
+    fit_samples: int = 64
+    """EK-FAC: training sequences used to fit the factors."""
+    representation: Literal["hidden", "gradient"] = "hidden"
+    """DRA: hidden states or sketched gradients."""
+    hook: str = ""
+    """DRA hidden states: hook to pool (default: the middle layer's hook_resid_post)."""
+    denoise: bool = True
+    """DRA: apply the denoising (False: the raw-similarity baseline)."""
+    ctx_len: int = 64
+    """Tokens per sequence when a corpus spec is tokenized here."""
+    max_train: int = 256
+    """Training sequences taken from a corpus spec."""
+    max_queries: int = 8
+    """Query sequences taken from a corpus spec."""
+    shard_size: int = 64
+    """Training rows per shard (a shard is one task)."""
+    batch_size: int = 16
+    """Sequences per forward/backward."""
+    seed: int = 0
+    """Sketch hashes, corpus shuffling, EK-FAC label sampling."""
+    device: str = "auto"
+    """cpu, cuda, or auto (cuda when available)."""
+    executor: Literal["inprocess", "ray"] = "inprocess"
+    """Run shards in this process or on Ray."""
+    ray_address: str | None = None
+    """Ray cluster address; None starts a local Ray for the run."""
+    num_workers: int | None = None
+    """Ray workers (CPUs) for a local Ray."""
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; use one of {', '.join(METHODS)}")
+        for name in ("ctx_len", "max_train", "max_queries", "shard_size", "batch_size", "fit_samples"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.sketch_dim == 0:
+            self.sketch_dim = None
+        if self.probe not in ("queries", "copy", "prev"):
+            raise ValueError(f"probe must be queries, copy or prev, got {self.probe!r}")
+        if self.device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def compat(self) -> dict:
+        """The settings that define the scores (a rerun must agree on them to resume)."""
+        skip = {"out", "shard_size", "batch_size", "device", "executor", "ray_address", "num_workers"}
+        return {k: v for k, v in asdict(self).items() if k not in skip}
+
+
+# ------------------------------------------------------------------------------------------- data
+def load_tokens(spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int) -> tuple[Tensor, str]:
+    """(tokens [n, ctx], tokenizer name) of a data spec."""
+    if spec.startswith("tokens:"):
+        from safetensors import safe_open
+
+        path = spec.removeprefix("tokens:")
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no token file {path}")
+        with safe_open(path, framework="pt") as f:
+            meta = f.metadata() or {}
+            if "tokens" not in f.keys():
+                raise ValueError(f"{path} has no 'tokens' tensor; write one with attribution.jobs.save_tokens")
+            tokens = f.get_tensor("tokens").long()
+        return tokens, meta.get("tokenizer", "")
+    from interp.data import resolve_corpus
+
+    corpus = resolve_corpus(spec, tokenizer, ctx_len=ctx_len, max_tokens=max_rows * ctx_len, seed=seed)
+    return corpus.tokens.long(), tokenizer_name(tokenizer)
+
+
+def tokenizer_name(tokenizer) -> str:
+    return getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+
+
+def save_tokens(path: str | Path, tokens: Tensor, tokenizer: str) -> None:
+    """Write a `tokens:` data file: the tokens and the name of the tokenizer that made them."""
+    from safetensors.torch import save
+
+    data = save({"tokens": tokens.to(torch.int64).contiguous()}, metadata={"tokenizer": tokenizer})
+    atomic_write_bytes(Path(path), data)
+
+
+def check_tokenizers(model_tok: str, train_tok: str, query_tok: str, cfg: AttributeConfig) -> None:
+    """Training data, queries and model must share one tokenizer; name the mismatch and the fix."""
+    names = {"model": model_tok, f"train ({cfg.train})": train_tok, f"queries ({cfg.queries})": query_tok}
+    given = {k: v for k, v in names.items() if v}
+    if len(set(given.values())) > 1:
+        shown = "; ".join(f"{k}: {v!r}" for k, v in given.items())
+        raise ValueError(
+            f"training data, queries and model come from different tokenizers ({shown}). Token ids are not "
+            "comparable across tokenizers: re-tokenize the data with the model's tokenizer (or pass a corpus "
+            "spec, which is tokenized with it)."
+        )
+
+
+# ------------------------------------------------------------------------------------------- model side
+def _load(spec: str, device: str):
+    from interp import load_model
+
+    return worker_cache(("attribution-model", spec, device), lambda: load_model(spec, device=device))
+
+
+def _groups(hf, patterns: list[str]):
+    if not patterns and hasattr(hf, "step_modules"):
+        return hf.step_modules()
+    mods = dict(hf.named_modules())
+    kinds = (torch.nn.Linear, torch.nn.Embedding, torch.nn.LayerNorm)
+    if not patterns:
+        patterns = ["*layers.*", "*.h.*"]
+    chosen = {n: [m] for n, m in mods.items()
+              if isinstance(m, kinds) and any(fnmatch.fnmatch(n, p) for p in patterns)}
+    if not chosen:
+        examples = [n for n, m in mods.items() if isinstance(m, torch.nn.Linear)][:6]
+        raise ValueError(f"no Linear/Embedding/LayerNorm module matches {patterns}; module names look like {examples}")
+    return chosen
+
+
+def _featurizer(hf, cfg: AttributeConfig):
+    from attribution.capture import GradientFeaturizer
+
+    return GradientFeaturizer(_groups(hf, cfg.modules), sketch_dim=cfg.sketch_dim, seed=cfg.seed)
+
+
+def _checkpoints(cfg: AttributeConfig):
+    from attribution.tracin import checkpoints_from, run_checkpoints
+
+    paths = list(cfg.checkpoints)
+    if not paths:
+        from interp.models.registry import split_step
+
+        arg = cfg.model.partition(":")[2] or cfg.model
+        run = Path(split_step(arg)[0])
+        if run.is_dir() and any(run.glob("step_*")):
+            paths = [str(run)]
+        else:
+            raise ValueError(f"--method {cfg.method} needs training checkpoints: pass --checkpoints RUN_OR_FOLDERS "
+                             f"(the model {cfg.model!r} is not a run folder with step_N checkpoints)")
+    if len(paths) == 1 and Path(paths[0]).is_dir() and any(Path(paths[0]).glob("step_*")):
+        paths = run_checkpoints(paths[0])
+    return checkpoints_from(paths, cfg.lrs)
+
+
+# ------------------------------------------------------------------------------------------- tasks
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard: training rows [start, start + len(tokens)) and what it needs (small, picklable)."""
+
+    index: int
+    start: int
+    tokens: Tensor
+    cfg: AttributeConfig
+    out: str
+    prepared: dict
+
+
+def score_shard(task: ShardTask) -> object:
+    """Score one shard and write its file; returns the `ShardInfo` to commit."""
+    cfg, prep = task.cfg, task.prepared
+    model = _load(cfg.model, cfg.device)
+    ids = task.tokens.to(model.device)
+    tensors: dict[str, Tensor] = {}
+    if cfg.method in ("tracin", "sdi"):
+        from attribution.tracin import Checkpoint, features
+
+        hf = model.hf_model
+        feat = _featurizer(hf, cfg)
+        sdi = None
+        for k, (path, lr) in enumerate(zip(prep["ckpt_paths"], prep["lrs"])):
+            Checkpoint(path, lr).load_into(hf)
+            ftr = features(hf, feat, ids, None, cfg.batch_size)
+            fq = prep[f"query_features_{k}"].to(ftr.device)
+            part = lr * torch.einsum("id,jtd->ijt", ftr.sum(1), fq)
+            sdi = part if sdi is None else sdi + part
+        tensors["scores"] = sdi.sum(-1)
+        if cfg.method == "sdi":
+            tensors["sdi"] = sdi
+    elif cfg.method == "ekfac":
+        from attribution.influence import HeadComponent, component_gradients, lm_loss
+
+        comp = HeadComponent.parse(cfg.component)
+        rows = []
+        for i in range(0, len(ids), cfg.batch_size):
+            g = component_gradients(model, comp, ids[i:i + cfg.batch_size], None, lm_loss)
+            rows.append(-sum(torch.einsum("boi,qoi->bq", g[k], prep[f"ihvp_{k}"].to(g[k].device)) for k in g))
+        tensors["scores"] = torch.cat(rows)
+    else:
+        tensors["rep"] = _representations(model, ids, cfg)
+    n = len(ids)
+    tensors = {k: v.detach().float().cpu() for k, v in tensors.items()}
+    tensors |= {"tokens": task.tokens[:, 0].to(torch.int32), "seq": torch.arange(task.start, task.start + n),
+                "pos": torch.zeros(n, dtype=torch.int32)}
+    return write_shard_file(task.out, task.index, tensors)
+
+
+def _representations(model, ids: Tensor, cfg: AttributeConfig) -> Tensor:
+    from attribution.dra import gradient_representations, hidden_representations
+
+    mask = torch.ones_like(ids)
+    if cfg.representation == "hidden":
+        return hidden_representations(model, ids, mask, _dra_hook(model, cfg), cfg.batch_size)
+    mods = [n for n in _groups(model.hf_model, cfg.modules or [f"*layers.{model.n_layers - 1}.*"])]
+    return gradient_representations(model, ids, mask, mods, cfg.sketch_dim, cfg.seed, cfg.batch_size)
+
+
+def _dra_hook(model, cfg: AttributeConfig) -> str:
+    hook = cfg.hook or f"blocks.{model.n_layers // 2}.hook_resid_post"
+    model.hook_points(hook)  # unknown names raise with the nearest valid ones
+    return hook
+
+
+# ------------------------------------------------------------------------------------------- the job
+def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict:
+    """Query-side quantities every shard needs (see module docstring)."""
+    prep: dict = {}
+    if cfg.method in ("tracin", "sdi"):
+        from attribution.tracin import features
+
+        cks = _checkpoints(cfg)
+        feat = _featurizer(model.hf_model, cfg)
+        if cfg.method == "sdi" and not hasattr(model.hf_model, "step_modules"):
+            raise ValueError(f"--method sdi needs a looped model (e.g. looped-gpt:RUN); {cfg.model!r} is "
+                             f"{model.config.model_type}. Use --method tracin for ordinary models.")
+        prep["ckpt_paths"] = [c.path for c in cks]
+        prep["lrs"] = [c.lr for c in cks]
+        for k, ck in enumerate(cks):
+            ck.load_into(model.hf_model)
+            prep[f"query_features_{k}"] = features(model.hf_model, feat, queries.to(model.device), None,
+                                                   cfg.batch_size).cpu()
+    elif cfg.method == "ekfac":
+        from attribution.influence import HeadComponent, component_gradients, fit_ekfac, lm_loss
+        from attribution.mda import copy_target_probe, prev_attn_probe, random_tokens, repeated_random
+
+        comp = HeadComponent.parse(cfg.component)
+        comp.check(model)
+        fit = train[: cfg.fit_samples].to(model.device)
+        factors = fit_ekfac(model, comp, fit, batch_size=cfg.batch_size, seed=cfg.seed)
+        if cfg.probe == "queries":  # measurement: each query's log-likelihood
+            q = queries.to(model.device)
+            grads = component_gradients(model, comp, q, None, lambda m, i, k: -lm_loss(m, i, k))
+        else:
+            half = max(4, train.shape[1] // 2)
+            if cfg.probe == "copy":
+                ids, obj = repeated_random(32, half, model.d_vocab, cfg.seed, bos=None), copy_target_probe()
+            else:
+                ids, obj = random_tokens(32, 2 * half, model.d_vocab, cfg.seed), prev_attn_probe(comp.layer, comp.head)
+            grads = {k: v.mean(0, keepdim=True) for k, v in component_gradients(model, comp, ids.to(model.device),
+                                                                               None, obj).items()}
+        for k, v in factors.inverse_hvp(grads).items():
+            prep[f"ihvp_{k}"] = v.cpu()
+    else:
+        _dra_hook(model, cfg) if cfg.representation == "hidden" else None
+    return prep
+
+
+def _save_prepared(path: Path, prep: dict) -> None:
+    from safetensors.torch import save
+
+    tensors = {k: v.contiguous() for k, v in prep.items() if isinstance(v, Tensor)}
+    other = {k: v for k, v in prep.items() if not isinstance(v, Tensor)}
+    data = save(tensors or {"_": torch.zeros(1)}, metadata={"json": json.dumps(other)})
+    atomic_write_bytes(path, data)
+
+
+def _load_prepared(path: Path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        prep = {k: f.get_tensor(k) for k in f.keys() if k != "_"}
+        prep |= json.loads((f.metadata() or {}).get("json", "{}"))
+    return prep
+
+
+def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=None) -> dict:
+    """Run (or resume) an attribution job; returns a summary. Scores end in `out/scores.safetensors`."""
+    t0 = time.perf_counter()
+    model = model or _load(cfg.model, cfg.device)
+    tok = model.tokenizer
+    train, train_tok = load_tokens(cfg.train, tok, cfg.ctx_len, cfg.max_train, cfg.seed)
+    queries, query_tok = load_tokens(cfg.queries, tok, cfg.ctx_len, cfg.max_queries, cfg.seed + 1)
+    check_tokenizers(tokenizer_name(tok) if tok is not None else "", train_tok, query_tok, cfg)
+    for name, t in (("train", train), ("queries", queries)):
+        if int(t.max()) >= model.d_vocab:
+            raise ValueError(f"{name} data has token id {int(t.max())} >= the model's vocabulary {model.d_vocab}: "
+                             "it was made with another tokenizer")
+    if cfg.method == "dra" and cfg.denoise and len(queries) < 2:
+        raise ValueError("DRA's dimension selection needs at least 2 target (query) examples")
+    n_q = len(queries)
+    out = Path(cfg.out)
+    # Validate everything that can fail before anything is written.
+    prep_path = out / "prepared.safetensors"
+    prep = _load_prepared(prep_path) if prep_path.exists() else prepare(cfg, model, train, queries)
+    if cfg.method in ("tracin", "ekfac"):
+        hooks = {"scores": [n_q]}
+    elif cfg.method == "sdi":
+        hooks = {"scores": [n_q], "sdi": [n_q, int(prep["query_features_0"].shape[1])]}
+    else:
+        with torch.no_grad():
+            dim = _representations(model, train[:1].to(model.device), cfg).shape[-1]
+        hooks = {"rep": [dim]}
+    meta = StoreMeta(model=cfg.model, model_sha256=model.provenance.get("weights_sha256", ""), hooks=hooks,
+                     dtype="float32", tokenizer=train_tok, ctx_len=int(train.shape[1]),
+                     data={"train": cfg.train, "queries": cfg.queries, "n_train": len(train), "n_queries": n_q,
+                           "attribution": cfg.compat()})
+    n_shards = (len(train) + cfg.shard_size - 1) // cfg.shard_size
+    store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
+    if not prep_path.exists():
+        _save_prepared(prep_path, prep)
+    store.clean_partial()
+    todo = store.missing()
+    tasks = [ShardTask(i, i * cfg.shard_size, train[i * cfg.shard_size:(i + 1) * cfg.shard_size], cfg, str(out), prep)
+             for i in todo]
+    ray_options = {"num_gpus": 1} if cfg.executor == "ray" and cfg.device == "cuda" else None
+    run_tasks(tasks, score_shard, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
+              on_result=store.commit_shard, progress=progress, desc=f"attribute ({cfg.method})", ray_options=ray_options)
+    scores = finish(cfg, store, queries, model)
+    summary = {"method": cfg.method, "out": str(out), "n_train": len(train), "n_queries": n_q, "shards": n_shards,
+               "shards_computed_now": len(todo), "seconds": round(time.perf_counter() - t0, 2),
+               "top_train_per_query": scores.argmax(0).tolist()}
+    atomic_write_bytes(out / "result.json", json.dumps(summary, indent=1).encode())
+    return summary
+
+
+def finish(cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model) -> Tensor:
+    """Gather the shards into `scores.safetensors` [n_train, n_query] (DRA: denoise and score here)."""
+    from safetensors.torch import save
+
+    shards = [store.read_shard(i) for i in sorted(store.shard_indices)]
+    extra = {}
+    if cfg.method == "dra":
+        from attribution.dra import RAW, DenoiseConfig, dra_scores
+
+        reps = torch.cat([s["rep"] for s in shards])
+        with torch.no_grad():
+            targets = _representations(model, queries.to(model.device), cfg).cpu()
+        res = dra_scores(reps, targets, DenoiseConfig() if cfg.denoise else RAW)
+        scores = res.scores[:, None]
+    else:
+        scores = torch.cat([s["scores"] for s in shards])
+        if cfg.method == "sdi":
+            extra["sdi"] = torch.cat([s["sdi"] for s in shards])
+    data = save({"scores": scores.contiguous(), **{k: v.contiguous() for k, v in extra.items()}},
+                metadata={"method": cfg.method, "model": cfg.model})
+    atomic_write_bytes(Path(store.path) / "scores.safetensors", data)
+    return scores
+
+
+def load_scores(out: str | Path) -> dict[str, Tensor]:
+    """The scores a finished run wrote: {"scores": [n_train, n_query], ("sdi": [n_train, n_query, tau])}."""
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(out) / "scores.safetensors"))
