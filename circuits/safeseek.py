@@ -213,6 +213,8 @@ def circuit_tuning(model, nodes, batches, mode: Literal["circuit", "complement"]
         m = unit_masks.get(p, torch.zeros_like(p))
         grad_masks[p] = m if mode == "circuit" else 1 - m
     train = [p for p in params if grad_masks[p].any()]
+    if not train:
+        raise ValueError("nothing to tune: the circuit has no units that own parameters")
     for p in params:
         p.requires_grad_(p in set(train))
     handles = [p.register_hook(lambda g, m=grad_masks[p]: g * m) for p in train]
@@ -227,7 +229,7 @@ def circuit_tuning(model, nodes, batches, mode: Literal["circuit", "complement"]
             opt.zero_grad()
             loss.backward()
             opt.step()
-            history.append(float(loss))
+            history.append(float(loss.detach()))
     finally:
         model.hf_model.eval()
         for h in handles:

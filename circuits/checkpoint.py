@@ -1,0 +1,112 @@
+"""Loading a checkpoint to extract a circuit from: an HF folder, a `.safetensors` file or a `.gguf` file.
+
+Everything goes through the core (`interp.load_model`, `interp.HookedModel`), so any architecture the
+core has an adapter for works. A pickle-based file (`.pt`, `.pth`, `.bin`, `.ckpt`, `.pkl`) is refused:
+unpickling runs whatever code the file names. With `allow_torch_load=True` it is read with
+`torch.load(weights_only=True)`, which only rebuilds tensors and plain containers and rejects anything else.
+
+A lone `.safetensors` (or pickle) file needs the `config.json` of its model in the same folder.
+Models trained by `circuits.weight_sparse` get their AbsTopK activations back from their config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+import interp
+from interp.adapters import ADAPTERS
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded; the message says why and what to do."""
+
+
+def _check_config(folder: Path, what: Path) -> dict:
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise CheckpointError(f"{what} has no config.json beside it; put the model's HF config.json in {folder}")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{cfg_path} is not valid JSON: {exc}") from None
+    model_type = cfg.get("model_type")
+    if model_type not in ADAPTERS:
+        raise CheckpointError(
+            f"{what} is a {model_type!r} model, an architecture the toolkit cannot hook; supported model types: "
+            f"{', '.join(sorted(ADAPTERS))} (add one with interp.adapters.register_adapter)")
+    return cfg
+
+
+def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> interp.HookedModel:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from interp.data import byte_tokenizer
+
+    config = AutoConfig.from_pretrained(folder)
+    config._attn_implementation = "eager"
+    hf = AutoModelForCausalLM.from_config(config)
+    if not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{source} does not hold a flat state dict of tensors")
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    tied = {k for k in missing if "lm_head" in k or "embed_out" in k} if getattr(config, "tie_word_embeddings", False) else set()
+    if set(missing) - tied or unexpected:
+        raise CheckpointError(f"{source} does not match its config.json: missing {sorted(set(missing) - tied)[:5]}, "
+                              f"unexpected {sorted(unexpected)[:5]}")
+    has_tok = any((folder / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
+    if has_tok:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(folder)
+    else:
+        tok = byte_tokenizer()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    prov = {"spec": str(source), "source": str(source), "weights_sha256": sha, "model_type": config.model_type,
+            "tokenizer": tok.name_or_path}
+    return interp.HookedModel(hf.eval(), tok, prov)
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu", allow_torch_load: bool = False) -> interp.HookedModel:
+    """A `HookedModel` from an HF folder, a .safetensors file (config.json beside it) or a .gguf file."""
+    from interp.models.provenance import sha256_file
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    suffix = path.suffix.lower()
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            _check_config(path, path)
+        model = interp.load_model(str(path), device=device)
+    elif suffix == ".gguf":
+        model = interp.load_model(str(path), device=device)
+    elif suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        _check_config(path.parent, path)
+        model = _from_state_dict(path.parent, load_file(str(path)), path, sha256_file(path)).to(device)
+    elif suffix in PICKLE_SUFFIXES:
+        if not allow_torch_load:
+            raise CheckpointError(
+                f"refusing to unpickle {path}: loading a pickle runs any code inside it. Convert it to safetensors "
+                "(safetensors.torch.save_file(state_dict, 'model.safetensors')) from a trusted environment, or pass "
+                "--allow-torch-load to read it with torch.load(weights_only=True), which loads tensors only")
+        _check_config(path.parent, path)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - the unpickler's refusal, reported as ours
+            raise CheckpointError(f"torch.load(weights_only=True) refused {path}: {str(exc).splitlines()[0]}") from None
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{path} holds a {type(state).__name__}, not a state dict")
+        model = _from_state_dict(path.parent, state, path, sha256_file(path)).to(device)
+    else:
+        raise CheckpointError(f"{path}: unknown checkpoint format {suffix!r}; give an HF folder, .safetensors or .gguf")
+    from circuits.weight_sparse import reinstall_from_config
+
+    reinstall_from_config(model.hf_model)
+    return model

@@ -1,0 +1,127 @@
+"""`interp circuits`: extract a circuit from a checkpoint, ablate it, draw it.
+
+    interp circuits extract --checkpoint runs/circuits/sparse_vs_dense/models/sparse --task quotes --method prune --out circuit.json
+    interp circuits ablate --circuit circuit.json --checkpoint runs/circuits/sparse_vs_dense/models/sparse
+    interp circuits show circuit.json --out graph.html
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Circuits: SafeSeek masks, weight-sparse pruning.")
+
+
+def fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def extract(
+    checkpoint: str = typer.Option(..., help="HF folder, .safetensors (config.json beside it) or .gguf file."),
+    task: str = typer.Option(..., help="quotes, brackets, backdoor or refusal."),
+    out: str = typer.Option(..., help="Circuit JSON to write."),
+    method: str = typer.Option("prune", help="safeseek (masks, zero ablation) or prune (node masks, mean ablation)."),
+    target_loss: float = typer.Option(0.15, help="prune: task loss (nats) the circuit must reach."),
+    steps: Optional[int] = typer.Option(None, help="Mask-training steps (default: safeseek 300, prune 300 per lambda)."),
+    lambda_steps: int = typer.Option(3, help="prune: bisection steps over lambda."),
+    objective: str = typer.Option("auto", help="safeseek: auto, backdoor or alignment."),
+    head_mode: str = typer.Option("true", help="safeseek: true (per-head, before W_O) or compat (official code's slices)."),
+    seed: int = typer.Option(0, help="Data and mask seed."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+    allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing --out file."),
+) -> None:
+    """Find the circuit of a task in a checkpoint and write it as circuit JSON."""
+    from circuits.checkpoint import CheckpointError, load_checkpoint
+    from circuits.tasks import get_task
+
+    if method not in ("safeseek", "prune"):
+        fail(f"unknown method {method!r}; use safeseek or prune")
+    if Path(out).exists() and not overwrite:
+        fail(f"{out} exists; pass --overwrite to replace it")
+    try:
+        the_task = get_task(task)
+        if method == "safeseek":
+            from circuits.safeseek import SafeSeekConfig
+
+            cfg = SafeSeekConfig(objective=objective, head_mode=head_mode, seed=seed, **({"steps": steps} if steps else {}))
+        else:
+            from circuits.prune import PruneConfig
+
+            cfg = PruneConfig(target_loss=target_loss, lambda_steps=lambda_steps, seed=seed, **({"steps": steps} if steps else {}))
+        model = load_checkpoint(checkpoint, device=device, allow_torch_load=allow_torch_load)
+    except (ValueError, FileNotFoundError, CheckpointError) as exc:
+        fail(str(exc))
+    if method == "safeseek":
+        from circuits.safeseek import safeseek
+
+        try:
+            circuit = safeseek(model, the_task, cfg).circuit
+        except ValueError as exc:
+            fail(str(exc))
+    else:
+        from circuits.prune import TargetNotReached, prune
+
+        try:
+            circuit = prune(model, the_task, cfg)
+        except TargetNotReached as exc:
+            exc.best.provenance["checkpoint"] = str(checkpoint)
+            exc.best.save(out)
+            fail(f"{exc} The best circuit found so far is saved in {out}.")
+    circuit.provenance["checkpoint"] = str(checkpoint)
+    circuit.save(out)
+    summary = {k: v for k, v in circuit.metrics.items() if not isinstance(v, (list, dict))}
+    typer.echo(json.dumps({"out": out, **summary}, indent=1))
+
+
+@app.command()
+def ablate(
+    circuit: str = typer.Option(..., help="Circuit JSON."),
+    checkpoint: str = typer.Option(..., help="The checkpoint the circuit was found in."),
+    task: Optional[str] = typer.Option(None, help="Task (default: the circuit's)."),
+    n: int = typer.Option(200, help="Prompts to evaluate."),
+    n_random: int = typer.Option(5, help="Random ablations of the same size."),
+    seed: int = typer.Option(123, help="Prompt and random-ablation seed."),
+    device: str = typer.Option("cpu"),
+    allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
+) -> None:
+    """Task metric with the circuit ablated against random ablations of the same size."""
+    from circuits.ablation import ablation_report
+    from circuits.checkpoint import CheckpointError, load_checkpoint
+    from circuits.format import Circuit
+    from circuits.tasks import get_task
+
+    try:
+        c = Circuit.load(circuit)
+        the_task = get_task(task or c.provenance.get("task", ""))
+        model = load_checkpoint(checkpoint, device=device, allow_torch_load=allow_torch_load)
+        batch = the_task.make(n, seed, model.tokenizer)
+        clean = the_task.make_clean(n, seed, model.tokenizer) if the_task.generate_clean else None
+        report = ablation_report(model, c.nodes, batch, n_random=n_random, seed=seed, clean=clean)
+    except (ValueError, FileNotFoundError, CheckpointError) as exc:
+        fail(str(exc))
+    report["random"].pop("runs")
+    typer.echo(json.dumps({"task": the_task.name, **report}, indent=1))
+
+
+@app.command()
+def show(
+    file: str = typer.Argument(..., help="Circuit JSON."),
+    out: str = typer.Option("circuit.html", help="HTML file to write (plotly.js embedded)."),
+) -> None:
+    """Draw a circuit as a self-contained HTML graph."""
+    from circuits.format import Circuit
+    from circuits.graph import write_html
+
+    try:
+        c = Circuit.load(file)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    path = write_html(c, out)
+    typer.echo(f"wrote {path} ({len(c.nodes)} nodes, {len(c.edges)} edges)")

@@ -1,0 +1,121 @@
+import json
+import os
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
+from circuits.checkpoint import CheckpointError, load_checkpoint
+from circuits.cli import app
+from circuits.format import Circuit, Node
+from circuits.graph import write_html
+from tests.circuits.conftest import make_model
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ckpt")
+    model = make_model("gpt_neox_seq")
+    model.hf_model.save_pretrained(folder)
+    return folder, model
+
+
+def test_extract_ablate_show_end_to_end(ckpt, tmp_path):
+    folder, _ = ckpt
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["extract", "--checkpoint", str(folder), "--task", "quotes", "--method", "prune",
+                            "--out", str(out), "--steps", "3", "--lambda-steps", "1", "--target-loss", "5"])
+    assert r.exit_code == 0, r.output
+    c = Circuit.load(out)
+    assert c.provenance["method"] == "prune" and c.provenance["task"] == "quotes" and c.metrics["reached_target"]
+    r = runner.invoke(app, ["ablate", "--circuit", str(out), "--checkpoint", str(folder), "--n", "16", "--n-random", "2"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert {"original", "circuit", "random"} <= set(report) and report["n_nodes"] == len(c.nodes)
+    r = runner.invoke(app, ["show", str(out), "--out", str(tmp_path / "g.html")])
+    assert r.exit_code == 0 and (tmp_path / "g.html").stat().st_size > 1_000_000  # plotly.js embedded
+
+
+def test_extract_safeseek_from_a_safetensors_file(ckpt, tmp_path):
+    folder, model = ckpt
+    single = tmp_path / "single"
+    single.mkdir()
+    (single / "config.json").write_text((folder / "config.json").read_text())
+    save_file({k: v.contiguous() for k, v in model.hf_model.state_dict().items()}, str(single / "w.safetensors"))
+    out = tmp_path / "s.json"
+    r = runner.invoke(app, ["extract", "--checkpoint", str(single / "w.safetensors"), "--task", "backdoor",
+                            "--method", "safeseek", "--out", str(out), "--steps", "2"])
+    assert r.exit_code == 0, r.output
+    assert Circuit.load(out).metrics["objective"] == "backdoor"
+    loaded = load_checkpoint(single / "w.safetensors")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    assert torch.equal(loaded(ids), model(ids))
+
+
+def test_unknown_task_is_refused_before_loading_and_writes_nothing(ckpt, tmp_path):
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["extract", "--checkpoint", str(ckpt[0]), "--task", "quote", "--out", str(out)])
+    assert r.exit_code == 2 and "unknown task 'quote'" in r.output and "quotes" in r.output
+    assert not out.exists()
+
+
+def test_unsupported_architecture_is_a_clear_error(tmp_path):
+    from transformers import BertConfig
+
+    BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="'bert' model.*supported model types: .*gpt_neox"):
+        load_checkpoint(tmp_path)
+    r = runner.invoke(app, ["extract", "--checkpoint", str(tmp_path), "--task", "quotes", "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and "bert" in r.output and not (tmp_path / "c.json").exists()
+
+
+def test_unreachable_target_saves_the_best_circuit_and_says_so(ckpt, tmp_path):
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["extract", "--checkpoint", str(ckpt[0]), "--task", "quotes", "--method", "prune",
+                            "--out", str(out), "--steps", "2", "--lambda-steps", "1", "--target-loss", "0.0001"])
+    assert r.exit_code == 2 and "no circuit reached task loss 0.0001" in r.output and "saved in" in r.output
+    assert Circuit.load(out).metrics["reached_target"] is False
+
+
+class Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crafted_pickle_checkpoint_never_runs(ckpt, tmp_path):
+    marker = tmp_path / "pwned"
+    (tmp_path / "config.json").write_text((ckpt[0] / "config.json").read_text())
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(pickle.dumps({"w": Exploit(marker)}))
+    with pytest.raises(CheckpointError, match="refusing to unpickle"):
+        load_checkpoint(bad)
+    with pytest.raises(CheckpointError, match="weights_only=True"):
+        load_checkpoint(bad, allow_torch_load=True)
+    r = runner.invoke(app, ["extract", "--checkpoint", str(bad), "--task", "quotes", "--out", str(tmp_path / "c.json"),
+                            "--allow-torch-load"])
+    assert r.exit_code == 2
+    assert not marker.exists()
+
+
+def test_a_plain_state_dict_pickle_loads_with_weights_only(ckpt, tmp_path):
+    folder, model = ckpt
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    torch.save(model.hf_model.state_dict(), tmp_path / "model.pt")
+    loaded = load_checkpoint(tmp_path / "model.pt", allow_torch_load=True)
+    ids = torch.tensor([[5, 6, 7]])
+    assert torch.equal(loaded(ids), model(ids))
+
+
+def test_graph_html_escapes_labels(tmp_path):
+    c = Circuit([Node(0, "head", 1), Node(1, "neuron", 3)], [], {"n_nodes": 2},
+                {"model": {"spec": "<script>alert(1)</script>"}, "task": "<img src=x onerror=alert(2)>", "method": "prune"})
+    page = write_html(c, tmp_path / "g.html").read_text()
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)" in page and "&lt;img src=x" in page
