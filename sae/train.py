@@ -234,3 +234,23 @@ def train_sae(
     }
     _write_json(out / "train_report.json", report)
     return sae, report
+
+
+def train_on_tensor(
+    sae: Any, x: torch.Tensor, steps: int, batch_size: int = 1024, lr: float = 1e-3, seed: int = 0,
+    dead_feature_window: int = 200, progress: bool = False,
+) -> Any:
+    """Train `sae` on rows of an in-memory [n, d] tensor with sae-lens's trainer step (random minibatches,
+    seeded). For synthetic benchmarks and tests; stores go through `train_sae`."""
+    g = torch.Generator().manual_seed(seed)
+    tcfg = SAETrainerConfig(total_training_samples=steps * batch_size, train_batch_size_samples=batch_size,
+                            lr=lr, lr_end=lr, dead_feature_window=dead_feature_window,
+                            feature_sampling_window=max(steps, 1))
+    trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
+    for _ in tqdm(range(steps), disable=not progress, desc=f"train {sae.cfg.architecture()}"):
+        out = trainer.step(x[torch.randint(0, len(x), (batch_size,), generator=g)])
+        if not torch.isfinite(out.loss):
+            raise NonFiniteError(f"non-finite loss at step {trainer.n_training_steps}: {out.losses}")
+        trainer.n_training_steps += 1
+    sae.eval()
+    return sae

@@ -1,0 +1,215 @@
+"""`interp sae ...`: train, evaluate and browse SAEs on an activation store.
+
+    interp sae archs
+    interp sae train --store runs/demo/store --arch c2r --d-sae 1024 --k 32 --tokens 200000 --out runs/sae/c2r
+    interp sae eval --sae runs/sae/c2r --store runs/demo/store [--model smollm2-135m]
+    interp sae dashboard --sae runs/sae/c2r --store runs/demo/store --out runs/sae/c2r/dashboard.html
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse autoencoders: C²R, PolySAE, Coh and baselines on sae-lens.")
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _parse_settings(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for it in items:
+        if "=" not in it:
+            raise ValueError(f"--set takes key=value, got {it!r}")
+        k, v = it.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+@app.command()
+def archs() -> None:
+    """List the architecture names and each variant's baseline."""
+    from sae import ARCHS, BASELINE_OF
+
+    for a, sl in ARCHS.items():
+        typer.echo(f"{a:<15} sae-lens '{sl}'" + (f"  (baseline: {BASELINE_OF[a]})" if a in BASELINE_OF else "  (baseline)"))
+
+
+@app.command()
+def train(
+    store: str = typer.Option(..., help="ActivationStore folder (from `interp cache`)."),
+    arch: str = typer.Option(..., help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ... (`interp sae archs`)."),
+    out: str = typer.Option(..., help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."),
+    hook: Optional[str] = typer.Option(None, help="Hook to train on (default: the store's only hook)."),
+    d_sae: int = typer.Option(1024, help="Number of latents."),
+    k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
+    tokens: int = typer.Option(200_000, help="Training tokens."),
+    batch_size: int = typer.Option(4096, help="Tokens per step."),
+    lr: float = typer.Option(3e-4, help="Adam learning rate."),
+    seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
+    checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
+    set_: list[str] = typer.Option([], "--set", help="Architecture setting key=value (repeatable), e.g. c2r_lambda=1."),
+    no_resume: bool = typer.Option(False, help="Ignore an existing checkpoint (the folder must then hold no other run)."),
+) -> None:
+    """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
+    from interp.store import ActivationStore
+    from sae.train import TrainConfig, train_sae
+
+    try:
+        cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=tokens, batch_size=batch_size, lr=lr,
+                          seed=seed, checkpoint_every=checkpoint_every, settings=_parse_settings(set_))
+        st = ActivationStore.open(store)
+        _, report = train_sae(st, cfg, out, resume=not no_resume)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        _fail(exc)
+    typer.echo(json.dumps(report, indent=1))
+
+
+def _rows(store: Any, hook: str, max_rows: int) -> dict[str, Any]:
+    import torch
+
+    n = min(len(store), max_rows)
+    return store.get_rows(torch.arange(n), hooks=hook)
+
+
+@app.command("eval")
+def eval_(
+    sae: str = typer.Option(..., help="SAE folder (cfg.json + sae_weights.safetensors)."),
+    store: str = typer.Option(..., help="ActivationStore with the SAE's hook."),
+    hook: Optional[str] = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
+    max_rows: int = typer.Option(32_768, help="Rows of the store to evaluate on (the first ones)."),
+    model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
+    ce_seqs: int = typer.Option(16, help="Sequences for the spliced-loss metrics."),
+    out: Optional[str] = typer.Option(None, help="Also write the metrics JSON here."),
+) -> None:
+    """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON."""
+    from interp.store import ActivationStore
+    from sae import load_sae
+    from sae import metrics as M
+    from sae.train import _check_shapes, _hook
+
+    try:
+        s = load_sae(sae)
+        st = ActivationStore.open(store)
+        h = _hook(st, hook or (s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None))
+        _check_shapes(st, h, s.cfg.d_in)
+        x = _rows(st, h, max_rows)[h].float()
+        res: dict[str, Any] = {"sae": sae, "hook": h, **M.reconstruction(s, [x[i:i + 4096] for i in range(0, len(x), 4096)])}
+        if model:
+            res.update(_spliced(model, s, h, st, ce_seqs))
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        _fail(exc)
+    text = json.dumps(M.round_dict(res), indent=1)
+    if out:
+        Path(out).write_text(text + "\n")
+    typer.echo(text)
+
+
+def _store_sequences(st: Any, n_seqs: int) -> Any:
+    """Token sequences rebuilt from the store's rows: [n_seqs, ctx_len] (complete sequences only)."""
+    import torch
+
+    ctx = st.meta.ctx_len
+    idx = st.get_rows(torch.arange(min(len(st), n_seqs * ctx)), hooks=[])
+    seqs = []
+    for s in idx["seq"].unique().tolist():
+        m = idx["seq"] == s
+        if int(m.sum()) == ctx:
+            order = idx["pos"][m].argsort()
+            seqs.append(idx["tokens"][m][order].long())
+    if not seqs:
+        raise ValueError("the store holds no complete sequences to splice the SAE into")
+    return torch.stack(seqs[:n_seqs])
+
+
+def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int) -> dict[str, float]:
+    import interp
+    from sae import metrics as M
+
+    model = interp.load_model(model_spec)
+    return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs))
+
+
+def logit_effects(model: Any, directions: Any, features: list[int], k: int = 8) -> dict[int, dict[str, list]]:
+    """Direct effect of each feature's decoder direction on the logits: W_U (g ⊙ d_i), g the final
+    norm's weight when the model has one (the norm's per-token scale is ignored)."""
+    import torch
+
+    hf = model.hf_model
+    W_U = hf.get_output_embeddings().weight.detach().float()
+    g = None
+    for name, mod in hf.named_modules():
+        if name.count(".") <= 1 and name.split(".")[-1] in ("norm", "final_layer_norm", "ln_f") and hasattr(mod, "weight"):
+            g = mod.weight.detach().float()
+    out = {}
+    with torch.no_grad():
+        for f in features:
+            d = directions[f].float() * (g if g is not None else 1.0)
+            eff = W_U @ d
+            top, bot = eff.topk(k), (-eff).topk(k)
+            dec = lambda i: model.tokenizer.decode([int(i)])  # noqa: E731
+            out[f] = {"top": [(dec(i), float(v)) for v, i in zip(top.values, top.indices)],
+                      "bottom": [(dec(i), float(-v)) for v, i in zip(bot.values, bot.indices)]}
+    return out
+
+
+def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: Optional[str] = None, n_features: int = 40,
+                         max_rows: int = 16_384, features: Optional[list[int]] = None) -> Path:
+    """Encode store rows with the SAE and write its latent dashboard (logit effects when a model loads)."""
+    import torch
+
+    import interp
+    from interp.dashboards import TokenRows, write_dashboard
+    from interp.store import ActivationStore
+    from sae import arch_name, load_sae
+    from sae import metrics as M
+    from sae.train import _check_shapes, _hook
+
+    s = load_sae(sae_dir)
+    st = ActivationStore.open(store_dir)
+    h = _hook(st, s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None)
+    _check_shapes(st, h, s.cfg.d_in)
+    rows = _rows(st, h, max_rows)
+    z = M.encode(s, rows[h].float())
+    model = None
+    spec = model_spec or (st.meta.model if st.meta.model != "synthetic" else None)
+    if spec:
+        try:
+            model = interp.load_model(spec)
+        except Exception as exc:  # noqa: BLE001 - dashboards still work with token ids
+            typer.echo(f"warning: could not load model {spec!r} ({exc}); showing token ids", err=True)
+    tok = rows["tokens"].tolist()
+    text = [model.tokenizer.decode([t]) for t in tok] if model is not None else [f"[{t}]" for t in tok]
+    freq = (z > 0).float().mean(0)
+    if features is None:
+        live = (freq > 0).nonzero().flatten()
+        features = live[freq[live].argsort(descending=True)][:n_features].tolist()
+    effects = logit_effects(model, M.decoder_directions(s), features) if model is not None else None
+    return write_dashboard(out, z, TokenRows(text, rows["seq"], rows["pos"]), features=features, logit_effects=effects,
+                           title=f"{arch_name(s)} SAE on {h} ({st.meta.model})")
+
+
+@app.command()
+def dashboard(
+    sae: str = typer.Option(..., help="SAE folder."),
+    store: str = typer.Option(..., help="ActivationStore with the SAE's hook (and its token ids)."),
+    out: str = typer.Option(..., help="HTML file to write (self-contained; opens offline)."),
+    model: Optional[str] = typer.Option(None, help="Model spec for token text and logit effects (default: the store's model)."),
+    n_features: int = typer.Option(40, help="Latents with a page (most frequent first)."),
+    max_rows: int = typer.Option(16_384, help="Store rows to scan."),
+) -> None:
+    """Write a feature dashboard of the SAE's latents over store rows."""
+    try:
+        path = render_sae_dashboard(sae, store, out, model, n_features, max_rows)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        _fail(exc)
+    typer.echo(f"wrote {path}")

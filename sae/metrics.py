@@ -1,0 +1,387 @@
+"""Metrics for SAEs: reconstruction and sparsity, loss recovered when spliced into a model, ground-truth
+absorption/splitting on synthetic data, the first-letter absorption/splitting task on a real model,
+sparse-probing F1, per-latent 1-D Wasserstein distances, PolySAE interaction vs co-occurrence, and
+coherence's locality / tuned-feature fraction. Plain functions over tensors and a loaded SAE.
+
+Conventions: `x` [n, d_in] activations; `z = sae.encode(x)` [n, d_sae] codes; decoder directions are
+W_dec rows for linear decoders and the linear atoms U C1ᵀ for PolySAE (`decoder_directions`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+# ---- basics --------------------------------------------------------------------------------------------
+def decoder_directions(sae: Any) -> Tensor:
+    """[d_sae, d_in] unit decoder directions (PolySAE: its linear atoms)."""
+    with torch.no_grad():
+        W = sae.linear_atoms() if hasattr(sae, "linear_atoms") else sae.W_dec
+        return W / W.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+@torch.no_grad()
+def encode(sae: Any, x: Tensor, batch_size: int = 4096) -> Tensor:
+    """Codes for many rows, in batches (eval mode; BatchTopK bases select over each batch)."""
+    sae.eval()
+    return torch.cat([sae.encode(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
+@torch.no_grad()
+def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float = 0.1) -> dict[str, float]:
+    """MSE (summed over d_in, mean over rows), FVU, L0, and dead/dense latent fractions over `batches`.
+
+    Dead: never fired over all rows; dense: fires on more than `dense_threshold` of rows.
+    """
+    sae.eval()
+    n, se, s1, s2, l0 = 0, 0.0, None, None, 0.0
+    fires = None
+    for x in batches:
+        x = x.float()
+        z = sae.encode(x)
+        xh = sae.decode(z)
+        se += float((xh - x).square().sum())
+        s1 = x.sum(0) if s1 is None else s1 + x.sum(0)
+        s2 = x.square().sum(0) if s2 is None else s2 + x.square().sum(0)
+        f = (z > 0).sum(0)
+        fires = f if fires is None else fires + f
+        l0 += float((z > 0).sum())
+        n += x.shape[0]
+    if not n:
+        raise ValueError("no rows to evaluate")
+    total_var = float((s2 - s1.square() / n).sum())
+    freq = fires.float() / n
+    return {
+        "mse": se / n, "fvu": se / max(total_var, 1e-12), "l0": l0 / n,
+        "dead_frac": float((freq == 0).float().mean()), "dense_frac": float((freq > dense_threshold).float().mean()),
+        "rows": n,
+    }
+
+
+# ---- splicing into a model -----------------------------------------------------------------------------
+@torch.no_grad()
+def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor | None = None, batch_size: int = 8) -> dict[str, float]:
+    """Next-token CE with the SAE's reconstruction replacing the hook's activation, against the clean
+    model and zero ablation; CE recovered = (CE_zero - CE_sae) / (CE_zero - CE_clean); KL(clean || sae).
+    Position 0 (the attention sink, with massive activations) keeps its clean value in every run."""
+    from interp.hooked_model import next_token_loss
+
+    sae.eval()
+    mask = torch.ones_like(tokens) if mask is None else mask
+
+    def replace(fn):
+        def hook_fn(t, hook):  # noqa: ARG001
+            out = fn(t)
+            out[:, 0] = t[:, 0]
+            return out
+        return hook_fn
+
+    sae_fn = replace(lambda t: sae(t.reshape(-1, t.shape[-1]).float()).reshape(t.shape).to(t.dtype))
+    zero_fn = replace(lambda t: torch.zeros_like(t))
+    ce = {"clean": 0.0, "sae": 0.0, "zero": 0.0}
+    kl, n_tok = 0.0, 0
+    for i in range(0, len(tokens), batch_size):
+        ids, m = tokens[i : i + batch_size], mask[i : i + batch_size]
+        clean = model(ids)
+        with model.hooks(fwd_hooks=[(hook, sae_fn)]):
+            spliced = model(ids)
+        with model.hooks(fwd_hooks=[(hook, zero_fn)]):
+            zeroed = model(ids)
+        w = m[:, 1:].sum().item()
+        for k, lg in (("clean", clean), ("sae", spliced), ("zero", zeroed)):
+            ce[k] += float(next_token_loss(lg, ids, m)) * w
+        lp, lq = clean.log_softmax(-1), spliced.log_softmax(-1)
+        kl_tok = (lp.exp() * (lp - lq)).sum(-1)[:, :-1]
+        kl += float((kl_tok * m[:, 1:]).sum())
+        n_tok += w
+    ce = {k: v / n_tok for k, v in ce.items()}
+    rec = (ce["zero"] - ce["sae"]) / max(ce["zero"] - ce["clean"], 1e-9)
+    return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok}
+
+
+# ---- ground truth on synthetic data ---------------------------------------------------------------------
+def mmcs(sae: Any, directions: Tensor) -> float:
+    """Mean over ground-truth directions of the best decoder cosine."""
+    D = directions / directions.norm(dim=-1, keepdim=True)
+    return float((D @ decoder_directions(sae).T).max(dim=1).values.mean())
+
+
+def gt_absorption(sae: Any, syn: Any, z: Tensor | None = None, cos_min: float = 0.5) -> dict[str, float]:
+    """P(parent latent silent | parent and a child on) - P(silent | parent on, no child), over parents.
+
+    The parent latent is the one whose decoder is closest to the parent's direction (cos > cos_min;
+    parents without one count as fully absorbed and are reported in `unmatched`)."""
+    z = encode(sae, syn.x) if z is None else z
+    cos = syn.directions[syn.info["parents"]] @ decoder_directions(sae).T
+    rates, unmatched = [], 0
+    for pi, p in enumerate(syn.info["parents"]):
+        best, lat = cos[pi].max(0)
+        on = syn.active[:, p] > 0
+        child = (syn.active[:, syn.info["children"][pi]] > 0).any(1)
+        if best < cos_min:
+            unmatched += 1
+            rates.append(1.0)
+            continue
+        silent = z[:, lat] <= 0
+        a, b = on & child, on & ~child
+        if a.sum() == 0 or b.sum() == 0:
+            continue
+        rates.append(float(silent[a].float().mean() - silent[b].float().mean()))
+    return {"absorption": sum(rates) / max(len(rates), 1), "unmatched_parents": unmatched}
+
+
+def split_count(sae: Any, syn: Any, z: Tensor | None = None, cos_min: float = 0.8, live_min: float = 1e-3) -> float:
+    """Mean over split-prone features of the number of live latents with decoder cosine > cos_min (ideal 1)."""
+    z = encode(sae, syn.x) if z is None else z
+    live = (z > 0).float().mean(0) > live_min
+    cos = syn.directions[syn.info["split"]] @ decoder_directions(sae).T
+    return float(((cos > cos_min) & live[None]).sum(1).float().mean())
+
+
+def duplicate_pairs(sae: Any, z: Tensor, cos_min: float = 0.9, live_min: float = 1e-3) -> int:
+    """Number of pairs of live latents whose decoder directions have cosine > cos_min."""
+    live = ((z > 0).float().mean(0) > live_min).nonzero().flatten()
+    W = decoder_directions(sae)[live]
+    c = (W @ W.T).triu(1)
+    return int((c > cos_min).sum())
+
+
+# ---- probing ------------------------------------------------------------------------------------------
+def logistic_regression(X: Tensor, y: Tensor, C: float = 1.0, iters: int = 100) -> tuple[Tensor, Tensor]:
+    """L2 logistic regression (sklearn's objective: C Σ logloss + ½||w||²), L-BFGS on standardised X.
+    Returns (w, b) in the original units."""
+    X = X.double()
+    mu, sd = X.mean(0), X.std(0).clamp_min(1e-8)
+    Xs = (X - mu) / sd
+    w = torch.zeros(X.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], max_iter=iters, line_search_fn="strong_wolfe")
+    yf = y.double()
+
+    def closure():
+        opt.zero_grad()
+        loss = C * torch.nn.functional.binary_cross_entropy_with_logits(Xs @ w + b, yf, reduction="sum") + 0.5 * w.square().sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    w_ = (w / sd).detach()
+    return w_, (b - (mu / sd * w).sum()).detach()
+
+
+def f1_score(pred: Tensor, y: Tensor) -> float:
+    tp = float((pred & y).sum()); fp = float((pred & ~y).sum()); fn = float((~pred & y).sum())
+    return 2 * tp / max(2 * tp + fp + fn, 1e-12)
+
+
+def sparse_probe_f1(z_train: Tensor, y_train: Tensor, z_test: Tensor, y_test: Tensor, k: int = 1) -> dict[str, Any]:
+    """SAEBench-style sparse probing for one binary task: pick the k latents with the largest
+    |mean_pos - mean_neg| on train, fit a logistic probe on them, report test F1."""
+    y_train, y_test = y_train.bool(), y_test.bool()
+    diff = (z_train[y_train].float().mean(0) - z_train[~y_train].float().mean(0)).abs()
+    top = diff.topk(k).indices
+    w, b = logistic_regression(z_train[:, top], y_train)
+    pred = (z_test[:, top].double() @ w + b) > 0
+    return {"f1": f1_score(pred, y_test), "latents": top.tolist()}
+
+
+def mean_w1(z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
+    """Mean over latents of the 1-D Wasserstein distance between the activations on y=1 and y=0 rows."""
+    from scipy.stats import wasserstein_distance
+
+    y = y.bool()
+    z = z.float()
+    if len(z) > max_rows:
+        idx = torch.randperm(len(z), generator=torch.Generator().manual_seed(0))[:max_rows]
+        z, y = z[idx], y[idx]
+    pos, neg = z[y].numpy(), z[~y].numpy()
+    if not len(pos) or not len(neg):
+        raise ValueError("mean_w1 needs rows of both classes")
+    return float(sum(wasserstein_distance(pos[:, j], neg[:, j]) for j in range(z.shape[1])) / z.shape[1])
+
+
+# ---- PolySAE: interactions vs co-occurrence -------------------------------------------------------------
+def _spearman(a: Tensor, b: Tensor) -> float:
+    from scipy.stats import spearmanr
+
+    r = spearmanr(a.double().numpy(), b.double().numpy()).statistic
+    return float(r) if r == r else 0.0
+
+
+def _auroc(scores: Tensor, labels: Tensor) -> float:
+    labels = labels.bool()
+    pos, neg = scores[labels], scores[~labels]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    ranks = torch.empty(len(scores), dtype=torch.float64)
+    ranks[scores.argsort()] = torch.arange(1, len(scores) + 1, dtype=torch.float64)
+    return float((ranks[labels].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def match_latents(sae: Any, directions: Tensor) -> list[int]:
+    """Hungarian matching of ground-truth directions to latents by decoder cosine."""
+    from scipy.optimize import linear_sum_assignment
+
+    cos = (directions / directions.norm(dim=-1, keepdim=True)) @ decoder_directions(sae).T
+    _, cols = linear_sum_assignment(-cos.numpy())
+    return [int(c) for c in cols]
+
+
+def interaction_specificity(sae: Any, syn: Any, z: Tensor | None = None) -> dict[str, float]:
+    """For the compositional toy: match atoms to latents, then over atom pairs compare a pair statistic
+    with co-occurrence N_ij and with membership in P. PolySAE's statistic is S_ij = |λ2| ||B_ij||; a
+    linear SAE's is the covariance of the two latents' codes (the paper's comparison)."""
+    z = encode(sae, syn.x) if z is None else z
+    lat = match_latents(sae, syn.directions)
+    n_atoms = syn.directions.shape[0]
+    on = syn.active > 0
+    pairs = [(i, j) for i in range(n_atoms) for j in range(i + 1, n_atoms)]
+    P, PQ = set(map(tuple, syn.info["P"])), set(map(tuple, syn.info["P"])) | set(map(tuple, syn.info["Q"]))
+    N = torch.tensor([float((on[:, i] & on[:, j]).sum()) for i, j in pairs])
+    if hasattr(sae, "interaction_strength"):
+        S_all = sae.interaction_strength()
+        S = torch.tensor([float(S_all[lat[i], lat[j]]) for i, j in pairs])
+        name = "interaction"
+    else:
+        zc = z[:, lat].float() - z[:, lat].float().mean(0)
+        cov = zc.T @ zc / len(zc)
+        S = torch.tensor([float(cov[i, j]) for i, j in pairs])
+        name = "covariance"
+    in_p = torch.tensor([p in P for p in pairs])
+    in_pq = torch.tensor([p in PQ for p in pairs])
+    return {
+        "statistic": name,
+        "auroc_P": _auroc(S, in_p),
+        "spearman_with_cooccurrence_PQ": _spearman(S[in_pq], N[in_pq]),
+        "spearman_with_cooccurrence_all": _spearman(S, N),
+    }
+
+
+def compound_fvu(sae: Any, syn: Any) -> dict[str, float]:
+    """FVU overall and on the samples where a compositional pair is active."""
+    with torch.no_grad():
+        sae.eval()
+        xh = torch.cat([sae(syn.x[i : i + 4096]) for i in range(0, len(syn.x), 4096)])
+    err = (xh - syn.x).square().sum(1)
+    var = (syn.x - syn.x.mean(0)).square().sum(1)
+    c = syn.info["compound"]
+    return {"fvu": float(err.sum() / var.sum()), "fvu_compound": float(err[c].sum() / var[c].sum())}
+
+
+def monolithic_compound_latents(sae: Any, syn: Any, cos_min: float = 0.6) -> int:
+    """Latents whose linear direction has cosine > cos_min to normalize(d_i + d_j + e_ij) of a pair in P."""
+    W = decoder_directions(sae)
+    hits = torch.zeros(W.shape[0], dtype=torch.bool)
+    for (i, j), e in zip(syn.info["P"], syn.info["binding"]):
+        v = syn.directions[i] + syn.directions[j] + e
+        hits |= (W @ (v / v.norm())) > cos_min
+    return int(hits.sum())
+
+
+# ---- coherence ----------------------------------------------------------------------------------------
+def coherence_metrics(z: Tensor, theta: Tensor | None = None, component: Tensor | None = None, batch: int = 256) -> dict[str, float]:
+    """Locality/covering (means of the normalised coherence quantities over batches of `batch` rows) and,
+    for data on circles, %tuned (latents whose mean resultant length on their main circle exceeds 0.5)
+    and %pure (|mass on circle 0 - mass on circle 1| / mass > 0.5), over latents that fire."""
+    from sae.coherence import locality
+
+    locs = [locality(z[i : i + batch]) for i in range(0, len(z) - batch + 1, batch)] or [locality(z)]
+    out = {k: sum(d[k] for d in locs) / len(locs) for k in ("locality", "covering")}
+    if theta is not None and component is not None:
+        z = z.float()
+        mass = torch.stack([z[component == c].sum(0) for c in (0, 1)])  # [2, L]
+        alive = mass.sum(0) > 0
+        main = mass.argmax(0)
+        e = torch.stack([torch.cos(theta), torch.sin(theta)], 1)  # [n, 2]
+        mrl = torch.zeros(z.shape[1])
+        for c in (0, 1):
+            sel = component == c
+            res = (z[sel].T @ e[sel]).norm(dim=1) / z[sel].sum(0).clamp_min(1e-12)
+            mrl = torch.where(main == c, res, mrl)
+        purity = (mass[0] - mass[1]).abs() / mass.sum(0).clamp_min(1e-12)
+        out["tuned_frac"] = float((mrl[alive] > 0.5).float().mean())
+        out["pure_frac"] = float((purity[alive] > 0.5).float().mean())
+        out["alive"] = int(alive.sum())
+    return out
+
+
+# ---- first-letter task on a real model ------------------------------------------------------------------
+def first_letter_words(tokenizer: Any, letters: str = "abcdefghijklmnopqrstuvwxyz", min_len: int = 3, limit: int = 4000, seed: int = 0) -> list[tuple[int, str]]:
+    """(token id, word) for vocabulary tokens that are a space followed by a lowercase word."""
+    out = []
+    for tid in range(tokenizer.vocab_size if hasattr(tokenizer, "vocab_size") else len(tokenizer)):
+        s = tokenizer.decode([tid])
+        w = s[1:] if s.startswith(" ") else None
+        if w and len(w) >= min_len and w.isalpha() and w.isascii() and w.islower() and w[0] in letters:
+            out.append((tid, w))
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(len(out), generator=g)[:limit].tolist()
+    return [out[i] for i in sorted(idx)]
+
+
+@torch.no_grad()
+def word_activations(model: Any, hook: str, words: Sequence[tuple[int, str]], prefix: str = "The word is", batch: int = 64) -> Tensor:
+    """Activation at `hook` on the word's token, after a short prefix (rows in the order of `words`)."""
+    pre, _ = model.to_tokens(prefix)
+    pre = pre[0]
+    rows = []
+    for i in range(0, len(words), batch):
+        ids = torch.stack([torch.cat([pre, torch.tensor([t])]) for t, _ in words[i : i + batch]])
+        _, cache = model.run_with_cache(ids, names=[hook], return_logits=False)
+        rows.append(cache[hook][:, -1].float())
+    return torch.cat(rows)
+
+
+def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: Any, letters: str | None = None,
+                            cos_min: float = 0.025, split_gain: float = 0.03, k_max: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Chanin et al.'s first-letter task, simplified: for each letter, a logistic probe on the model's
+    activations gives the feature direction; the SAE's main latent is the k=1 sparse-probing choice.
+    Absorption rate: of the test words of that letter the probe gets right, the fraction where the
+    main latent is silent while another active latent's decoder points along the probe (cos > cos_min).
+    Splitting: how many latents k-sparse probing adds while each raises F1 by more than `split_gain`."""
+    first = [w[0] for _, w in words]
+    letters = letters or "".join(sorted({c for c in first if first.count(c) >= 20}))
+    z = encode(sae, x)
+    W = decoder_directions(sae)
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(words), generator=g)
+    tr, te = perm[: len(perm) * 7 // 10], perm[len(perm) * 7 // 10 :]
+    per = {}
+    for L in letters:
+        y = torch.tensor([c == L for c in first])
+        if y[tr].sum() < 5 or y[te].sum() < 3:
+            continue
+        w, b = logistic_regression(x[tr], y[tr])
+        probe_ok = ((x[te].double() @ w + b) > 0) & y[te]
+        f1s, n_split = [], 1
+        for k in range(1, k_max + 1):
+            f1s.append(sparse_probe_f1(z[tr], y[tr], z[te], y[te], k)["f1"])
+        for k in range(1, k_max):
+            if f1s[k] - f1s[k - 1] > split_gain:
+                n_split += 1
+            else:
+                break
+        main = sparse_probe_f1(z[tr], y[tr], z[te], y[te], 1)["latents"][0]
+        p = (w / w.norm()).float()
+        along = (W @ p) > cos_min
+        along[main] = False
+        zt = z[te][probe_ok]
+        absorbed = (zt[:, main] <= 0) & ((zt[:, along] > 0).any(1))
+        per[L] = {"absorption": float(absorbed.float().mean()) if len(zt) else 0.0, "n_split": n_split, "f1_k1": f1s[0]}
+    if not per:
+        raise ValueError("no letter had enough words for the first-letter task")
+    return {
+        "mean_absorption": sum(v["absorption"] for v in per.values()) / len(per),
+        "mean_num_split": sum(v["n_split"] for v in per.values()) / len(per),
+        "mean_f1_k1": sum(v["f1_k1"] for v in per.values()) / len(per),
+        "letters": per,
+    }
+
+
+def round_dict(d: dict[str, Any], digits: int = 4) -> dict[str, Any]:
+    return {k: (round(v, digits) if isinstance(v, float) and math.isfinite(v) else v) for k, v in d.items()}
