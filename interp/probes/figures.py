@@ -1,0 +1,89 @@
+"""Plotly figures of a probe report, written as self-contained HTML (plotly.js embedded: opens offline).
+
+- `layer_profile`: top-3 |h| and the median |h| of each layer's output (log scale): rise, plateau, fall.
+- `sink_heatmap`: alpha_first per (layer, head), Gu et al.'s sink score.
+- `ablation_bars`: perplexity of the original model, each massive-activation intervention and the
+  StreamingLLM conditions (log scale).
+
+Every model- or text-derived string is HTML-escaped before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+
+def _title(report: dict, what: str) -> str:
+    return html.escape(f"{what} - {report['model'].get('name', '?')}")
+
+
+def layer_profile(report: dict) -> go.Figure:
+    layers = report["massive"]["layers"]
+    xs = [x["layer"] for x in layers]
+    fig = go.Figure()
+    for k in range(3):
+        ys = [x["top"][k]["abs"] if len(x["top"]) > k else None for x in layers]
+        hover = [html.escape(f"channel {x['top'][k]['channel']}, position {x['top'][k]['pos']}, token {x['top'][k]['token']!r}")
+                 if len(x["top"]) > k else "" for x in layers]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"top {k + 1} |h|", hovertext=hover))
+    fig.add_trace(go.Scatter(x=xs, y=[x["median_abs"] for x in layers], mode="lines+markers", name="median |h|",
+                             line={"dash": "dot"}))
+    crit = report["massive"]["criterion"]
+    fig.add_hline(y=crit["abs_threshold"], line={"color": "grey", "dash": "dash"},
+                  annotation_text=f"abs threshold {crit['abs_threshold']:g}")
+    fig.update_layout(title=_title(report, "Largest residual-stream magnitudes per layer (hook_resid_post)"),
+                      xaxis_title="layer", yaxis_title="|h| (log)", yaxis_type="log", template="plotly_white")
+    return fig
+
+
+def sink_heatmap(report: dict) -> go.Figure:
+    s = report["sinks"]
+    a = s["alpha_first"]
+    fig = go.Figure(go.Heatmap(z=a, x=[f"head {h}" for h in range(len(a[0]))], y=list(range(len(a))),
+                               colorscale="Viridis", zmin=0, zmax=1, colorbar={"title": "alpha_1"}))
+    fig.update_layout(title=_title(report, f"Attention to the first token per head (Sink_1 at eps {s['eps']:g}: "
+                                           f"{100 * s['sink_fraction']:.1f}% of heads)"),
+                      xaxis_title="head", yaxis_title="layer", template="plotly_white")
+    return fig
+
+
+def ablation_bars(report: dict) -> go.Figure:
+    names, ppls, groups = [], [], []
+    abl = report.get("ablations") or {}
+    for key in ("original", "zero", "mean", "random", "pos0_mean"):
+        if key in abl:
+            names.append(f"massive: {key}" if key != "original" else "original")
+            ppls.append(abl[key]["ppl"])
+            groups.append("massive activations (layer %s)" % abl.get("layer"))
+    stream = report.get("streaming") or {}
+    for key, val in stream.items():
+        if isinstance(val, dict):
+            names.append(f"stream: {key}")
+            ppls.append(val["ppl"])
+            groups.append(f"StreamingLLM (window {stream['window']}, positions >= window)")
+    fig = go.Figure()
+    for g in dict.fromkeys(groups):
+        idx = [i for i, x in enumerate(groups) if x == g]
+        fig.add_trace(go.Bar(x=[names[i] for i in idx], y=[ppls[i] for i in idx], name=html.escape(g),
+                             text=[f"{ppls[i]:.3g}" for i in idx], textposition="outside"))
+    fig.update_layout(title=_title(report, "Perplexity under interventions"), yaxis_type="log",
+                      yaxis_title="perplexity (log)", template="plotly_white")
+    return fig
+
+
+FIGURES = {"layer_profile": layer_profile, "sink_heatmap": sink_heatmap, "ablations": ablation_bars}
+
+
+def write_figures(report: dict, folder: Path) -> dict[str, str]:
+    """Write every figure as `<name>.html` (plotly.js embedded); returns {name: path}."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, make in FIGURES.items():
+        path = folder / f"{name}.html"
+        make(report).write_html(str(path), include_plotlyjs=True, full_html=True)
+        paths[name] = str(path)
+    return paths

@@ -1,0 +1,40 @@
+"""The decoupling experiment's models and a smoke run (the real run is a script, see interp/probes/README.md)."""
+
+import json
+
+import pytest
+import torch
+
+import interp
+from interp.probes.experiments import decoupling
+from interp.probes.experiments.norms import VARIANTS, build_model, small_config
+
+
+def test_variants_share_weights_and_differ_in_forward():
+    cfg = small_config(d_model=32, n_layers=2, n_heads=2, ctx=16)
+    ids = torch.randint(0, 257, (2, 16))
+    logits = {}
+    for v in VARIANTS:
+        m = build_model(v, cfg, seed=0)
+        assert torch.equal(m.model.layers[0].self_attn.q_proj.weight, build_model("pre", cfg, 0).model.layers[0].self_attn.q_proj.weight)
+        hm = interp.HookedModel(m)
+        out, cache = hm.run_with_cache(ids, names="blocks.*.hook_resid_post")
+        assert torch.equal(out, m(ids).logits)
+        logits[v] = out
+    assert not torch.allclose(logits["pre"], logits["post"]) and not torch.allclose(logits["pre"], logits["sandwich"])
+    # post-norm re-normalises the residual: the block output has RMS 1 (norm weights start at 1)
+    post = interp.HookedModel(build_model("post", cfg, 0))
+    _, c = post.run_with_cache(ids, names="blocks.1.hook_resid_post")
+    assert c["resid_post", 1].pow(2).mean(-1).sqrt().sub(1).abs().max() < 1e-3
+    with pytest.raises(ValueError, match="unknown normalisation"):
+        build_model("layer", cfg)
+
+
+def test_quick_run_and_refuses_other_settings(tmp_path):
+    report = decoupling.main(["--out", str(tmp_path), "--quick", "--steps", "3", "--eval-seqs", "8"])
+    assert set(report["variants"]) == set(VARIANTS)
+    assert "| pre |" in report["table"]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["settings"]["steps"] == 3
+    with pytest.raises(ValueError, match="other settings"):
+        decoupling.main(["--out", str(tmp_path), "--quick", "--steps", "4", "--eval-seqs", "8"])
