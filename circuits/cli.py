@@ -125,3 +125,7 @@ def show(
         fail(str(exc))
     path = write_html(c, out)
     typer.echo(f"wrote {path} ({len(c.nodes)} nodes, {len(c.edges)} edges)")
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m circuits.cli ...` before the entry point is installed
+    app()

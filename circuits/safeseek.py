@@ -89,11 +89,11 @@ def _forward(model, batch: TaskBatch, masks: UnitMasks, invert: bool = False):
 
 
 def backdoor_loss(model, G: UnitMasks, H: UnitMasks, clean: TaskBatch, trig: TaskBatch, w) -> tuple[torch.Tensor, torch.Tensor]:
-    """(total, functional) DMO loss. `clean`: target y, alt y~; `trig`: target y~, alt y."""
+    """(total, bounded functional) DMO loss. `clean`: target y, alt y~; `trig`: target y~, alt y."""
     lg_c, lg_t = _forward(model, clean, G), _forward(model, trig, G)
     lh_t, lh_c = _forward(model, trig, H), _forward(model, clean, H)
-    functional = (w[0] * answer_ce(lg_c, clean) + w[1] * answer_ce(lg_t, trig, trig.alt)
-                  + w[2] * answer_ce(lh_t, trig) - w[3] * answer_ce(lh_c, clean, clean.alt))
+    bounded = w[0] * answer_ce(lg_c, clean) + w[1] * answer_ce(lg_t, trig, trig.alt) + w[2] * answer_ce(lh_t, trig)
+    functional = bounded - w[3] * answer_ce(lh_c, clean, clean.alt)
     sg, sh = G.sigmoid_mean(), H.sigmoid_mean()
     dense_g = sum(1 - v for v in sg.values())
     sparse_h = sum(torch.log(torch.sigmoid(H.logits[k]) + 1e-6).mean() for k in sh)
@@ -101,7 +101,8 @@ def backdoor_loss(model, G: UnitMasks, H: UnitMasks, clean: TaskBatch, trig: Tas
         (torch.sigmoid(G.logits[k]) * torch.sigmoid(H.logits[k])).sum() / torch.sigmoid(G.logits[k]).sum()
         for k in sg
     ]).mean()
-    return functional + w[4] * dense_g + w[5] * sparse_h + w[6] * 100 * overlap, functional.detach()
+    # Checkpoints are selected on the bounded part: the ascent term -w4 CE(y~ | x; H) can fall without limit.
+    return functional + w[4] * dense_g + w[5] * sparse_h + w[6] * 100 * overlap, bounded.detach()
 
 
 def alignment_loss(model, m: UnitMasks, harmful: TaskBatch, w) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,8 @@
    against full fine-tuning with the same steps.
 5. Alignment analog: a model trained to answer "R" (refuse) on prompts with a "harmful" letter; the
    single-mask objective finds a circuit whose removal makes it comply.
-Each step runs with the true per-head masks and with the official code's "compat" head slices.
+Step 3 runs with the official neuron code's weights (both masks, ascent and overlap terms), with the
+official head code's weights (only G trained), and with G only on the official code's "compat" head slices.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from circuits.safeseek import SafeSeekConfig, circuit_tuning, safeseek
 from circuits.tasks import TaskBatch, answer_ce, get_task
 from circuits.weight_sparse import WeightSparseConfig, build_model
 
+G_ONLY = (1, 1, 0, 0, 0.1, 0, 0)
+"""The official head-mask code's weights: only the purified mask G is trained."""
 PLANTED = [Node(1, "head", 2)] + [Node(1, "neuron", i) for i in range(16)]
 
 
@@ -72,6 +75,43 @@ def rate(model, batch: TaskBatch, hooks=()) -> float:
     return float((last.argmax(-1) == batch.target).float().mean())
 
 
+def plant_backdoor(model, batches: list[TaskBatch], steps: int, lr: float = 1e-2, progress: bool = True) -> dict:
+    """Train only the planted units (their rows and columns), plus the trigger's embedding row and the
+    backdoor answer's unembedding row: tokens the clean model never saw, so no unit could use them."""
+    from tqdm.auto import tqdm
+
+    from circuits.tasks import BACKDOOR_ANSWER, TRIGGER
+    from circuits.weights import unit_param_masks
+
+    masks = unit_param_masks(model, PLANTED)
+    tok = model.tokenizer
+    for module, token in ((model.hf_model.get_input_embeddings(), TRIGGER), (model.hf_model.get_output_embeddings(), BACKDOOR_ANSWER)):
+        m = masks.setdefault(module.weight, torch.zeros_like(module.weight))
+        m[tok(token)["input_ids"][0]] = 1
+    params = list(masks)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    handles = [p.register_hook(lambda g, m=masks[p]: g * m) for p in params]
+    opt = torch.optim.Adam(params, lr=lr)
+    model.hf_model.train()
+    try:
+        for step in tqdm(range(steps), desc="plant", disable=not progress):
+            b = batches[step % len(batches)]
+            loss = answer_ce(model({"input_ids": b.ids, "attention_mask": b.mask}), b)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        model.hf_model.eval()
+        for h in handles:
+            h.remove()
+        for p in params:
+            p.requires_grad_(False)
+    return {"trainable_entries": int(sum(m.sum() for m in masks.values()))}
+
+
 def batches_of(task, n: int, seed: int, tok, size: int = 64, clean_frac: float | None = None) -> list[TaskBatch]:
     out = []
     for i in range(n):
@@ -100,16 +140,19 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
     test_trig, test_clean = task.make(300, 99, tok), task.make_clean(300, 99, tok)
     res: dict = {"pretrained": {"clean_acc": rate(model, test_clean), "asr": rate(model, test_trig)}}
     # plant: 10% poisoned data, gradients only on the planted units
-    planted = circuit_tuning(model, PLANTED, batches_of(task, 50, 1000, tok, clean_frac=0.9), mode="circuit",
-                             steps=plant, lr=1e-2, progress=progress)
+    planted = plant_backdoor(model, batches_of(task, 50, 1000, tok, clean_frac=0.9), plant, progress=progress)
     res["backdoored"] = {"clean_acc": rate(model, test_clean), "asr": rate(model, test_trig),
                          "planted_units": [n.key for n in PLANTED], "trainable_entries": planted["trainable_entries"]}
     print("backdoored", res["backdoored"], flush=True)
     model.hf_model.save_pretrained(out / "models" / "backdoored")
-    for mode in ("true", "compat"):
-        cfg = SafeSeekConfig(objective="backdoor", head_mode=mode, steps=mask_steps, eval_every=max(1, mask_steps // 10))
+    runs = (("true", "official_neuron_weights", (1, 1, 1, 1, 0.1, 3.0, 1.0)), ("true", "g_only", G_ONLY),
+            ("compat", "g_only", G_ONLY))
+    for mode, weights_name, weights in runs:
+        cfg = SafeSeekConfig(objective="backdoor", head_mode=mode, steps=mask_steps, eval_every=max(1, mask_steps // 10),
+                             backdoor_weights=weights)
         found = safeseek(model, task, cfg, progress=progress)
-        found.circuit.save(out / f"circuit_{mode}.json")
+        tag = f"{mode}_{weights_name}"
+        found.circuit.save(out / f"circuit_{tag}.json")
         nodes = found.circuit.nodes
         rep = ablation_report(model, nodes, test_trig, n_random=5, clean=test_clean)
         asr = lambda hooks: rate(model, test_trig, hooks)  # noqa: E731
@@ -122,15 +165,16 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
              "h_circuit_units": found.circuit.metrics.get("h_circuit_nodes")}
         h_nodes = [Node(**d) for d in found.circuit.extra.get("h_circuit", [])]
         r["asr_h_only"] = rate(model, test_trig, ablation_hooks(model, h_nodes, keep_only=True)) if h_nodes else None
-        if mode == "true":
+        r["weights"] = list(weights)
+        if True:
             r["vs_planted"] = precision_recall(nodes, PLANTED)
             r["vs_planted_neurons"] = precision_recall([n for n in nodes if n.kind == "neuron"], PLANTED[1:])
             r["vs_planted_head"] = precision_recall([n for n in nodes if n.kind == "head"], PLANTED[:1])
-        res[f"safeseek_{mode}"] = r
-        print(mode, r, flush=True)
+        res[f"safeseek_{tag}"] = r
+        print(tag, r, flush=True)
     # Safety Circuit Tuning vs full fine-tuning: triggered prompts, clean answers
     nodes = [Node(**{k: d[k] for k in ("layer", "kind", "index")}) for d in
-             __import__("json").loads((out / "circuit_true.json").read_text())["nodes"]]
+             __import__("json").loads((out / "circuit_true_g_only.json").read_text())["nodes"]]
     repair = []
     for i in range(20):
         t = task.make(32, 5000 + i, tok)
@@ -172,9 +216,9 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/circuits/backdoor")
-    p.add_argument("--pretrain", type=int, default=800)
-    p.add_argument("--plant", type=int, default=400)
-    p.add_argument("--mask-steps", type=int, default=400)
+    p.add_argument("--pretrain", type=int, default=400)
+    p.add_argument("--plant", type=int, default=150)
+    p.add_argument("--mask-steps", type=int, default=300)
     p.add_argument("--tune-steps", type=int, default=200)
     p.add_argument("--quick", action="store_true")
     a = p.parse_args()

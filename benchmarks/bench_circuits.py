@@ -1,0 +1,121 @@
+"""Circuits benchmark: mask-training step time against a plain forward+backward, and extraction time vs model size.
+
+    .venv/bin/python benchmarks/bench_circuits.py [--quick]
+
+Prints JSON. (1) On one model, the median time of: a plain forward+backward of the task loss w.r.t. the
+weights; a SafeSeek mask step (head + neuron masks, straight-through, backward to the mask logits, Adam);
+a pruning mask step (q/k/v/neuron/attn_out/mlp_out node masks with mean ablation); and the ratios to
+the plain step. (2) Extraction time (SafeSeek and pruning, fixed step counts) for three model sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from circuits.masks import UnitMasks, site_means, sites_of
+from circuits.prune import PruneConfig, TargetNotReached, prune
+from circuits.safeseek import SafeSeekConfig, safeseek
+from circuits.tasks import binary_loss, get_task
+from circuits.weight_sparse import WeightSparseConfig, build_model
+
+
+def timed(fn, reps: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def step_overhead(d_model: int, n_layers: int, batch: int, reps: int) -> dict:
+    model = build_model(WeightSparseConfig(d_model=d_model, n_layers=n_layers, n_heads=d_model // 16, d_mlp=4 * d_model,
+                                           l0=1.0, afrac=0.0, ctx_len=64))
+    task = get_task("quotes")
+    b = task.make(batch, 0, model.tokenizer)
+    inputs = {"input_ids": b.ids, "attention_mask": b.mask}
+    for p in model.parameters():
+        p.requires_grad_(True)
+
+    def plain():
+        model.hf_model.zero_grad()
+        binary_loss(model(inputs), b).backward()
+
+    ss = UnitMasks(model, ("head", "neuron"))
+    opt_ss = torch.optim.Adam(ss.parameters(), lr=1e-2)
+    prune_kinds = ("q", "k", "v", "neuron", "attn_out", "mlp_out")
+    pm = UnitMasks(model, prune_kinds, init=0.1, means=site_means(model, sites_of(model, prune_kinds), [(b.ids, b.mask)]),
+                   clamp=(-1, 1))
+    opt_pm = torch.optim.AdamW(pm.parameters(), lr=3e-3)
+
+    def mask_step(masks, opt):
+        def run():
+            with model.hooks(fwd_hooks=masks.hooks()):
+                loss = binary_loss(model(inputs), b) + 1e-4 * masks.kept_count()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return run
+
+    t_plain = t_ss = t_pm = None
+    rows = {"plain": [], "safeseek": [], "prune": []}
+    for _ in range(3):  # interleave the three to share the machine's noise
+        rows["plain"].append(timed(plain, reps))
+        for p in model.parameters():
+            p.requires_grad_(False)
+        rows["safeseek"].append(timed(mask_step(ss, opt_ss), reps))
+        rows["prune"].append(timed(mask_step(pm, opt_pm), reps))
+        for p in model.parameters():
+            p.requires_grad_(True)
+    t_plain, t_ss, t_pm = (statistics.median(rows[k]) for k in ("plain", "safeseek", "prune"))
+    return {"model": f"GPT-NeoX d_model {d_model}, {n_layers} layers", "batch": batch, "tokens": int(b.mask.sum()),
+            "plain_fwd_bwd_ms": round(1e3 * t_plain, 2), "safeseek_step_ms": round(1e3 * t_ss, 2),
+            "prune_step_ms": round(1e3 * t_pm, 2), "safeseek_overhead": round(t_ss / t_plain, 2),
+            "prune_overhead": round(t_pm / t_plain, 2), "units": {"safeseek": ss.n_units, "prune": pm.n_units}}
+
+
+def extraction(sizes, steps: int) -> list[dict]:
+    out = []
+    task = get_task("quotes")
+    for d, layers in sizes:
+        model = build_model(WeightSparseConfig(d_model=d, n_layers=layers, n_heads=d // 16, d_mlp=4 * d, l0=1.0, afrac=0.0))
+        t0 = time.perf_counter()
+        safeseek(model, task, SafeSeekConfig(steps=steps, eval_every=steps, n_train=64, n_val=64), progress=False)
+        t_ss = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        try:
+            prune(model, task, PruneConfig(steps=steps, lambda_steps=1, n_train=128, n_eval=128, target_loss=10.0), progress=False)
+        except TargetNotReached:
+            pass
+        t_pr = time.perf_counter() - t0
+        n_params = sum(p.numel() for p in model.parameters())
+        out.append({"d_model": d, "layers": layers, "params": n_params, "steps": steps,
+                    "safeseek_s": round(t_ss, 2), "prune_s": round(t_pr, 2)})
+    base = out[0]
+    for row in out:
+        row["safeseek_vs_smallest"] = round(row["safeseek_s"] / base["safeseek_s"], 2)
+        row["prune_vs_smallest"] = round(row["prune_s"] / base["prune_s"], 2)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    reps = 3 if a.quick else 10
+    steps = 10 if a.quick else 40
+    sizes = [(32, 1), (64, 2), (128, 4)] if a.quick else [(64, 2), (128, 4), (256, 6)]
+    result = {"threads": a.threads, "overhead": step_overhead(128, 4, 32, reps), "extraction": extraction(sizes, steps)}
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
