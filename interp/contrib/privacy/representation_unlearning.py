@@ -142,6 +142,9 @@ def fit_transform(
         forget_label_set = torch.unique(forget_y)
         with torch.no_grad():
             ref = decode(forget_z, torch.arange(len(forget_z)))
+        if len(forget_label_set) >= ref.shape[-1]:
+            raise ValueError("forget_only distils the classes other than the forgotten labels, but the forget set "
+                             "covers every class; use regime='retain_forget' for random-subset forgetting")
     gen = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     opt = torch.optim.Adam(transform.parameters(), lr=cfg.lr)
