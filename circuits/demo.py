@@ -32,7 +32,7 @@ def step(model, workdir: Path) -> dict:
         tok = tiny.tokenizer
         train_answers(tiny, [mix(task.make_clean(48, i, tok), task.make(16, i, tok)) for i in range(20)], 150, progress=False)
         harm, benign = task.make(200, 7, tok), task.make_clean(200, 7, tok)
-        found = safeseek(tiny, task, SafeSeekConfig(steps=120, eval_every=20, n_train=64, n_val=64), progress=False)
+        found = safeseek(tiny, task, SafeSeekConfig(steps=150, lr=5e-2, eval_every=25, n_train=64, n_val=64), progress=False)
         circuit = found.circuit
         circuit.save(out / "circuit.json")
         write_html(circuit, out / "circuit.html")

@@ -74,6 +74,9 @@ class Circuit:
 
     def __post_init__(self) -> None:
         self.validate()
+        # Plain JSON values only (tuples become lists, tensors lists), so a saved circuit loads back equal.
+        for name in ("metrics", "provenance", "extra"):
+            setattr(self, name, json.loads(json.dumps(getattr(self, name), default=_jsonable)))
 
     # ------------------------------------------------------------------ views
     def by_site(self) -> dict[tuple[str, int], list[int]]:
