@@ -1,0 +1,47 @@
+"""`interp sae` through typer's CliRunner: train, eval, dashboard, and clear errors."""
+
+import json
+
+import torch
+from typer.testing import CliRunner
+
+from sae.cli import app
+from sae.synthetic import write_store
+
+runner = CliRunner()
+
+
+def _store(path, d=16, n=2048, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return write_store(path, torch.relu(torch.randn(n, 24, generator=g)) @ torch.randn(24, d, generator=g), rows_per_shard=1024)
+
+
+def test_train_eval_dashboard(tmp_path):
+    _store(tmp_path / "store")
+    r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "coh", "--out", str(tmp_path / "sae"),
+                            "--d-sae", "32", "--tokens", "1024", "--batch-size", "256", "--set", "coh_lambda=0.5"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "sae" / "cfg.json").read_text())["coh_lambda"] == 0.5
+    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--out", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert 0 < m["fvu"] < 2 and m["rows"] == 2048
+    r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"),
+                            "--out", str(tmp_path / "d.html"), "--n-features", "4"])
+    assert r.exit_code == 0, r.output
+    assert "<h2>feature" in (tmp_path / "d.html").read_text()
+
+
+def test_clear_errors(tmp_path):
+    _store(tmp_path / "store")
+    r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "polly", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "unknown SAE architecture 'polly'" in r.output and "poly" in r.output
+    assert not (tmp_path / "x").exists()
+    _store(tmp_path / "store32", d=32)
+    r = runner.invoke(app, ["train", "--store", str(tmp_path / "store32"), "--arch", "topk", "--out", str(tmp_path / "s32"),
+                            "--d-sae", "16", "--k", "2", "--tokens", "512", "--batch-size", "256"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s32"), "--store", str(tmp_path / "store")])
+    assert r.exit_code == 2 and "d_model 16 but the SAE expects d_in 32" in r.output
+    r = runner.invoke(app, ["archs"])
+    assert "c2r" in r.output and "baseline: batchtopk" in r.output
