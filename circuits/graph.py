@@ -67,8 +67,9 @@ def figure(circuit: Circuit, max_edges: int = 3000) -> go.Figure:
     n_layers = max((n.layer for n in circuit.nodes), default=0) + 1
     fig.update_layout(
         title=title, template="plotly_white", height=700, hovermode="closest",
-        xaxis={"title": "layer", "tickvals": [4 * layer + 2 for layer in range(n_layers)],
-               "ticktext": [f"L{layer}" for layer in range(n_layers)], "zeroline": False},
+        xaxis={"title": "layer and sub-layer", "range": [-0.5, 4 * n_layers - 0.2], "zeroline": False,
+               "tickvals": [v for layer in range(n_layers) for v in (4 * layer + 1.2, 4 * layer + 3.0)],
+               "ticktext": [t for layer in range(n_layers) for t in (f"L{layer} attn", f"L{layer} mlp")]},
         yaxis={"title": "unit (centred rank)", "zeroline": False, "showticklabels": False},
     )
     if not circuit.nodes:

@@ -191,7 +191,8 @@ def build_model(cfg: WeightSparseConfig) -> interp.HookedModel:
     hf = GPTNeoXForCausalLM(hf_cfg)
     install_abstopk(hf, cfg.afrac, cfg.abstopk_locations)
     hf.config.weight_sparse = {"l0": cfg.l0, "min_per_neuron": cfg.min_per_neuron}
-    return interp.HookedModel(hf, byte_tokenizer(), {"spec": f"weight-sparse gpt_neox l0={cfg.l0:g}", "source": "trained here"})
+    return interp.HookedModel(hf, byte_tokenizer(), {"spec": f"weight-sparse gpt_neox l0={cfg.l0:g}" if cfg.l0 < 1 else "dense gpt_neox",
+                                                            "source": "built by circuits.weight_sparse"})
 
 
 def lr_factor(step: int, total: int, warmup: float) -> float:
