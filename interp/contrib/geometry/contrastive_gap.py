@@ -43,11 +43,13 @@ def _pair(x: Tensor, y: Tensor, paired: bool = True) -> tuple[Tensor, Tensor]:
 
 
 def centroid_gap(x: Tensor, y: Tensor) -> dict[str, float]:
-    """Angle (radians) between the normalised centroids, and the Euclidean distance of the raw centroids."""
+    """Centroids of the normalised embeddings: the angle between them (radians), their Euclidean distance
+    (the usual "modality gap" vector length) and their norms (near 0 = spread over the whole sphere)."""
     x, y = _pair(x, y, paired=False)
     cx, cy = x.mean(0), y.mean(0)
     cos = F.cosine_similarity(cx, cy, dim=0).clamp(-1, 1)
-    return {"geodesic": float(torch.arccos(cos)), "euclidean": float((cx - cy).norm())}
+    return {"geodesic": float(torch.arccos(cos)), "euclidean": float((cx - cy).norm()),
+            "norm_x": float(cx.norm()), "norm_y": float(cy.norm())}
 
 
 def alignment(x: Tensor, y: Tensor, alpha: float = 2.0) -> float:
@@ -85,38 +87,53 @@ def retrieval_top1(x: Tensor, y: Tensor) -> float:
     return float(((x @ y.T).argmax(1) == torch.arange(len(x))).double().mean())
 
 
-def _log_vmf_kde(points: Tensor, centres: Tensor, kappa: float, leave_one_out: bool) -> Tensor:
+def _log_vmf_kde(points: Tensor, centres: Tensor, kappa: float, exclude_diagonal: bool) -> Tensor:
     # log of the mean vMF kernel exp(kappa (<p, c> - 1)); normalising constants cancel in KL differences
     s = kappa * (points @ centres.T - 1.0)
-    if leave_one_out:
-        s = s.masked_fill(torch.eye(len(points), dtype=torch.bool), float("-inf"))
+    if exclude_diagonal:
+        s = s.masked_fill(torch.eye(len(points), len(centres), dtype=torch.bool), float("-inf"))
         return torch.logsumexp(s, 1) - math.log(len(centres) - 1)
     return torch.logsumexp(s, 1) - math.log(len(centres))
 
 
-def kde_symmetric_kl(x: Tensor, y: Tensor, kappa: float = 20.0) -> float:
-    """KL(p_x || p_y) + KL(p_y || p_x) between von Mises-Fisher KDEs of the two marginals (leave-one-out)."""
+def _is_paired(x: Tensor, y: Tensor, paired: bool | None) -> bool:
+    if paired and len(x) != len(y):
+        raise ValueError(f"paired=True needs as many x as y rows; got {len(x)} and {len(y)}")
+    return len(x) == len(y) if paired is None else paired
+
+
+def kde_symmetric_kl(x: Tensor, y: Tensor, kappa: float = 20.0, paired: bool | None = None) -> float:
+    """KL(p_x || p_y) + KL(p_y || p_x) between von Mises-Fisher KDEs of the two marginals.
+
+    Self densities are leave-one-out. With paired rows (x_i <-> y_i, the default when the sizes match) the
+    partner is left out of the cross density too: an aligned partner sits next to its point and would
+    otherwise make the cross density look larger than the self density.
+    """
     x, y = _pair(x, y, paired=False)
     if min(len(x), len(y)) < 2:
         raise ValueError("need at least 2 points per modality")
-    kl_xy = (_log_vmf_kde(x, x, kappa, True) - _log_vmf_kde(x, y, kappa, False)).mean()
-    kl_yx = (_log_vmf_kde(y, y, kappa, True) - _log_vmf_kde(y, x, kappa, False)).mean()
+    pr = _is_paired(x, y, paired)
+    kl_xy = (_log_vmf_kde(x, x, kappa, True) - _log_vmf_kde(x, y, kappa, pr)).mean()
+    kl_yx = (_log_vmf_kde(y, y, kappa, True) - _log_vmf_kde(y, x, kappa, pr)).mean()
     return float(kl_xy + kl_yx)
 
 
-def mmd(x: Tensor, y: Tensor, kappa: float = 5.0) -> float:
-    """Unbiased squared MMD with the kernel exp(kappa (<a, b> - 1)) on the sphere."""
+def mmd(x: Tensor, y: Tensor, kappa: float = 5.0, paired: bool | None = None) -> float:
+    """Unbiased squared MMD with the kernel exp(kappa (<a, b> - 1)) on the sphere (partners left out of
+    the cross term when the rows are paired, as in `kde_symmetric_kl`)."""
     x, y = _pair(x, y, paired=False)
+    pr = _is_paired(x, y, paired)
 
     def k(a: Tensor, b: Tensor) -> Tensor:
         return torch.exp(kappa * (a @ b.T - 1.0))
 
-    kxx, kyy = k(x, x), k(y, y)
+    kxx, kyy, kxy = k(x, x), k(y, y), k(x, y)
     nx, ny = len(x), len(y)
+    cross = (kxy.sum() - kxy.diagonal().sum()) / (nx * (nx - 1)) if pr else kxy.mean()
     return float(
         (kxx.sum() - kxx.diagonal().sum()) / (nx * (nx - 1))
         + (kyy.sum() - kyy.diagonal().sum()) / (ny * (ny - 1))
-        - 2 * k(x, y).mean()
+        - 2 * cross
     )
 
 
@@ -149,6 +166,8 @@ def gap_report(x: Tensor, y: Tensor, tau: float = 0.1) -> dict[str, float]:
     return {
         "centroid_angle": cg["geodesic"],
         "centroid_distance": cg["euclidean"],
+        "centroid_norm_x": cg["norm_x"],
+        "centroid_norm_y": cg["norm_y"],
         "modality_probe_acc": modality_separability(x, y),
         "sym_kl": kde_symmetric_kl(x, y),
         "mmd": mmd(x, y),

@@ -109,7 +109,8 @@ class UFMConfig:
     depth: int = 1
     """L: number of weight matrices between H and the logits (1 = the classic UFM)."""
     steps: int = 4000
-    lr: float = 0.5
+    lr: float = 0.2
+    """GD step; 0.5 diverges for some depth-6 runs as the logit norm grows."""
     init: str = "random"
     """"random" (i.i.d. Gaussian, scaled by init_scale) or "spectral" (all layers share singular vectors)."""
     init_scale: float = 0.1
@@ -157,6 +158,8 @@ def train_deep_ufm(cfg: UFMConfig, record_every: int = 100) -> dict:
             feats = w @ feats
         z = Ws[-1] @ feats
         loss = torch.nn.functional.cross_entropy(z.T, labels)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"deep UFM diverged at step {step} (depth {cfg.depth}, lr {cfg.lr}); lower lr")
         if step % record_every == 0 or step == cfg.steps:
             with torch.no_grad():
                 zbar = torch.stack([z[:, labels == c].mean(1) for c in range(k)], 1)
@@ -191,9 +194,13 @@ def gauss_newton_last_layer(feats: Tensor, W: Tensor, b: Tensor | None = None) -
     p = logits.softmax(-1)
     hp = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]  # [N, K, K]
     n, k, d = h.shape[0], W.shape[0], W.shape[1]
-    outer = (h[:, :, None] * h[:, None, :]).reshape(n, d * d)
-    g = (hp.reshape(n, k * k).T @ outer / n).reshape(k, k, d, d)
-    return g.permute(0, 2, 1, 3).reshape(k * d, k * d)
+    g = torch.empty(k, d, k, d, dtype=torch.float64)
+    for a in range(k):  # block (a, b) = H^T diag(hp[:, a, b]) H / N; memory stays O(K^2 d^2)
+        for b in range(a, k):
+            blk = (h * hp[:, a, b, None]).T @ h / n
+            g[a, :, b, :] = blk
+            g[b, :, a, :] = blk.T
+    return g.reshape(k * d, k * d)
 
 
 def class_mean_subspace(means: Tensor) -> Tensor:

@@ -1,0 +1,114 @@
+"""RicciFlow and neural-collapse diagnostics on a real LM's cached residual stream (smollm2-135m).
+
+Data: `stdlib-docs` text (32 sequences x 128 tokens). Rows: token positions (not the first of a sequence,
+which carries massive activations) whose *next* token is one of the K most frequent next tokens, at most
+`per_class` rows per class; the class label is that next token. Baseline: the same architecture with
+random weights (seeded), and for Ricci also the trained model with each layer's rows shuffled (which
+breaks the point correspondence between layers).
+
+- Ricci: kNN graphs (k=10) of each layer's `resid_post`, RMS-normalised; global / mean local / edge
+  Ricci-evolution coefficients; label modularity at the first, middle and last layer.
+- Collapse: NC1 of the RMS-normalised `resid_post` at each layer; at the output (`ln_final.hook_normalized`
+  with the unembedding rows of the K tokens as classifier) NC1, NC2, NC3, and the Gauss-Newton spectrum
+  check (K*d = 3456 dims) of the K-way softmax restricted to those tokens.
+
+    python -m interp.contrib.geometry.experiments.lm_geometry [--model smollm2-135m] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+import interp
+from interp import HookedModel
+from interp.cache import ActivationCache
+from interp.contrib.geometry.neural_collapse import nc_metrics, spectrum_check
+from interp.contrib.geometry.ricci_flow import ricci_flow
+from interp.data import resolve_corpus
+
+
+def random_twin(model: HookedModel, seed: int = 0) -> HookedModel:
+    """Same config, freshly initialised weights."""
+    torch.manual_seed(seed)
+    hf = type(model.hf_model)(model.hf_model.config).eval()
+    return HookedModel(hf, model.tokenizer)
+
+
+def cache_rows(model: HookedModel, tokens: torch.Tensor, batch: int = 8) -> ActivationCache:
+    names = [f"blocks.{l}.hook_resid_post" for l in range(model.n_layers)] + ["ln_final.hook_normalized"]
+    parts: dict[str, list] = {n: [] for n in names}
+    for i in range(0, len(tokens), batch):
+        _, c = model.run_with_cache(tokens[i : i + batch], names=names, return_logits=False)
+        for n in names:
+            parts[n].append(c[n])
+    return ActivationCache({n: torch.cat(v) for n, v in parts.items()}, tokens=tokens)
+
+
+def select(tokens: torch.Tensor, n_classes: int, per_class: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(seq, pos) of rows whose next token is among the n_classes most frequent, balanced; labels; token ids."""
+    nxt = tokens[:, 2:]  # positions 1 .. ctx-2 predict tokens 2 .. ctx-1
+    ids, counts = torch.unique(nxt, return_counts=True)
+    top = ids[counts.argsort(descending=True)[:n_classes]]
+    g = torch.Generator().manual_seed(seed)
+    where, labels = [], []
+    for c, tok in enumerate(top):
+        s, p = torch.nonzero(nxt == tok, as_tuple=True)
+        pick = torch.randperm(len(s), generator=g)[:per_class]
+        where.append(torch.stack([s[pick], p[pick] + 1], 1))
+        labels.append(torch.full((len(pick),), c))
+    return torch.cat(where), torch.cat(labels), top
+
+
+def _rms(x: torch.Tensor) -> torch.Tensor:
+    return x / x.pow(2).mean(-1, keepdim=True).sqrt()
+
+
+def analyse(model: HookedModel, tokens: torch.Tensor, where, labels, top, k: int, spectrum: bool) -> dict:
+    cache = cache_rows(model, tokens)
+    layers = [_rms(cache["resid_post", l][where[:, 0], where[:, 1]]).double() for l in range(model.n_layers)]
+    out_feats = cache["ln_final.hook_normalized"][where[:, 0], where[:, 1]].double()
+    W = model.hf_model.get_output_embeddings().weight.detach().double()[top]
+    rf = ricci_flow(layers, k=k, labels=labels).summary()
+    g = torch.Generator().manual_seed(0)
+    shuffled = ricci_flow([x[torch.randperm(len(x), generator=g)] for x in layers], k=k).summary()
+    res = {
+        "ricci": {key: rf[key] for key in ("global_coefficient", "mean_local_coefficient", "frac_local_negative")},
+        "ricci_mean_edge_coefficient": float(torch.tensor(rf["edge_coefficients"]).nanmean()),
+        "modularity_first_mid_last": [rf["modularity"][0], rf["modularity"][len(layers) // 2], rf["modularity"][-1]],
+        "ricci_shuffled_rows": {key: shuffled[key] for key in ("global_coefficient", "mean_local_coefficient")},
+        "ricci_shuffled_mean_edge_coefficient": float(torch.tensor(shuffled["edge_coefficients"]).nanmean()),
+        "nc1_by_layer": [nc_metrics(x, labels)["nc1"] for x in layers],
+        "output_nc": nc_metrics(out_feats, labels, W),
+    }
+    if spectrum:
+        check = spectrum_check(out_feats, labels, W)
+        res["spectrum"] = {key: v for key, v in check.items() if key != "top_eigs"}
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--classes", type=int, default=6)
+    ap.add_argument("--per-class", type=int, default=100)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="8 sequences, 40 rows per class, no GN spectrum")
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    model = interp.load_model(a.model)
+    n_seq = 8 if a.quick else 32
+    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=0)
+    per = 40 if a.quick else a.per_class
+    where, labels, top = select(corpus.tokens, a.classes, per)
+    out = {"model": a.model, "rows": len(labels), "classes": [model.tokenizer.decode([int(t)]) for t in top]}
+    with torch.no_grad():
+        out["trained"] = analyse(model, corpus.tokens, where, labels, top, a.k, not a.quick)
+        out["random_init"] = analyse(random_twin(model), corpus.tokens, where, labels, top, a.k, not a.quick)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
