@@ -11,14 +11,8 @@ Importing this package registers the looped GPT with `interp`: its hook adapter
 so `interp.load_model("looped-gpt")` works once `attribution` is imported.
 """
 
-from interp.adapters import ADAPTERS, register_adapter
-from interp.models.registry import SPECS, register_model
-
 from attribution import looped
 
-if looped.MODEL_TYPE not in ADAPTERS:
-    register_adapter(looped.adapter())
-if "looped-gpt" not in SPECS:
-    register_model(looped.model_spec())
+looped.register()  # interp.adapters.register_adapter(...) and interp.models.register_model(...), idempotent
 
 __all__ = ["looped"]

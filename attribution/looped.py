@@ -308,8 +308,22 @@ def load_spec(arg: str | None, dtype: torch.dtype):
     return model, byte_tokenizer(), prov
 
 
+def register() -> None:
+    """Register the hook adapter and the `looped-gpt` spec with `interp` (idempotent)."""
+    from interp.adapters import ADAPTERS, register_adapter
+    from interp.models.registry import SPECS, register_model
+
+    if MODEL_TYPE not in ADAPTERS:
+        register_adapter(adapter())
+    if "looped-gpt" not in SPECS:
+        register_model(model_spec())
+
+
 def model_spec():
     from interp.models.registry import ModelSpec
 
     return ModelSpec("looped-gpt", "Looped GPT (one shared block, 4 loops, d 64): random init, or :PATH for weights",
                      load_spec, lambda: (True, "built from config (attribution package)"))
+
+
+register()  # also here, so importing any attribution module registers (e.g. under a namespace-package install)

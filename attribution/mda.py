@@ -40,6 +40,7 @@ def random_tokens(n: int, length: int, vocab: int, seed: int, low: int = 0) -> T
 
 
 def repeated_random(n: int, half: int, vocab: int, seed: int, bos: int | None = 0, low: int = 1) -> Tensor:
+    # (vocab is the exclusive upper bound of the token ids drawn; low the inclusive lower bound)
     """`[BOS, r, r]` with r = `half` uniform tokens in [low, vocab) -> [n, 2*half (+1)]."""
     r = random_tokens(n, half, vocab, seed, low)
     seq = torch.cat([r, r], 1)
@@ -53,15 +54,23 @@ def _patterns(model, ids: Tensor) -> Tensor:
     return torch.stack([cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.n_layers)])  # [L,b,h,q,k]
 
 
-def previous_token_scores(model, n: int = 16, length: int = 32, seed: int = 0) -> Tensor:
-    """[layers, heads] mean attention to the previous token on random tokens."""
-    pat = _patterns(model, random_tokens(n, length, model.d_vocab, seed))
+def previous_token_scores(model, n: int = 16, length: int = 32, seed: int = 0,
+                          tokens: tuple[int, int] | None = None) -> Tensor:
+    """[layers, heads] mean attention to the previous token on random tokens.
+
+    `tokens` = (low, high) range of the ids drawn (default: the whole vocabulary). Draw from ids the model
+    has seen in training (e.g. printable bytes), or untrained embeddings blur the scores.
+    """
+    low, high = tokens or (0, model.d_vocab)
+    pat = _patterns(model, random_tokens(n, length, high, seed, low))
     return pat.diagonal(offset=-1, dim1=-2, dim2=-1).mean((1, -1))
 
 
-def prefix_matching_scores(model, n: int = 16, half: int = 24, seed: int = 0, bos: int = 0) -> Tensor:
-    """[layers, heads] Olsson prefix-matching score on `[BOS, r, r]`."""
-    pat = _patterns(model, repeated_random(n, half, model.d_vocab, seed, bos))
+def prefix_matching_scores(model, n: int = 16, half: int = 24, seed: int = 0, bos: int = 0,
+                           tokens: tuple[int, int] | None = None) -> Tensor:
+    """[layers, heads] Olsson prefix-matching score on `[BOS, r, r]` (`tokens`: id range, as above)."""
+    low, high = tokens or (1, model.d_vocab)
+    pat = _patterns(model, repeated_random(n, half, high, seed, bos, low))
     i = torch.arange(half + 1, 2 * half + 1)
     return pat[..., i, i - half + 1].mean((1, -1))
 
@@ -74,9 +83,10 @@ def _second_copy_loss(model, ids: Tensor, half: int, fwd_hooks=()) -> Tensor:
 
 @torch.no_grad()
 def induction_scores(model, n: int = 16, half: int = 24, seed: int = 0, bos: int = 0,
-                     heads: Sequence[tuple[int, int]] | None = None) -> Tensor:
+                     heads: Sequence[tuple[int, int]] | None = None, tokens: tuple[int, int] | None = None) -> Tensor:
     """[layers, heads] increase of second-copy loss when the head's output is zeroed (NaN where not asked)."""
-    ids = repeated_random(n, half, model.d_vocab, seed, bos).to(model.device)
+    low, high = tokens or (1, model.d_vocab)
+    ids = repeated_random(n, half, high, seed, bos, low).to(model.device)
     base = _second_copy_loss(model, ids, half)
     out = torch.full((model.n_layers, model.n_heads), float("nan"))
     for layer, head in heads or [(l_, h_) for l_ in range(model.n_layers) for h_ in range(model.n_heads)]:
@@ -168,17 +178,20 @@ def prev_attn_probe(layer: int, head: int) -> Objective:
 # ------------------------------------------------------------------------------------------ ranking
 def rank_training_samples(model, comp: HeadComponent, train_ids: Tensor, fit_ids: Tensor | None = None,
                           probe: str = "copy", n_probe: int = 32, half: int = 32, seed: int = 0,
-                          batch_size: int = 8, legacy_current_match: bool = False) -> dict:
+                          batch_size: int = 8, legacy_current_match: bool = False,
+                          tokens: tuple[int, int] | None = None) -> dict:
     """MDA influence of every training sequence on the head's probe, highest (most promoting) first.
 
     Returns {"scores": [n], "losses": [n], "order": indices by descending score, "component": str}.
     """
     comp.check(model)
     fit_ids = train_ids if fit_ids is None else fit_ids
+    low, high = tokens or (1, model.d_vocab)
     if probe == "copy":
-        ids, objective = repeated_random(n_probe, half, model.d_vocab, seed, bos=None), copy_target_probe(legacy_current_match)
+        ids = repeated_random(n_probe, half, high, seed, bos=None, low=low)
+        objective = copy_target_probe(legacy_current_match)
     elif probe == "prev":
-        ids, objective = random_tokens(n_probe, 2 * half, model.d_vocab, seed), prev_attn_probe(comp.layer, comp.head)
+        ids, objective = random_tokens(n_probe, 2 * half, high, seed, low), prev_attn_probe(comp.layer, comp.head)
     else:
         raise ValueError(f"unknown probe {probe!r}; use 'copy' (induction) or 'prev' (previous-token)")
     grad_f = mean_gradient(model, comp, ids.to(model.device), objective)
