@@ -179,7 +179,10 @@ def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: Opt
     h = _hook(st, s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None)
     _check_shapes(st, h, s.cfg.d_in)
     rows = _rows(st, h, max_rows)
-    z = M.encode(s, rows[h].float())
+    x = rows[h].float()
+    z = M.encode(s, x)
+    norms = x.norm(dim=-1)
+    z[norms > 10 * norms.mean()] = 0  # massive-activation rows (attention sinks) are not SAE inputs: not shown
     model = None
     spec = model_spec or (st.meta.model if st.meta.model != "synthetic" else None)
     if spec:

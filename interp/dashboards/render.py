@@ -205,6 +205,7 @@ _PAGE = """<!DOCTYPE html>
 body {{ font-family: system-ui, sans-serif; margin: 1.2em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ padding: 2px 8px; border-bottom: 1px solid #eee; text-align: left; }}
 .latent {{ display: none; }} .latent:target {{ display: block; }}
+body:has(.latent:target) #index, body:has(.latent:target) .intro {{ display: none; }}
 .cols {{ display: flex; gap: 2em; }} .col {{ flex: 1; min-width: 0; }}
 .ctx {{ font-family: ui-monospace, monospace; font-size: 13px; margin: 3px 0; white-space: pre-wrap; word-break: break-all; }}
 .tok {{ border-radius: 2px; }} .hit {{ outline: 1px solid #c60; font-weight: bold; }}
@@ -214,7 +215,7 @@ table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ padding: 2px 8
 <script>{plotly}</script></head>
 <body>
 <h1>{title}</h1>
-<p>{n_rows} tokens · {n_feat} features · {n_shown} with a page. Click a feature to open it.</p>
+<p class="intro">{n_rows} tokens · {n_feat} features · {n_shown} with a page. Click a feature to open it.</p>
 <div id="index"><table><tr><th>feature</th><th>fires %</th><th>max</th><th>mean active</th><th>top tokens</th></tr>{index_rows}</table></div>
 {sections}
 <script type="application/json" id="hists">{hists}</script>
