@@ -30,6 +30,8 @@ def probe(
     batch_size: int = typer.Option(8, help="Sequences per forward."),
     seed: int = typer.Option(0, help="Corpus shuffling seed."),
     cross: bool = typer.Option(True, help="Run the cross ablations (sinks without massive activations and the reverse)."),
+    ablation_layer: str = typer.Option("onset", help="Intervention layer: onset (first layer with massive entries in "
+                                       ">= half the sequences), first (any entry), or a layer number."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     force: bool = typer.Option(False, help="Overwrite an existing report in --out."),
 ) -> None:
@@ -45,7 +47,8 @@ def probe(
         cfg = ProbeConfig(data=data, ctx_len=ctx_len, n_seq=n_seq, n_calib=n_calib, n_eval=n_eval,
                           abs_threshold=abs_threshold, ratio_threshold=ratio_threshold, eps=eps, gu_len=gu_len,
                           stream_ctx=stream_ctx, stream_window=stream_window, stream_sinks=sinks, n_stream=n_stream,
-                          batch_size=batch_size, seed=seed, cross=cross)
+                          batch_size=batch_size, seed=seed, cross=cross,
+                          ablation_layer=ablation_layer)
         if (folder / "report.json").exists() and not force:
             raise FileExistsError(f"{folder / 'report.json'} exists; pass --force to overwrite or choose another --out")
         from interp.models import load_model

@@ -25,15 +25,17 @@ def layer_profile(report: dict) -> go.Figure:
     xs = [x["layer"] for x in layers]
     fig = go.Figure()
     for k in range(3):
-        ys = [x["top"][k]["abs"] if len(x["top"]) > k else None for x in layers]
-        hover = [html.escape(f"channel {x['top'][k]['channel']}, position {x['top'][k]['pos']}, token {x['top'][k]['token']!r}")
-                 if len(x["top"]) > k else "" for x in layers]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"top {k + 1} |h|", hovertext=hover))
+        ys = [x["mean_topk_abs"][k] if len(x.get("mean_topk_abs", [])) > k else None for x in layers]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"top {k + 1} |h| (mean over sequences)"))
+    hover = [html.escape(f"channel {x['top'][0]['channel']}, position {x['top'][0]['pos']}, token {x['top'][0]['token']!r}")
+             if x["top"] else "" for x in layers]
+    fig.add_trace(go.Scatter(x=xs, y=[x["max_abs"] for x in layers], mode="markers", name="max |h| (hover: where)",
+                             hovertext=hover, marker={"symbol": "x"}))
     fig.add_trace(go.Scatter(x=xs, y=[x["median_abs"] for x in layers], mode="lines+markers", name="median |h|",
                              line={"dash": "dot"}))
     crit = report["massive"]["criterion"]
-    fig.add_hline(y=crit["abs_threshold"], line={"color": "grey", "dash": "dash"},
-                  annotation_text=f"abs threshold {crit['abs_threshold']:g}")
+    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[crit["abs_threshold"]] * 2, mode="lines", name=f"abs threshold {crit['abs_threshold']:g}",
+                             line={"color": "grey", "dash": "dash"}))
     fig.update_layout(title=_title(report, "Largest residual-stream magnitudes per layer (hook_resid_post)"),
                       xaxis_title="layer", yaxis_title="|h| (log)", yaxis_type="log", template="plotly_white")
     return fig

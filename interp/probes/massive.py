@@ -87,6 +87,7 @@ class MassiveScanner:
         self.top: list[list[tuple[float, int, int, int]]] = [[] for _ in range(n_layers)]  # (|h|, seq, pos, ch)
         self.medians: list[list[float]] = [[] for _ in range(n_layers)]
         self.ratios: list[list[float]] = [[] for _ in range(n_layers)]  # per-sequence max|h| / median
+        self.topk_sum = torch.zeros(n_layers, top_k, dtype=torch.float64)  # sum over sequences of the k-th largest |h|
         self.n_massive = [0] * n_layers
         self.n_by_ratio = [0] * n_layers
         self.entries: list[tuple[int, int, int, int, float, bool]] = []  # (layer, seq, pos, ch, value, passes abs)
@@ -111,6 +112,8 @@ class MassiveScanner:
             a = a.masked_fill(~self._valid[:, :, None], 0.0)
         flat = a.flatten(1)
         seq_max, seq_arg = flat.max(dim=1)
+        k = min(self.top_k, flat.shape[1])
+        self.topk_sum[layer, :k] += flat.topk(k, dim=1).values.sum(0).double().cpu()
         self.medians[layer] += med.tolist()
         self.ratios[layer] += (seq_max / med.clamp_min(1e-30)).tolist()
         d = h.shape[-1]
@@ -145,6 +148,7 @@ class MassiveScanner:
                 "median_abs": median,
                 "ratio": self.max_abs[l] / median if median and median > 0 else float("inf"),
                 "mean_seq_ratio": sum(ratios) / len(ratios) if ratios else float("nan"),
+                "mean_topk_abs": (self.topk_sum[l] / max(1, len(meds))).tolist(),
                 "top": [{"abs": v, "seq": s, "pos": p, "channel": c, "token": decode([int(ids[s, p])])}
                         for v, s, p, c in top],
                 "n_massive": self.n_massive[l],

@@ -50,6 +50,10 @@ class ProbeConfig:
     seed: int = 0
     cross: bool = True
     """Run the cross ablations (sinks without massive activations and the reverse)."""
+    ablation_layer: str = "onset"
+    """Where the interventions hook: "onset" (first layer where at least half the scanned sequences have a
+    massive entry: the start of the plateau), "first" (first layer with any massive entry, Sun et al.'s
+    wording), or a layer number."""
     modes: tuple[str, ...] = field(default=MODES)
 
     def __post_init__(self):
@@ -61,6 +65,8 @@ class ProbeConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.ctx_len < 2 or self.gu_len < 2:
             raise ValueError("ctx_len and gu_len must be >= 2")
+        if self.ablation_layer not in ("onset", "first") and not str(self.ablation_layer).isdigit():
+            raise ValueError(f"ablation_layer must be 'onset', 'first' or a layer number, got {self.ablation_layer!r}")
         bad = [m for m in self.modes if m not in MODES]
         if bad:
             raise ValueError(f"unknown ablation modes {bad}; choose from {', '.join(MODES)}")
@@ -95,11 +101,19 @@ def gu_sink_fractions(model, natural, cfg: ProbeConfig) -> dict:
     return out
 
 
-def first_massive_layer(massive: dict) -> tuple[int | None, str]:
-    """First layer with entries passing both thresholds, else passing the ratio alone (and which)."""
-    if massive["massive"]["first_layer"] is not None:
-        return massive["massive"]["first_layer"], "massive"
-    return massive["over_ratio"]["first_layer"], "over_ratio"
+def first_massive_layer(massive: dict, which: str = "onset") -> tuple[int | None, str]:
+    """The intervention layer and the criterion that found it: entries passing both thresholds, else the
+    ratio alone. `which`: "first" (any entry), "onset" (entries in at least half the sequences), or a number."""
+    kind = "massive" if massive["massive"]["first_layer"] is not None else "over_ratio"
+    if str(which).isdigit():
+        return int(which), kind
+    if which == "first" or massive[kind]["first_layer"] is None:
+        return massive[kind]["first_layer"], kind
+    key = "n_massive" if kind == "massive" else "n_over_ratio"
+    for layer in massive["layers"]:
+        if layer[key] >= massive["n_seq"] / 2:
+            return layer["layer"], kind
+    return massive[kind]["first_layer"], kind
 
 
 def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log=print) -> dict:
@@ -125,8 +139,9 @@ def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log
     report.update(scan)
     log("Gu et al. Sink_1: natural / random / repeated token")
     report["gu"] = gu_sink_fractions(model, scan_rows, cfg)
-    layer, kind = first_massive_layer(scan["massive"])
-    report["first_massive_layer"] = {"layer": layer, "criterion": kind}
+    layer, kind = first_massive_layer(scan["massive"], cfg.ablation_layer)
+    report["first_massive_layer"] = {"layer": layer, "criterion": kind, "rule": cfg.ablation_layer,
+                                     "first_any": scan["massive"][kind]["first_layer"]}
     channels = [int(c) for c in scan["massive"][kind]["channels"]] if layer is not None else []
     if layer is not None:
         crit = cfg.criterion if kind == "massive" else MassiveCriterion(0.0, cfg.ratio_threshold)
