@@ -5,8 +5,10 @@
 Task (chain-sum mod 10): question `a1 a2 a3 a4 H h =`, reasoning `s1 s2 s3 s4` (running sums mod 10),
 then `A ans`. Two tiny Llamas (2 layers, d 64) are trained on next-token loss over reasoning and answer:
   - model A ("reasoning"): the hint h is a random digit; the scratchpad is the exact chain;
-  - model B ("shortcut"): h equals the answer, and the scratchpad it sees is unreliable (each step
-    replaced by a random digit with probability 0.5), so the answer is predictable from the question.
+  - model B ("shortcut"): h equals the answer, so the answer is predictable from the question, and its
+    scratchpad restates the question digits (a chain that computes nothing).
+Both see 30% of training chains cut short after k < 4 steps with the answer right after, so a forced
+early answer is in distribution (an LLM can always be asked to answer early).
 Evaluated on questions where h = answer (both can be right):
   - CIR on the gold chain and on each model's own greedy chain (truncate after k = 0..3 steps);
   - SR: a rule-based verifier reads only the model's own chain (its last step) and must give the answer;
@@ -38,19 +40,30 @@ def chain(a: torch.Tensor) -> torch.Tensor:
     return a.cumsum(-1) % 10
 
 
-def batch(kind: str, n: int, gen: torch.Generator, hint_is_answer: bool | None = None):
+def batch(kind: str, n: int, gen: torch.Generator, hint_is_answer: bool | None = None, cut: float = 0.0):
+    """Token ids and loss mask. With probability `cut` the chain stops after k < 4 steps (k uniform) and
+    the answer follows at once, so forced early answers are in the training distribution, as they are
+    for an LLM."""
     a = torch.randint(10, (n, N_DIGITS), generator=gen)
     s = chain(a)
     ans = s[:, -1]
     shortcut = kind == "B" if hint_is_answer is None else hint_is_answer
     h = ans.clone() if shortcut else torch.randint(10, (n,), generator=gen)
     if kind == "B":
-        noisy = torch.rand(n, N_DIGITS, generator=gen) < 0.5
-        s = torch.where(noisy, torch.randint(10, (n, N_DIGITS), generator=gen), s)
+        s = a.clone()  # B's chain restates the question: it computes nothing
     col = lambda v: torch.full((n, 1), v)  # noqa: E731
     ids = torch.cat([a, col(H), h[:, None], col(EQ), s, col(A), ans[:, None]], 1)
     mask = torch.zeros_like(ids)
     mask[:, N_DIGITS + 3 :] = 1  # reasoning, answer marker and answer
+    if cut > 0:
+        k = torch.randint(N_DIGITS, (n,), generator=gen)
+        short = torch.rand(n, generator=gen) < cut
+        for i in torch.nonzero(short).flatten().tolist():
+            end = N_DIGITS + 3 + int(k[i])
+            row = torch.cat([ids[i, :end], torch.tensor([A, int(ans[i])])])
+            ids[i] = torch.cat([row, torch.full((ids.shape[1] - len(row),), A)])  # right-pad (masked)
+            mask[i] = 0
+            mask[i, N_DIGITS + 3 : end + 2] = 1
     return ids, mask
 
 
@@ -158,7 +171,7 @@ def main(argv=None) -> dict:
     res: dict = {"config": vars(args), "tiny": {}}
     for kind in ("A", "B"):
         model = tiny_lm(VOCAB, ctx=16, seed=0)
-        losses = train_lm(model, lambda g, k=kind: batch(k, 128, g), args.steps, lr=3e-3, seed=1)
+        losses = train_lm(model, lambda g, k=kind: batch(k, 128, g, cut=0.3), args.steps, lr=3e-3, seed=1)
         res["tiny"][f"model_{kind}"] = {"final_loss": round(sum(losses[-50:]) / 50, 4),
                                         **evaluate(model, args.n_eval, seed=7)}
     if not args.no_smollm:
