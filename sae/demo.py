@@ -29,10 +29,11 @@ def step(model: Any, workdir: Path) -> dict:
                                       hooks=[hook], max_tokens=4096, ctx_len=128), model=model)
     store = ActivationStore.open(store_dir)
     out = workdir / "sae" / "c2r"
-    cfg = TrainConfig(arch="c2r", d_sae=512, k=16, hook=hook, total_tokens=min(len(store), 16_384) * 2, batch_size=1024,
+    cfg = TrainConfig(arch="c2r", d_sae=512, k=16, hook=hook, total_tokens=min(len(store), 16_384), batch_size=1024,
                       lr=1e-3, checkpoint_every=8)
     sae, report = train_sae(store, cfg, out, progress=False)
     x = store.get_rows(torch.arange(min(len(store), 4096)), hooks=hook)[hook].float()
+    x = x[x.norm(dim=-1) <= 10 * x.norm(dim=-1).mean()]  # attention-sink rows are not SAE inputs
     rec = M.round_dict(M.reconstruction(sae, [x]))
     dash = render_sae_dashboard(str(out), str(store_dir), str(out / "dashboard.html"), n_features=16, max_rows=4096)
     return {"sae": str(out), "train": report, "metrics": rec, "dashboard": str(dash)}
