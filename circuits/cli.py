@@ -32,6 +32,7 @@ def extract(
     lambda_steps: int = typer.Option(3, help="prune: bisection steps over lambda."),
     objective: str = typer.Option("auto", help="safeseek: auto, backdoor or alignment."),
     head_mode: str = typer.Option("true", help="safeseek: true (per-head, before W_O) or compat (official code's slices)."),
+    backdoor_weights: str = typer.Option("head-code", help="safeseek backdoor: head-code (only G) or neuron-code (G and H)."),
     seed: int = typer.Option(0, help="Data and mask seed."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
@@ -48,9 +49,13 @@ def extract(
     try:
         the_task = get_task(task)
         if method == "safeseek":
-            from circuits.safeseek import SafeSeekConfig
+            from circuits.safeseek import HEAD_CODE_WEIGHTS, NEURON_CODE_WEIGHTS, SafeSeekConfig
 
-            cfg = SafeSeekConfig(objective=objective, head_mode=head_mode, seed=seed, **({"steps": steps} if steps else {}))
+            weights = {"head-code": HEAD_CODE_WEIGHTS, "neuron-code": NEURON_CODE_WEIGHTS}
+            if backdoor_weights not in weights:
+                fail(f"unknown --backdoor-weights {backdoor_weights!r}; use head-code or neuron-code")
+            cfg = SafeSeekConfig(objective=objective, head_mode=head_mode, seed=seed, backdoor_weights=weights[backdoor_weights],
+                                 **({"steps": steps} if steps else {}))
         else:
             from circuits.prune import PruneConfig
 

@@ -42,6 +42,12 @@ from circuits.tasks import Task, TaskBatch, answer_ce
 from circuits.weights import unit_param_masks
 
 
+NEURON_CODE_WEIGHTS = (1, 1, 1, 1, 0.1, 3.0, 1.0)
+"""w1..w7 of the official `backdoor/neuron.py`."""
+HEAD_CODE_WEIGHTS = (1, 1, 0, 0, 0.1, 0, 0)
+"""w1..w7 of the official `backdoor/head.py`: only the purified mask G is trained."""
+
+
 @dataclass
 class SafeSeekConfig:
     """Settings of a SafeSeek mask search."""
@@ -66,8 +72,9 @@ class SafeSeekConfig:
     n_val: int = 100
     eval_every: int = 25
     """Keep the mask with the best validation functional loss, checked this often."""
-    backdoor_weights: tuple[float, ...] = (1, 1, 1, 1, 0.1, 3.0, 1.0)
-    """w1..w7 of the backdoor objective (official neuron code)."""
+    backdoor_weights: tuple[float, ...] = (1, 1, 0, 0, 0.1, 0, 0)
+    """w1..w7 of the backdoor objective. Default: the official head-mask code's (only G is trained);
+    `NEURON_CODE_WEIGHTS` are the official neuron code's (both masks; did not purify our toy, see README)."""
     alignment_weights: tuple[float, ...] = (2, 2, 0.1, 0.1)
     """w_a, w_r, w_s for attention units, w_s for MLP/residual units (official head+neuron code)."""
     seed: int = 0
