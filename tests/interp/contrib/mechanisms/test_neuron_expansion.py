@@ -51,7 +51,7 @@ def test_dnf_labels_are_the_or_of_clauses_and_training_learns():
         sat = torch.stack([bits[:, i] == s for i, s in lits], 1).all(1)
         assert torch.equal(sat.float(), task.clauses[:, c])
     assert torch.equal(task.y, task.clauses.max(1).values)
-    mlp = train_mlp(MaskedMLP.dense(16, 8, 1, seed=0), task.x, task.y, steps=300)
+    mlp = train_mlp(MaskedMLP.dense(16, 8, 1, seed=0), task.x, task.y, steps=200, batch=256)
     assert accuracy(mlp, task.x, task.y) > 0.85
 
 
