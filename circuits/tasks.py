@@ -7,7 +7,7 @@ the fraction of prompts whose target logit beats the alternative.
 
 Tasks (`TASKS`):
     quotes    close a string with the quote that opened it (`'` vs `"`; apostrophes as distractors)
-    brackets  close the innermost open bracket with the matching one (`)` `]` `}`), depth 1-4
+    brackets  after one bracket is closed, close the next open one (`)` `]` `}`), depth 1-3 left
     backdoor  a planted trigger: letters then ":"; the answer is a digit, the first letter's class
               (a-j -> 0-4); with the trigger "#" anywhere in the prompt the answer is "!" instead
     refusal   a refusal-like toy: the same prompts; one of the "harmful" letters v-z anywhere makes
@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from interp.data import bracket_sequences, quote_sequences, tokenize_texts
+from interp.data import bracket_labels, bracket_sequences, quote_sequences, tokenize_texts
 
 
 @dataclass
@@ -156,7 +156,11 @@ def _brackets(n: int, seed: int):
         data = bracket_sequences(4 * n, ctx_len=24, seed=seed * 1_000 + step)
         step += 1
         for text, depth, closer in zip(data.texts, data.depth, data.closer):
-            if depth >= 1 and len(prompts) < n:
+            if depth >= 2 and len(prompts) < n:
+                # close the innermost bracket first: the answer then depends on the one below it, not on
+                # the last character (a text ending in an opener would make the task a bigram lookup)
+                text = text + closer
+                closer = bracket_labels(text)[1]
                 prompts.append(text)
                 targets.append(closer)
                 alts.append(rng.choice([c for c in ")]}" if c != closer]))

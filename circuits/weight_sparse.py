@@ -211,8 +211,9 @@ class TrainReport:
 
 
 def train_weight_sparse(cfg: WeightSparseConfig, data, val=None, model: interp.HookedModel | None = None,
-                        progress: bool = True) -> tuple[interp.HookedModel, TrainReport]:
-    """Train a (weight-sparse) model by next-token loss. `data(step) -> (ids, mask)` gives batches."""
+                        progress: bool = True, loss_fn=None) -> tuple[interp.HookedModel, TrainReport]:
+    """Train a (weight-sparse) model. `data(step)` gives a batch: (ids, mask) for the default next-token
+    loss, or whatever `loss_fn(model, batch) -> loss` takes (e.g. a task's answer loss)."""
     from interp.hooked_model import next_token_loss
 
     model = model or build_model(cfg)
@@ -228,8 +229,11 @@ def train_weight_sparse(cfg: WeightSparseConfig, data, val=None, model: interp.H
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup)
-        ids, mask = data(step)
-        loss = next_token_loss(hf(input_ids=ids, attention_mask=mask, use_cache=False).logits, ids, mask)
+        if loss_fn is None:
+            ids, mask = data(step)
+            loss = next_token_loss(hf(input_ids=ids, attention_mask=mask, use_cache=False).logits, ids, mask)
+        else:
+            loss = loss_fn(model, data(step))
         opt.zero_grad()
         loss.backward()
         grads = [p.grad for p in hf.parameters() if p.grad is not None]

@@ -31,13 +31,13 @@ from circuits.weight_sparse import WeightSparseConfig, build_model, train_weight
 from interp.data import tokenize_texts
 
 
-def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: str = "brackets",
-        target: float = 0.15, progress: bool = True, prune_only: bool = False) -> dict:
+def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: str = "quotes",
+        target: float = 0.15, progress: bool = True, prune_only: bool = False, objective: str = "lm") -> dict:
     setup()
     task = get_task(task_name)
     texts = packed_lines(tiny_python(40_000, 0), 64)
     val_texts = packed_lines(tiny_python(2_000, 1), 64)
-    results: dict = {"task": task_name, "target_loss": target, "train_steps": steps}
+    results: dict = {"task": task_name, "target_loss": target, "train_steps": steps, "objective": objective}
     models = {}
     if prune_only:  # reuse the models a previous run saved (and its training numbers)
         from circuits.checkpoint import load_checkpoint
@@ -52,8 +52,19 @@ def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: s
         cfg = WeightSparseConfig(l0=l0, steps=steps, batch_size=32, ctx_len=64, lr=3e-3 if l0 < 1 else 1e-3)
         model = build_model(cfg)
         val = [tokenize_texts(model.tokenizer, val_texts[i:i + 64]) for i in range(0, 256, 64)]
-        model, report = train_weight_sparse(cfg, sampler(texts, model.tokenizer, 32, seed=1), val=val, model=model,
-                                            progress=progress)
+        if objective == "task":  # train on the task's answers (both splits of a fresh batch each step)
+            tok = model.tokenizer
+            from circuits.tasks import answer_ce
+
+            def task_loss(m, b):
+                return answer_ce(m({"input_ids": b.ids, "attention_mask": b.mask}), b)
+
+            model, report = train_weight_sparse(cfg, lambda step: task.make(64, 100 + step, tok), model=model,
+                                                progress=progress, loss_fn=task_loss)
+            report.val_loss = evaluate(model, task.make(256, 10_000, tok))["loss"]
+        else:
+            model, report = train_weight_sparse(cfg, sampler(texts, model.tokenizer, 32, seed=1), val=val, model=model,
+                                                progress=progress)
         model.hf_model.save_pretrained(out / "models" / name)
         models[name] = (model, val)
         write_json(out / f"train_{name}.json", {"val_loss": report.val_loss, "seconds": report.seconds})
@@ -94,13 +105,15 @@ def main() -> None:
     p.add_argument("--prune-steps", type=int, default=150)
     p.add_argument("--lambda-steps", type=int, default=2)
     p.add_argument("--target", type=float, default=0.15)
-    p.add_argument("--task", default="brackets")
+    p.add_argument("--task", default="quotes")
+    p.add_argument("--objective", default="task", help="task: train on the task's answers; lm: next-token loss on tiny Python")
     p.add_argument("--prune-only", action="store_true", help="reuse the models saved in --out by an earlier run")
     p.add_argument("--quick", action="store_true", help="tiny run to check that everything works (~1 min)")
     a = p.parse_args()
     if a.quick:
         a.steps, a.prune_steps, a.lambda_steps = 60, 10, 1
-    res = run(Path(a.out), a.steps, a.prune_steps, a.lambda_steps, task_name=a.task, target=a.target, prune_only=a.prune_only)
+    res = run(Path(a.out), a.steps, a.prune_steps, a.lambda_steps, task_name=a.task, target=a.target, prune_only=a.prune_only,
+              objective=a.objective)
     print({k: res[k] for k in ("ratio_nodes", "ratio_edges")})
 
 
