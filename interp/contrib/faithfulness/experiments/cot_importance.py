@@ -15,7 +15,8 @@ Evaluated on questions where h = answer (both can be right):
   - corruption: the chain of another first digit is forced in; how often the answer follows it;
   - accuracy without the shortcut (h random).
 Then `smollm2-135m` on short worded problems with written-out reasoning: arithmetic (the answer needs
-the reasoning) against facts it knows without reasoning. Prints JSON; a few minutes on 2 CPU cores.
+the reasoning) against facts it knows without reasoning. Prints JSON; about 12 minutes on a loaded
+2-core machine (`--no-smollm`: about 7).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ through a `hook_embed` hook; V's answer is its most likely city. Controls: zero-
 itself) and inversion (a linear inverter reconstructs the name from T's state; V reads that).
 Reported: accuracy against T's facts A on each split, how often the answer follows A or B on the conflict
 split, and the privileged-information score (verbalizer accuracy minus the best control).
-Prints JSON; a minute or two on 2 CPU cores.
+Prints JSON; about 3 minutes on a loaded 2-core machine.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ load-balancing loss. Three routers are compared:
 For each, the original router (c=0) against SSMoE with c in {0.3, 0.5}, k in {4, 8} (and the spectral
 router alone, c=1, for reference): normalised
 expert-load entropy, clean accuracy, and accuracy with Gaussian input noise (sigma 1.0).
-Prints JSON; about a minute on 2 CPU cores.
+Prints JSON; about 3 minutes on a loaded 2-core machine.
 """
 
 from __future__ import annotations
