@@ -7,9 +7,9 @@
    per-step gradients (materialised from the same hooks). Each measurement runs in a fresh process:
    wall time of featurising the training and query sets, and peak RSS above the loaded model; ratios
    exact / sketch.
-2. Influence throughput (training sequences scored per second) on one model: our EK-FAC restricted to
-   one head's W_Q, W_K; our EK-FAC over whole Linear modules is what Kronfluence does, so Kronfluence
-   (if it imports) scores the same model with EK-FAC over every Linear module of the looped block.
+2. Influence throughput (training sequences scored per second) on one Pythia-shaped model (2 layers,
+   d 128): our EK-FAC restricted to one head's W_Q, W_K; Kronfluence (if it imports) with EK-FAC over
+   the whole fused q|k|v projection of the same layer (it cannot slice one head), same data.
 3. Time against the number of training samples for a sketched SDI job (it should be linear: the
    per-sample time is reported for each N, with the ratio of the largest to the smallest).
 """
@@ -67,8 +67,13 @@ def influence_throughput(n_train: int) -> dict:
     import interp
     from attribution.influence import HeadComponent, fit_ekfac, influence_scores, lm_loss, mean_gradient
 
+    from interp.models.pythia import random_pythia
+
     torch.set_num_threads(1)
-    hf = _model("medium")
+    # A Pythia-shaped model: Kronfluence needs modules that are called (the looped GPT's shared Linears
+    # are used through per-step proxies, so Kronfluence sees no activations there).
+    hf = random_pythia("14m", hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
+                       vocab_size=257, max_position_embeddings=64)
     model = interp.HookedModel(hf, None)
     g = torch.Generator().manual_seed(0)
     train, queries = torch.randint(0, 257, (n_train, 64), generator=g), torch.randint(0, 257, (4, 64), generator=g)
@@ -86,7 +91,7 @@ def influence_throughput(n_train: int) -> dict:
 
 
 def _kronfluence(hf, train, queries) -> dict:
-    """Kronfluence EK-FAC pairwise scores over the looped block's Linear modules, if it is installed."""
+    """Kronfluence EK-FAC pairwise scores over layer 1's whole q|k|v projection, if it is installed."""
     try:
         from kronfluence.analyzer import Analyzer, prepare_model
         from kronfluence.arguments import FactorArguments, ScoreArguments
@@ -111,7 +116,7 @@ def _kronfluence(hf, train, queries) -> dict:
             return self.compute_train_loss(batch, model)
 
         def get_influence_tracked_modules(self):
-            return [f"transformer.block.{n}" for n in ("q_proj", "k_proj", "v_proj", "o_proj", "fc_in", "fc_out")]
+            return ["gpt_neox.layers.1.attention.query_key_value"]
 
     class DS(torch.utils.data.Dataset):
         def __init__(self, t):
@@ -124,8 +129,6 @@ def _kronfluence(hf, train, queries) -> dict:
             return self.t[i]
 
     try:
-        # Kronfluence wraps the tracked modules; the shared block's Linears are called through the step
-        # proxies, so it sees no activations there: track what it can (it hooks module calls).
         task = LMTask()
         model = prepare_model(hf, task)
         with tempfile.TemporaryDirectory() as d:
@@ -140,7 +143,7 @@ def _kronfluence(hf, train, queries) -> dict:
                                              score_args=ScoreArguments(), overwrite_output_dir=True)
             score_s = time.perf_counter() - t0
         return {"fit_seconds": fit_s, "score_seconds": score_s, "train_per_second": len(train) / score_s,
-                "note": "EK-FAC over whole Linear modules"}
+                "note": "EK-FAC over the whole fused q|k|v Linear of layer 1 (all heads, q, k and v)"}
     except Exception as e:  # noqa: BLE001
         return {"failed": f"{type(e).__name__}: {str(e)[:300]}"}
 
