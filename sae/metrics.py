@@ -100,7 +100,8 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
         kl += float((kl_tok * m[:, 1:]).sum())
         n_tok += w
     ce = {k: v / n_tok for k, v in ce.items()}
-    rec = (ce["zero"] - ce["sae"]) / max(ce["zero"] - ce["clean"], 1e-9)
+    den = ce["zero"] - ce["clean"]
+    rec = (ce["zero"] - ce["sae"]) / den if abs(den) > 1e-9 else float("nan")
     return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok}
 
 
@@ -338,8 +339,8 @@ def word_activations(model: Any, hook: str, words: Sequence[tuple[int, str]], pr
 
 
 def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: Any, letters: str | None = None,
-                            cos_min: float = 0.025, split_gain: float = 0.03, k_max: int = 5, seed: int = 0) -> dict[str, Any]:
-    """Chanin et al.'s first-letter task, simplified: for each letter, a logistic probe on the model's
+                            cos_min: float = 0.025, split_gain: float = 0.03, k_max: int = 3, seed: int = 0) -> dict[str, Any]:
+    """Chanin et al.'s first-letter task, simplified (balanced one-vs-rest sets per letter): for each letter, a logistic probe on the model's
     activations gives the feature direction; the SAE's main latent is the k=1 sparse-probing choice.
     Absorption rate: of the test words of that letter the probe gets right, the fraction where the
     main latent is silent while another active latent's decoder points along the probe (cos > cos_min).
@@ -350,12 +351,20 @@ def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: An
     W = decoder_directions(sae)
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(words), generator=g)
-    tr, te = perm[: len(perm) * 7 // 10], perm[len(perm) * 7 // 10 :]
+    tr_all, te_all = perm[: len(perm) * 7 // 10], perm[len(perm) * 7 // 10 :]
+    tr, te = tr_all, te_all
     per = {}
+    y_all = {L: torch.tensor([c == L for c in first]) for L in letters}
     for L in letters:
-        y = torch.tensor([c == L for c in first])
-        if y[tr].sum() < 5 or y[te].sum() < 3:
+        y = y_all[L]
+        if y[tr_all].sum() < 5 or y[te_all].sum() < 3:
             continue
+        # balanced one-vs-rest, as in SAEBench's probing sets: as many random negatives as positives
+        def balanced(split: Tensor) -> Tensor:
+            pos, neg = split[y[split]], split[~y[split]]
+            return torch.cat([pos, neg[torch.randperm(len(neg), generator=g)[: len(pos)]]])
+
+        tr, te = balanced(tr_all), balanced(te_all)
         w, b = logistic_regression(x[tr], y[tr])
         probe_ok = ((x[te].double() @ w + b) > 0) & y[te]
         f1s, n_split = [], 1

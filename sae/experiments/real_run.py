@@ -30,12 +30,12 @@ from sae.cli import _store_sequences
 from sae.train import TrainConfig, train_sae
 
 ARCH_SETTINGS: dict[str, dict[str, Any]] = {
-    "relu": {"l1_coefficient": 5.0},
+    "relu": {"l1_coefficient": 0.5},
     "topk": {},
     "batchtopk": {},
     "c2r": {"c2r_lambda": 5.0},
     "poly": {"rank2": 64, "rank3": 64},
-    "coh": {"l1_coefficient": 5.0, "coh_lambda": 1.0},
+    "coh": {"l1_coefficient": 0.5, "coh_lambda": 1.0},
 }
 
 

@@ -1,0 +1,52 @@
+"""Metrics on cases with known answers."""
+
+import torch
+
+import interp
+from sae import make_sae
+from sae import metrics as M
+from tests.tiny import tiny_hf
+
+
+class _Identity(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+def test_spliced_loss_identity_recovers_everything_and_zero_ablation_nothing():
+    model = interp.HookedModel(tiny_hf("llama"), interp.data.byte_tokenizer())
+    ids = torch.randint(0, 257, (3, 12), generator=torch.Generator().manual_seed(0))
+    r = M.spliced_loss(model, _Identity(), "blocks.0.hook_resid_post", ids)
+    assert abs(r["ce_sae"] - r["ce_clean"]) < 1e-5 and r["kl"] < 1e-6 and r["ce_zero"] != r["ce_clean"]
+    assert abs(r["ce_recovered"] - 1) < 1e-4
+
+
+def test_reconstruction_and_probe_and_w1():
+    sae = make_sae("topk", 8, 16, seed=0, k=16, rescale_acts_by_decoder_norm=False)
+    with torch.no_grad():  # an exact autoencoder for non-negative inputs in the first 8 latents
+        sae.W_enc.zero_(); sae.W_enc[:, :8] = torch.eye(8)
+        sae.W_dec.zero_(); sae.W_dec[:8] = torch.eye(8)
+    x = torch.rand(100, 8)
+    r = M.reconstruction(sae, [x[:50], x[50:]])
+    assert r["fvu"] < 1e-10 and r["l0"] == 8 and r["dead_frac"] == 0.5
+    y = torch.arange(400) % 4 == 0
+    z = torch.rand(400, 10) * 0.1
+    z[:, 3] += 2 * y
+    assert M.sparse_probe_f1(z[:300], y[:300], z[300:], y[300:], k=1) == {"f1": 1.0, "latents": [3]}
+    w1 = M.mean_w1(z, y)
+    assert abs(w1 - 2 / 10) < 0.02  # only latent 3 differs, by a shift of 2
+
+
+def test_ground_truth_absorption_on_a_hand_made_sae():
+    from sae.synthetic import hierarchical_split
+
+    syn = hierarchical_split(n=4000, seed=0)
+    sae = make_sae("relu", 64, syn.directions.shape[0], seed=0, l1_coefficient=0.0)
+    with torch.no_grad():
+        sae.W_dec.copy_(syn.directions); sae.b_dec.zero_(); sae.b_enc.zero_()
+    z = syn.active.clone()
+    parents, children = syn.info["parents"], syn.info["children"]
+    z[:, parents[0]] *= ~(syn.active[:, children[0]] > 0).any(1)  # parent 0 is silent whenever a child fires
+    r = M.gt_absorption(sae, syn, z)
+    assert abs(r["absorption"] - 1 / len(parents)) < 1e-6 and r["unmatched_parents"] == 0
+    assert M.split_count(sae, syn, syn.active) == 1.0 and M.mmcs(sae, syn.directions) > 0.999
