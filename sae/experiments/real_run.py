@@ -4,7 +4,7 @@ prints a markdown table.
 
     interp cache --model smollm2-135m --hooks blocks.15.hook_resid_post --data stdlib-docs \\
         --max-tokens 65536 --ctx-len 128 --out runs/sae/store_l15
-    python -m sae.experiments.real_run --store runs/sae/store_l15          # ~10-15 min on 2 busy cores
+    python -m sae.experiments.real_run --store runs/sae/store_l15          # ~7 min on 2 cores
 
 Metrics: FVU, MSE, L0, dead/dense latents (on the store's first `--eval-rows` rows, which are also
 training rows: the store is small), CE and KL loss recovered with the SAE spliced in at the hook, the
@@ -60,14 +60,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--hook", default="blocks.15.hook_resid_post")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--archs", default="relu,topk,batchtopk,c2r,poly,coh")
-    ap.add_argument("--d-sae", type=int, default=1024)
+    ap.add_argument("--d-sae", type=int, default=768)
     ap.add_argument("--k", type=int, default=32)
-    ap.add_argument("--tokens", type=int, default=131_072)
+    ap.add_argument("--tokens", type=int, default=65_536)
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--eval-rows", type=int, default=8192)
-    ap.add_argument("--ce-seqs", type=int, default=8)
-    ap.add_argument("--words", type=int, default=1500)
+    ap.add_argument("--ce-seqs", type=int, default=4)
+    ap.add_argument("--words", type=int, default=1000)
     ap.add_argument("--out", default="runs/sae/real")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args(argv)
