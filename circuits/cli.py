@@ -21,6 +21,13 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def _threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
 @app.command()
 def extract(
     checkpoint: str = typer.Option(..., help="HF folder, .safetensors (config.json beside it) or .gguf file."),
@@ -37,8 +44,10 @@ def extract(
     device: str = typer.Option("cpu", help="cpu or cuda."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     overwrite: bool = typer.Option(False, help="Replace an existing --out file."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (1 is fastest for tiny models on a busy machine)."),
 ) -> None:
     """Find the circuit of a task in a checkpoint and write it as circuit JSON."""
+    _threads(threads)
     from circuits.checkpoint import CheckpointError, load_checkpoint
     from circuits.tasks import get_task
 
@@ -95,8 +104,11 @@ def ablate(
     seed: int = typer.Option(123, help="Prompt and random-ablation seed."),
     device: str = typer.Option("cpu"),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
+    ablation: str = typer.Option("zero", help="zero, or mean (each unit's mean activation over the task prompts)."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Task metric with the circuit ablated against random ablations of the same size."""
+    _threads(threads)
     from circuits.ablation import ablation_report
     from circuits.checkpoint import CheckpointError, load_checkpoint
     from circuits.format import Circuit
@@ -108,7 +120,16 @@ def ablate(
         model = load_checkpoint(checkpoint, device=device, allow_torch_load=allow_torch_load)
         batch = the_task.make(n, seed, model.tokenizer)
         clean = the_task.make_clean(n, seed, model.tokenizer) if the_task.generate_clean else None
-        report = ablation_report(model, c.nodes, batch, n_random=n_random, seed=seed, clean=clean)
+        if ablation not in ("zero", "mean"):
+            raise ValueError(f"unknown --ablation {ablation!r}; use zero or mean")
+        means = None
+        if ablation == "mean":
+            from circuits.masks import site_means, sites_of
+
+            kinds = sorted({node.kind for node in c.nodes})
+            means = site_means(model, sites_of(model, kinds), [(batch.ids, batch.mask)]) if kinds else None
+        report = ablation_report(model, c.nodes, batch, n_random=n_random, seed=seed, clean=clean, means=means)
+        report["ablation"] = ablation
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
         fail(str(exc))
     report["random"].pop("runs")
