@@ -111,14 +111,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--only", choices=["c2r", "poly", "coh"], default=None)
     ap.add_argument("--out", default="runs/sae/synthetic.json")
+    ap.add_argument("--steps", type=int, default=None, help="training steps per model (default 300 quick, 2000 full)")
+    ap.add_argument("--lambdas", default="0,0.3,1,3", help="C²R lambdas (0 is the BatchTopK baseline)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these small matmuls on a busy machine)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     seeds = range(1 if a.quick else a.seeds)
-    steps = 300 if a.quick else 2000
+    steps = a.steps or (300 if a.quick else 2000)
     res: dict[str, Any] = {"settings": {"quick": a.quick, "seeds": len(seeds), "steps": steps}}
     if a.only in (None, "c2r"):
-        rows = [r for s in seeds for r in run_c2r(s, steps, [0.0, 0.3, 1.0, 3.0] if not a.quick else [0.0, 1.0])]
+        rows = [r for s in seeds for r in run_c2r(s, steps, [float(v) for v in a.lambdas.split(",")] if not a.quick else [0.0, 1.0])]
         res["c2r"] = {"rows": rows, "summary": summarise(rows, "c2r_lambda")}
     if a.only in (None, "poly"):
         rows = [r for s in seeds for r in run_poly(s, steps)]
