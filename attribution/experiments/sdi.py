@@ -23,7 +23,7 @@ import torch
 
 from attribution.looped import random_looped_gpt
 from attribution.sdi import looped_featurizer, sdi_from_features, step_decomposed_influence
-from attribution.tracin import Checkpoint, features
+from attribution.tracin import features
 from attribution.train import train_lm
 
 

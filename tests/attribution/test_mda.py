@@ -1,6 +1,5 @@
 import torch
 
-import interp
 from attribution.influence import HeadComponent
 from attribution.mda import (
     emergence_step,
