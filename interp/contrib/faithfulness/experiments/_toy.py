@@ -48,3 +48,10 @@ def train_lm(model: interp.HookedModel, batch_fn: Callable[[torch.Generator], tu
             print(f"step {step} loss {loss.item():.4f}", flush=True)
     hf.eval()
     return losses
+
+
+def mean_over_runs(runs):
+    """Mean of per-seed results, recursing into dicts; rounded to 4 places (shared by the demos)."""
+    if isinstance(runs[0], dict):
+        return {k: mean_over_runs([r[k] for r in runs]) for k in runs[0]}
+    return round(sum(runs) / len(runs), 4)

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from interp.contrib.faithfulness.experiments._toy import tiny_lm, train_lm
+from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.faithfulness.verbalization import (
     LinearInverter, choose_answer, fit_linear_map, follow_rates, privileged_information_score,
 )
@@ -101,12 +101,6 @@ def run_seed(seed: int, steps: int, ridge: float) -> dict:
     return out
 
 
-def _mean(runs):
-    if isinstance(runs[0], dict):
-        return {k: _mean([r[k] for r in runs]) for k in runs[0]}
-    return round(sum(runs) / len(runs), 4)
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
@@ -117,7 +111,7 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     t0 = time.time()
     runs = [run_seed(s, args.steps, args.ridge) for s in range(args.seeds)]
-    res = {"config": vars(args), "mean_over_seeds": _mean(runs), "seconds": round(time.time() - t0, 1)}
+    res = {"config": vars(args), "mean_over_seeds": mean_over_runs(runs), "seconds": round(time.time() - t0, 1)}
     print(json.dumps(res, indent=1))
     return res
 

@@ -26,7 +26,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from interp.contrib.faithfulness.experiments._toy import tiny_lm, train_lm
+from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.privacy.representation_unlearning import RepresentationTransform, UnlearnConfig, fit_transform
 
 N_TOPICS, GROUP, N_NOISE, LEN = 6, 6, 12, 12
@@ -178,12 +178,6 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
     return out
 
 
-def _mean(runs):
-    if isinstance(runs[0], dict):
-        return {k: _mean([r[k] for r in runs]) for k in runs[0]}
-    return round(sum(runs) / len(runs), 4)
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=1)
@@ -194,7 +188,7 @@ def main(argv=None) -> dict:
     t0 = time.time()
     res = {"config": vars(args)}
     for setting in ("class", "random10"):
-        res[setting] = _mean([run_setting(setting, s, args.steps) for s in range(args.seeds)])
+        res[setting] = mean_over_runs([run_setting(setting, s, args.steps) for s in range(args.seeds)])
     res["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(res, indent=1))
     return res
