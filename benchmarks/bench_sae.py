@@ -27,7 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sae import make_sae  # noqa: E402
-from sae.c2r import c2r_loss  # noqa: E402
+from sae.baselines import arch_name  # noqa: E402
+from sae.c2r import c2r_loss, c2r_weight  # noqa: E402
 from sae.coherence import coh_loss  # noqa: E402
 from sae.synthetic import write_store  # noqa: E402
 from sae.train import TrainConfig, train_sae  # noqa: E402
@@ -51,55 +52,75 @@ def matmul_gflops(B: int, d: int, n: int, reps: int = 5) -> float:
     return 2 * B * d * n / min(ts) / 1e9
 
 
-def bare_step_fn(arch: str, settings: dict, d: int, n: int):
-    """A plain torch SAE of the same maths: returns (params, step(x))."""
-    g = torch.Generator().manual_seed(0)
-    W_dec = torch.randn(n, d, generator=g)
-    W_dec = (0.1 * W_dec / W_dec.norm(dim=-1, keepdim=True)).requires_grad_(True)
-    W_enc = W_dec.detach().T.clone().requires_grad_(True)
-    b_enc, b_dec = torch.zeros(n, requires_grad=True), torch.zeros(d, requires_grad=True)
-    params = [W_enc, b_enc, W_dec, b_dec]
-    if arch == "poly":
-        r1, r2, r3 = d, settings["rank2"], settings["rank3"]
-        U = torch.nn.init.orthogonal_(torch.empty(n, r1)).requires_grad_(True)
-        Cs = [torch.nn.init.kaiming_uniform_(torch.empty(d, r)).requires_grad_(True) for r in (r1, r2, r3)]
-        lam = [torch.tensor(-0.5, requires_grad=True), torch.tensor(0.5, requires_grad=True)]
-        params = [W_enc, b_enc, b_dec, U, *Cs, *lam]
-    opt = torch.optim.Adam(params, lr=3e-4)
-    k = settings.get("k")
+def bare_step_fn(sae, lr: float = 3e-4):
+    """A plain torch loop of exactly the maths of `sae` (a fresh sae-lens training SAE of any variant):
+    its initial weights cloned into plain tensors, then per step the same encoder (b_dec subtracted from
+    the input when the config says so; TopK-family pre-activations scaled by the decoder row norms, as
+    sae-lens's `rescale_acts_by_decoder_norm` does), the same decoder (PolySAE's polynomial after the QR
+    retraction of U), MSE summed over d and averaged over rows, the variant's losses (L1 on decoder-norm
+    weighted codes, C²R on its schedule, Coh), BatchTopK's threshold update, grad-norm clip 1.0, Adam.
+    No sae-lens objects, hooks, dead-latent bookkeeping or scaler; the AuxK loss is left out because no
+    latent is dead in a short run (it is zero in sae-lens's step too). Returns step(x) -> loss."""
+    cfg = sae.cfg
+    arch = arch_name(sae)
+    P = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in sae.named_parameters()}
+    trainable = [p for p in P.values() if p.requires_grad]
+    opt = torch.optim.Adam(trainable, lr=lr)
+    rescale = bool(getattr(cfg, "rescale_acts_by_decoder_norm", False))
+    poly, relu_base = arch.startswith("poly"), arch in ("relu", "coh", "c2r_relu", "poly_relu")
+    batch_topk = arch in ("batchtopk", "c2r", "poly_batchtopk", "coh_batchtopk")
+    state = {"step": 0, "threshold": torch.tensor(0.0, dtype=torch.double)}
 
     def step(x):
-        h = (x - b_dec) @ W_enc + b_enc
-        if arch in ("topk", "poly"):
-            v, i = h.topk(k, dim=-1)
-            z = torch.zeros_like(h).scatter(-1, i, v.relu())
-        elif arch in ("batchtopk", "c2r"):
-            a = h.relu().flatten()
-            v, i = a.topk(k * x.shape[0])
-            z = torch.zeros_like(a).scatter(-1, i, v).view_as(h)
-        else:
-            z = h.relu()
-        if arch == "poly":
+        W_enc, b_enc, W_dec, b_dec = P["W_enc"], P["b_enc"], P["W_dec"], P["b_dec"]
+        if poly and cfg.retract:
             with torch.no_grad():
-                q, r = torch.linalg.qr(U)
-                U.copy_(q * torch.sign(torch.diagonal(r)))
-            a = z @ U
-            xh = b_dec + a @ Cs[0].T + lam[0] * (a[:, :r2] ** 2 @ Cs[1].T) + lam[1] * (a[:, :r3] ** 3 @ Cs[2].T)
+                q, r = torch.linalg.qr(P["U"])
+                sign = torch.sign(torch.diagonal(r))
+                sign[sign == 0] = 1
+                P["U"].copy_(q * sign)
+        h = (x - b_dec if cfg.apply_b_dec_to_input else x) @ W_enc + b_enc
+        if rescale:
+            h = h * W_dec.norm(dim=-1)
+        if batch_topk:
+            a = h.relu().flatten()
+            v, i = a.topk(int(cfg.k * x.shape[0]))
+            z = torch.zeros_like(a).scatter(-1, i, v).view_as(h)
+            with torch.no_grad():
+                pos = z > 0
+                if pos.any():
+                    lr_t = cfg.topk_threshold_lr
+                    state["threshold"] = (1 - lr_t) * state["threshold"] + lr_t * z[pos].min().double()
+        elif relu_base:
+            z = h.relu()
         else:
-            xh = z @ W_dec + b_dec
+            v, i = h.topk(int(cfg.k), dim=-1)
+            z = torch.zeros_like(h).scatter(-1, i, v.relu())
+        if poly:
+            _, r2, r3 = sae.ranks
+            a = z @ P["U"]
+            xh = b_dec + a @ P["C1"].T + P["lambda2"] * (a[:, :r2].square() @ P["C2"].T) + P["lambda3"] * (a[:, :r3].pow(3) @ P["C3"].T)
+        else:
+            xh = (z * (1 / W_dec.norm(dim=-1)) if rescale else z) @ W_dec + b_dec
         loss = (xh - x).square().sum(-1).mean()
-        if arch in ("relu", "coh"):
-            loss = loss + 5.0 * (z * W_dec.norm(dim=-1)).sum(-1).mean()
-        if arch == "c2r":
-            loss = loss + 5.0 * c2r_loss(z, W_dec)
-        if arch == "coh":
-            loss = loss + 1e-3 * coh_loss(z)
+        if relu_base:
+            w = (P["U"] @ P["C1"].T).norm(dim=-1) if poly else W_dec.norm(dim=-1)
+            loss = loss + (cfg.l1_coefficient * (z * w).norm(p=cfg.lp_norm, dim=-1)).mean()
+        if arch.startswith("c2r"):
+            wt = c2r_weight(state["step"], cfg.c2r_lambda, cfg.c2r_interval, cfg.c2r_start)
+            if wt:
+                loss = loss + wt * c2r_loss(z, W_dec, cfg.c2r_alpha, cfg.c2r_chunk_size)
+        if arch.startswith("coh") and cfg.coh_lambda:
+            loss = loss + cfg.coh_lambda * coh_loss(z, cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
         opt.zero_grad()
+        state["step"] += 1
         return loss
 
+    step.params = P
+    step.state = state
     return step
 
 
@@ -122,11 +143,11 @@ def main() -> None:
         for rep in range(reps):
             for name, (arch, settings) in VARIANTS.items():
                 # toolkit: the whole train_sae path (timing from its report: the step loop only)
-                cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * steps, batch_size=B,
+                cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
                                   checkpoint_every=10_000, settings={k: v for k, v in settings.items() if k != "k"},
                                   normalize=False, outlier_norm_multiple=None)
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
-                times[name]["toolkit"].append(rep_["seconds"] / steps)
+                times[name]["toolkit"].append(rep_["steady_seconds_per_step"])  # after a first step, like the others
                 # sae-lens trainer on in-memory batches
                 from sae_lens import SAETrainer
                 from sae_lens.config import SAETrainerConfig
@@ -138,7 +159,7 @@ def main() -> None:
                 for s in range(steps):
                     tr.step(x[(s + 1) * B:(s + 2) * B]); tr.n_training_steps += 1
                 times[name]["trainer"].append((time.perf_counter() - t) / steps)
-                bare = bare_step_fn(arch, settings, d, n)
+                bare = bare_step_fn(make_sae(arch, d, n, seed=0, **settings))
                 bare(x[:B])
                 t = time.perf_counter()
                 for s in range(steps):

@@ -7,7 +7,7 @@ Adam, lr and coefficient schedules, dead-latent tracking); this module supplies 
 stream is replayed to the same row, so a resumed run sees exactly the batches of an uninterrupted one)
 and NaN detection (training stops with `NonFiniteError`; the last good checkpoint stays on disk).
 
-    >>> from interp.store import ActivationStore
+    >>> from interp.store import ActivationStore, prefetch
     >>> cfg = TrainConfig(arch="c2r", d_sae=1024, k=32, total_tokens=200_000)
     >>> sae, report = train_sae(ActivationStore.open("runs/demo/store"), cfg, "runs/sae/c2r")
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import time
@@ -29,7 +30,7 @@ from sae_lens.config import SAETrainerConfig
 from sae_lens.training.sae_trainer import SAETrainer
 from tqdm.auto import tqdm
 
-from interp.store import ActivationStore
+from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
 from sae.baselines import load_sae, make_sae, training_class
 
@@ -140,6 +141,19 @@ def _save(trainer: SAETrainer, folder: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _non_finite(trainer: SAETrainer, output: Any, ckpt: Path) -> None:
+    raise NonFiniteError(
+        f"non-finite loss/weights at step {trainer.n_training_steps} ({ {k: float(v.detach()) for k, v in output.losses.items()} }); "
+        f"the last good checkpoint is in {ckpt}. Lower the lr or check the activations."
+    )
+
+
+def _check_weights(trainer: SAETrainer, output: Any, ckpt: Path, bar: Any) -> None:
+    if not all(bool(torch.isfinite(p).all()) for p in trainer.sae.parameters()):
+        bar.close()
+        _non_finite(trainer, output, ckpt)
+
+
 def train_sae(
     store: ActivationStore, cfg: TrainConfig, out: str | Path, resume: bool = True, progress: bool = True
 ) -> tuple[Any, dict[str, Any]]:
@@ -196,28 +210,29 @@ def train_sae(
                 yield allx[: cfg.batch_size]
                 buf, n = [allx[cfg.batch_size:]], n - cfg.batch_size
 
-    data = rows()
+    data = prefetch(rows())  # the next batch is read while this step runs
     for _ in range(resumed_from):  # replay the stream so a resumed run sees the same batches
         next(data)
-    t0, last = time.perf_counter(), {}
+    t0, t1, last = time.perf_counter(), None, {}
     bar = tqdm(total=steps, initial=resumed_from, desc=f"train {cfg.arch}", disable=not progress)
     while trainer.n_training_steps < steps:
         trainer.maybe_reset_sparsity()
         output = trainer.step(next(data))
         loss = float(output.loss.detach())
-        if not torch.isfinite(output.loss) or not all(torch.isfinite(p).all() for p in sae.parameters()):
+        if not math.isfinite(loss):
             bar.close()
-            raise NonFiniteError(
-                f"non-finite loss/weights at step {trainer.n_training_steps} ({ {k: float(v.detach()) for k, v in output.losses.items()} }); "
-                f"the last good checkpoint is in {ckpt}. Lower the lr or check the activations."
-            )
+            _non_finite(trainer, output, ckpt)
         trainer.n_training_steps += 1
+        if t1 is None:
+            t1 = time.perf_counter()  # end of the first step (allocations, first read): steady state after it
         last = {k: float(v.detach()) for k, v in output.losses.items()}
         bar.set_postfix(loss=f"{loss:.4g}")
         bar.update(1)
         if trainer.n_training_steps % cfg.checkpoint_every == 0 and trainer.n_training_steps < steps:
-            _save(trainer, ckpt)
+            _check_weights(trainer, output, ckpt, bar)  # (weights are checked here, not every step: a NaN
+            _save(trainer, ckpt)                        #  weight makes the next loss NaN anyway)
     bar.close()
+    _check_weights(trainer, output, ckpt, bar)
     seconds = time.perf_counter() - t0
     trainer.set_final_sae_metadata()
     _save(trainer, ckpt)  # unfolded, with trainer state: resumable / extendable
@@ -229,6 +244,8 @@ def train_sae(
         "arch": cfg.arch, "hook": hook, "d_in": d_in, "d_sae": cfg.d_sae, "steps": steps,
         "resumed_from_step": resumed_from, "seconds": round(seconds, 2),
         "tokens_per_second": round((steps - resumed_from) * cfg.batch_size / max(seconds, 1e-9), 1),
+        "steady_seconds_per_step": (round((t0 + seconds - t1) / (steps - resumed_from - 1), 4)
+                                    if t1 is not None and steps - resumed_from > 1 else None),
         "scale_factor": scale, "final_losses": last,
         "dead_latents": int(trainer.dead_neurons.sum()),
     }

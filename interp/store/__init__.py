@@ -13,6 +13,7 @@ without losing or duplicating rows; each shard's sha256 is checked when it is re
 """
 
 from interp.store.errors import NotAStoreError, StoreCorruptError, StoreError, StoreMismatchError
+from interp.store.prefetch import prefetch
 from interp.store.manifest import COMPAT_FIELDS, MANIFEST_NAME, Manifest, StoreMeta
 from interp.store.reader import BatchIterator, VerifyReport
 from interp.store.shards import INDEX_COLUMNS, ShardInfo, shard_file_name, write_shard_file
@@ -32,6 +33,7 @@ __all__ = [
     "StoreMeta",
     "StoreMismatchError",
     "VerifyReport",
+    "prefetch",
     "shard_file_name",
     "write_shard_file",
 ]
