@@ -57,6 +57,7 @@ def train(
     lr: float = typer.Option(3e-4, help="Adam learning rate."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
+    holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
     set_: list[str] = typer.Option([], "--set", help="Architecture setting key=value (repeatable), e.g. c2r_lambda=1."),
     no_resume: bool = typer.Option(False, help="Ignore an existing checkpoint (the folder must then hold no other run)."),
 ) -> None:
@@ -66,7 +67,8 @@ def train(
 
     try:
         cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=tokens, batch_size=batch_size, lr=lr,
-                          seed=seed, checkpoint_every=checkpoint_every, settings=_parse_settings(set_))
+                          seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
+                          settings=_parse_settings(set_))
         st = ActivationStore.open(store)
         _, report = train_sae(st, cfg, out, resume=not no_resume)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
@@ -74,11 +76,22 @@ def train(
     typer.echo(json.dumps(report, indent=1))
 
 
-def _rows(store: Any, hook: str, max_rows: int) -> dict[str, Any]:
+def eval_rows(sae_dir: str | Path, store: Any, split: str = "auto") -> tuple[str, Any]:
+    """(split used, global row indices) to score an SAE on: "heldout" = the shards its training run held
+    out (`train_config.json`: holdout_shards), "all" = every row; "auto" = heldout when there are any."""
     import torch
 
-    n = min(len(store), max_rows)
-    return store.get_rows(torch.arange(n), hooks=hook)
+    from sae.train import split_shards
+
+    if split not in ("auto", "heldout", "all"):
+        raise ValueError(f"--split must be auto, heldout or all, got {split!r}")
+    cfg_file = Path(sae_dir) / "train_config.json"
+    holdout = json.loads(cfg_file.read_text()).get("holdout_shards", 0) if cfg_file.is_file() else 0
+    if split == "heldout" and not holdout:
+        raise ValueError(f"{sae_dir} was trained without held-out shards: train with --holdout-shards N, or use --split all")
+    if split == "all" or not holdout:
+        return "all", torch.arange(len(store))
+    return "heldout", store.shard_rows(split_shards(store, holdout)[1])
 
 
 @app.command("eval")
@@ -86,7 +99,8 @@ def eval_(
     sae: str = typer.Option(..., help="SAE folder (cfg.json + sae_weights.safetensors)."),
     store: str = typer.Option(..., help="ActivationStore with the SAE's hook."),
     hook: Optional[str] = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
-    max_rows: int = typer.Option(32_768, help="Rows of the store to evaluate on (the first ones)."),
+    max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ones of the split)."),
+    split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."),
     model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
     ce_seqs: int = typer.Option(16, help="Sequences for the spliced-loss metrics."),
     out: Optional[str] = typer.Option(None, help="Also write the metrics JSON here."),
@@ -102,10 +116,12 @@ def eval_(
         st = ActivationStore.open(store)
         h = _hook(st, hook or (s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None))
         _check_shapes(st, h, s.cfg.d_in)
-        x = _rows(st, h, max_rows)[h].float()
-        res: dict[str, Any] = {"sae": sae, "hook": h, **M.reconstruction(s, [x[i:i + 4096] for i in range(0, len(x), 4096)])}
+        used, rows = eval_rows(sae, st, split)
+        x = st.get_rows(rows[:max_rows], hooks=h)[h].float()
+        res: dict[str, Any] = {"sae": sae, "hook": h, "split": used, "rows": len(x),
+                               **M.reconstruction(s, [x[i:i + 4096] for i in range(0, len(x), 4096)])}
         if model:
-            res.update(_spliced(model, s, h, st, ce_seqs))
+            res.update(_spliced(model, s, h, st, ce_seqs, rows))
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     text = json.dumps(M.round_dict(res), indent=1)
@@ -114,12 +130,14 @@ def eval_(
     typer.echo(text)
 
 
-def _store_sequences(st: Any, n_seqs: int) -> Any:
-    """Token sequences rebuilt from the store's rows: [n_seqs, ctx_len] (complete sequences only)."""
+def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
+    """Token sequences rebuilt from the store's rows (the first ones of `rows`, default all):
+    [n_seqs, ctx_len] (complete sequences only)."""
     import torch
 
     ctx = st.meta.ctx_len
-    idx = st.get_rows(torch.arange(min(len(st), n_seqs * ctx)), hooks=[])
+    rows = torch.arange(len(st)) if rows is None else rows
+    idx = st.get_rows(rows[: n_seqs * ctx], hooks=[])
     seqs = []
     for s in idx["seq"].unique().tolist():
         m = idx["seq"] == s
@@ -131,12 +149,12 @@ def _store_sequences(st: Any, n_seqs: int) -> Any:
     return torch.stack(seqs[:n_seqs])
 
 
-def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int) -> dict[str, float]:
+def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None) -> dict[str, float]:
     import interp
     from sae import metrics as M
 
     model = interp.load_model(model_spec)
-    return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs))
+    return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows))
 
 
 def logit_effects(model: Any, directions: Any, features: list[int], k: int = 8) -> dict[int, dict[str, list]]:
@@ -178,7 +196,7 @@ def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: Opt
     st = ActivationStore.open(store_dir)
     h = _hook(st, s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None)
     _check_shapes(st, h, s.cfg.d_in)
-    rows = _rows(st, h, max_rows)
+    rows = st.get_rows(eval_rows(sae_dir, st)[1][:max_rows], hooks=h)  # held-out rows when training kept some
     x = rows[h].float()
     z = M.encode(s, x)
     norms = x.norm(dim=-1)

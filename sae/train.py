@@ -66,6 +66,8 @@ class TrainConfig:
     """Drop rows whose norm exceeds this multiple of the mean norm (massive activations); None keeps all."""
     checkpoint_every: int = 50
     """Steps between checkpoints."""
+    holdout_shards: int = 0
+    """Never train on the store's last N shards: they stay held out for `interp sae eval` (its default split)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Extra config fields of the architecture (l1_coefficient, c2r_lambda, rank2, coh_lambda, ...)."""
 
@@ -73,6 +75,8 @@ class TrainConfig:
         training_class(self.arch)  # raises on unknown names
         if self.d_sae <= 0 or self.total_tokens <= 0 or self.batch_size <= 0 or self.checkpoint_every <= 0:
             raise ValueError("d_sae, total_tokens, batch_size and checkpoint_every must be positive")
+        if self.holdout_shards < 0:
+            raise ValueError(f"holdout_shards must be >= 0, got {self.holdout_shards}")
 
     def sae_settings(self) -> dict[str, Any]:
         _, cfg_cls = training_class(self.arch)
@@ -106,11 +110,21 @@ def _check_shapes(store: ActivationStore, hook: str, d_in: int | None = None) ->
     return shape[0]
 
 
-def batches(store: ActivationStore, hook: str, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
+def split_shards(store: ActivationStore, holdout: int) -> tuple[list[int], list[int]]:
+    """(training shards, held-out shards): the last `holdout` committed shards are held out."""
+    order = store.shard_indices
+    if holdout >= len(order):
+        raise ValueError(f"holdout_shards={holdout} leaves nothing to train on: the store has {len(order)} shards")
+    return order[: len(order) - holdout], order[len(order) - holdout:]
+
+
+def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
+            shards: list[int] | None = None) -> Iterator[torch.Tensor]:
     """Endless [batch, d] float32 batches: pass p is shuffled with seed (seed, p); NaN/inf raise."""
     p = 0
     while True:
-        for b in store.iter_batches(batch_size, hooks=hook, shuffle=True, seed=seed * 100_003 + p, drop_last=True):
+        for b in store.iter_batches(batch_size, hooks=hook, shuffle=True, seed=seed * 100_003 + p, drop_last=True,
+                                    shards=shards):
             x = b[hook].float()
             if not torch.isfinite(x).all():
                 rows = (~torch.isfinite(x).all(-1)).nonzero().flatten()[:5].tolist()
@@ -119,9 +133,10 @@ def batches(store: ActivationStore, hook: str, batch_size: int, seed: int) -> It
         p += 1
 
 
-def estimate_norms(store: ActivationStore, hook: str, n_rows: int = 8192, seed: int = 0) -> float:
+def estimate_norms(store: ActivationStore, hook: str, n_rows: int = 8192, seed: int = 0,
+                   shards: list[int] | None = None) -> float:
     """Mean row norm over a sample of the store (used for the outlier cut and the scale)."""
-    x = next(iter(store.iter_batches(min(n_rows, len(store)), hooks=hook, shuffle=True, seed=seed)))[hook].float()
+    x = next(iter(store.iter_batches(min(n_rows, len(store)), hooks=hook, shuffle=True, seed=seed, shards=shards)))[hook].float()
     return float(x.norm(dim=-1).mean())
 
 
@@ -184,7 +199,9 @@ def train_sae(
     )
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
     ckpt = out / "checkpoint"
-    mean_norm = estimate_norms(store, hook, seed=cfg.seed)
+    train_shards, held_out = split_shards(store, cfg.holdout_shards)
+    shards = train_shards if held_out else None
+    mean_norm = estimate_norms(store, hook, seed=cfg.seed, shards=shards)
     if resume and (ckpt / "cfg.json").exists():
         sae.load_weights_from_checkpoint(ckpt)
         trainer.load_trainer_state(ckpt)
@@ -200,7 +217,7 @@ def train_sae(
     def rows() -> Iterator[torch.Tensor]:
         buf: list[torch.Tensor] = []
         n = 0
-        for x in batches(store, hook, cfg.batch_size, cfg.seed):
+        for x in batches(store, hook, cfg.batch_size, cfg.seed, shards):
             if cut is not None:
                 x = x[x.norm(dim=-1) <= cut]
             buf.append(x)
@@ -246,7 +263,7 @@ def train_sae(
         "tokens_per_second": round((steps - resumed_from) * cfg.batch_size / max(seconds, 1e-9), 1),
         "steady_seconds_per_step": (round((t0 + seconds - t1) / (steps - resumed_from - 1), 4)
                                     if t1 is not None and steps - resumed_from > 1 else None),
-        "scale_factor": scale, "final_losses": last,
+        "scale_factor": scale, "final_losses": last, "heldout_shards": held_out,
         "dead_latents": int(trainer.dead_neurons.sum()),
     }
     _write_json(out / "train_report.json", report)

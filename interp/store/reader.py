@@ -188,6 +188,7 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
         buffer_shards: int = 4,
         drop_last: bool = False,
         verify: bool = True,
+        shards: list[int] | None = None,
     ):
         if batch_size <= 0 or buffer_shards <= 0:
             raise ValueError(f"batch_size and buffer_shards must be positive, got {batch_size}, {buffer_shards}")
@@ -195,10 +196,15 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
         self.shuffle, self.drop_last, self.verify = shuffle, drop_last, verify
         self._gen = torch.Generator().manual_seed(seed)
         order = store.shard_indices
+        if shards is not None:
+            bad = sorted(set(shards) - set(order))
+            if bad:
+                raise ValueError(f"shards {bad} are not committed in {store.path}; it has shards {order[:3]}...{order[-3:]}")
+            order = sorted(set(shards))
         if shuffle:
             order = [order[i] for i in torch.randperm(len(order), generator=self._gen).tolist()]
         self._queue = deque(order)
-        self._n_rows = len(store)
+        self._n_rows = sum(store.shard_info(i).n_rows for i in order)
         biggest = max((store.shard_info(i).n_rows for i in order), default=0)
         self.buffer_limit_rows = max(buffer_shards * biggest, biggest + batch_size - 1)
         """Most rows the buffer may hold."""

@@ -261,14 +261,26 @@ class ActivationStore:
         buffer_shards: int = 4,
         drop_last: bool = False,
         verify: bool = True,
+        shards: Iterable[int] | None = None,
     ) -> reader.BatchIterator:
         """Stream `[batch_size, ...]` batches, each row once per pass, holding about `buffer_shards` shards.
 
-        See `reader.BatchIterator` for the memory bound and the instrumentation it exposes.
+        `shards` restricts the pass to those shard indices (e.g. all but a held-out few). See
+        `reader.BatchIterator` for the memory bound and the instrumentation it exposes.
         """
         return reader.BatchIterator(
-            self, batch_size, self.select_hooks(hooks), shuffle, seed, buffer_shards, drop_last, verify
+            self, batch_size, self.select_hooks(hooks), shuffle, seed, buffer_shards, drop_last, verify,
+            None if shards is None else list(shards),
         )
+
+    def shard_rows(self, shards: Iterable[int]) -> Tensor:
+        """Global row indices of the given committed shards, in store order (for `get_rows`)."""
+        offsets, order = self.row_offsets(), self.shard_indices
+        pos = {s: i for i, s in enumerate(order)}
+        missing = [s for s in shards if s not in pos]
+        if missing:
+            raise ValueError(f"shards {missing} are not committed in {self.path}")
+        return torch.cat([torch.arange(int(offsets[pos[s]]), int(offsets[pos[s] + 1])) for s in sorted(set(shards))] or [torch.zeros(0, dtype=torch.long)])
 
     def row_offsets(self) -> Tensor:
         """[n_shards + 1] int64: global row at which each committed shard starts, then the total."""

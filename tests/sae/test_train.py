@@ -71,3 +71,25 @@ def test_store_hook_and_shape_checks(tmp_path):
     with pytest.raises(ValueError, match="d_model 16 but the SAE expects d_in 32"):
         _check_shapes(store, "synthetic.hook_x", 32)
     assert json.loads((tmp_path / "store" / "manifest.json").read_text())  # store untouched and readable
+
+
+def test_held_out_shards_are_never_trained_on_and_eval_scores_on_them(tmp_path):
+    from sae.cli import eval_rows
+
+    x = _data(4096)
+    x[3072:] = float("nan")  # the last shard: reading any of it would stop training with NonFiniteError
+    store = write_store(tmp_path / "store", x, rows_per_shard=1024)
+    cfg = TrainConfig(arch="topk", d_sae=32, k=4, total_tokens=256 * 20, batch_size=256, holdout_shards=1)
+    _, rep = train_sae(store, cfg, tmp_path / "run", progress=False)  # 20 steps = 1.7 passes over 3 shards
+    assert rep["heldout_shards"] == [3]
+    split, rows = eval_rows(tmp_path / "run", store)
+    assert split == "heldout" and rows.tolist() == list(range(3072, 4096))
+    assert eval_rows(tmp_path / "run", store, "all")[1].numel() == 4096
+    with pytest.raises(ValueError, match="leaves nothing to train on"):
+        train_sae(store, TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256, holdout_shards=4),
+                  tmp_path / "r2", progress=False)
+    assert not (tmp_path / "r2").exists()  # refused before anything was written
+    with pytest.raises(ValueError, match="without held-out shards"):
+        x2 = write_store(tmp_path / "clean", _data(1024), rows_per_shard=512)
+        train_sae(x2, TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256), tmp_path / "r4", progress=False)
+        eval_rows(tmp_path / "r4", x2, "heldout")

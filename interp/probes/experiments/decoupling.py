@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from interp.data import byte_tokenizer, resolve_corpus
+from interp.probes.experiments.backcopy import BOS, bigram_backcopy
 from interp.probes.experiments.norms import VARIANTS, build_model, small_config
 
 
@@ -50,6 +51,9 @@ class TrainConfig:
     """AdamW weight decay (Gu et al.: more decay, more sinks)."""
     seed: int = 0
     data: str = "stdlib-docs"
+    """A corpus name for `interp.data.resolve_corpus` (byte-level), or "bigram-backcopy" (`backcopy.py`)."""
+    bos: bool = True
+    """Natural text: put the BOS token at position 0 of every row (rows start mid-document otherwise)."""
     max_tokens: int = 2_000_000
     eval_seqs: int = 128
     """Held-out rows (the last ones of the corpus) for perplexity and the probes."""
@@ -68,8 +72,14 @@ def _lr(cfg: TrainConfig, step: int) -> float:
 
 def corpus_split(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """(train rows, held-out rows) of the byte-level corpus."""
-    corpus = resolve_corpus(cfg.data, byte_tokenizer(), ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
-    rows = corpus.tokens
+    if cfg.data == "bigram-backcopy":
+        rows = bigram_backcopy(cfg.max_tokens // cfg.ctx_len, cfg.ctx_len, seed=cfg.seed)
+    else:
+        corpus = resolve_corpus(cfg.data, byte_tokenizer(), ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
+        rows = corpus.tokens
+        if cfg.bos:
+            rows = rows.clone()
+            rows[:, 0] = BOS
     if rows.shape[0] <= cfg.eval_seqs:
         raise ValueError(f"corpus {cfg.data!r} has only {rows.shape[0]} rows; need more than eval_seqs={cfg.eval_seqs}")
     return rows[: -cfg.eval_seqs], rows[-cfg.eval_seqs :]
@@ -140,7 +150,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--train-only", action="store_true", help="train the variants, measure nothing")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     for f in dataclasses.fields(TrainConfig):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=None)
+        kind = (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(f.default, bool) else type(f.default)
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=None)
     args = parser.parse_args(argv)
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if getattr(args, f.name) is not None}
     if args.quick:
