@@ -48,26 +48,29 @@ def _unit_scale(x: Tensor) -> float:
 def hierarchical_split(
     n: int = 50_000, d: int = 64, n_parents: int = 8, n_children: int = 3, n_split: int = 8, n_sub: int = 4,
     n_plain: int = 16, p_parent: float = 0.10, p_child: float = 0.7, p_split: float = 0.05, p_plain: float = 0.05,
-    wobble: float = 0.3, noise: float = 0.01, seed: int = 0,
+    wobble: float = 0.3, noise: float = 0.01, seed: int = 0, dict_seed: int | None = None,
 ) -> Synthetic:
     """Parents (with exactly one child firing with prob. p_child when the parent fires), split features
     (direction normalize(d_g + wobble * sub_s), s uniform among n_sub random sub-directions orthogonal
     to d_g) and plain ones.
-    Magnitudes U(0.5, 1.5); x is rescaled so that E||x||² = d. Needs d >= number of directions."""
-    g = torch.Generator().manual_seed(seed)
+    Magnitudes U(0.5, 1.5); x is rescaled so that E||x||² = d. Needs d >= number of directions.
+    `dict_seed` (default: `seed`) fixes the directions, `seed` the samples: a held-out set of the same
+    features is `hierarchical_split(seed=other, dict_seed=train_seed)`."""
+    gd = torch.Generator().manual_seed(seed if dict_seed is None else dict_seed)
     n_dir = n_parents * (1 + n_children) + n_split + n_plain
     if n_dir > d:
         raise ValueError(f"{n_dir} orthogonal directions do not fit in d={d}")
-    D = _orthonormal(d, n_dir, g)
+    D = _orthonormal(d, n_dir, gd)
     i = 0
     parents = list(range(i, i + n_parents)); i += n_parents
     children = [list(range(i + c * n_children, i + (c + 1) * n_children)) for c in range(n_parents)]; i += n_parents * n_children
     split = list(range(i, i + n_split)); i += n_split
-    subs = torch.randn(n_split, n_sub, d, generator=g)  # random sub-directions orthogonal to their d_g
+    subs = torch.randn(n_split, n_sub, d, generator=gd)  # random sub-directions orthogonal to their d_g
     subs -= (subs * D[split][:, None]).sum(-1, keepdim=True) * D[split][:, None]
     subs /= subs.norm(dim=-1, keepdim=True)
     plain = list(range(i, i + n_plain))
     feats = parents + [c for cs in children for c in cs] + split + plain
+    g = torch.Generator().manual_seed(seed)
     mag = lambda *s: 0.5 + torch.rand(*s, generator=g)  # noqa: E731
     active = torch.zeros(n, n_dir)
     x = torch.zeros(n, d)

@@ -30,9 +30,7 @@ from sae.train import train_on_tensor
 
 def run_c2r(seed: int, steps: int, lambdas: list[float], n: int = 60_000, d_sae: int = 256, k: int = 4, interval: int = 5) -> list[dict[str, Any]]:
     syn = hierarchical_split(n=n, seed=seed)
-    test = hierarchical_split(n=20_000, seed=seed + 1000)
-    test.directions, test.info["split"] = syn.directions, syn.info["split"]
-    assert torch.allclose(test.directions, syn.directions)
+    test = hierarchical_split(n=20_000, seed=seed + 1000, dict_seed=seed)  # same features, new samples
     rows = []
     for lam in lambdas:
         arch = "batchtopk" if lam == 0 else "c2r"
@@ -48,6 +46,7 @@ def run_c2r(seed: int, steps: int, lambdas: list[float], n: int = 60_000, d_sae:
             "duplicate_pairs": M.duplicate_pairs(sae, z), "dead_frac": rec["dead_frac"], "mmcs": M.mmcs(sae, test.directions),
             "seconds": time.perf_counter() - t0,
         }))
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 

@@ -50,3 +50,16 @@ def test_ground_truth_absorption_on_a_hand_made_sae():
     r = M.gt_absorption(sae, syn, z)
     assert abs(r["absorption"] - 1 / len(parents)) < 1e-6 and r["unmatched_parents"] == 0
     assert M.split_count(sae, syn, syn.active) == 1.0 and M.mmcs(sae, syn.directions) > 0.999
+
+
+def test_held_out_synthetic_set_shares_the_features_not_the_samples():
+    from sae.synthetic import hierarchical_split
+
+    train = hierarchical_split(n=2000, seed=0)
+    test = hierarchical_split(n=2000, seed=7, dict_seed=0)
+    assert torch.equal(train.directions, test.directions) and not torch.equal(train.x, test.x)
+    # the features explain the held-out set as well as the training set (a wrong dictionary would not)
+    coef = torch.linalg.lstsq(train.directions.T, test.x.T).solution
+    resid = (test.x.T - train.directions.T @ coef).square().sum() / test.x.square().sum()
+    assert resid < 0.05
+    assert not torch.equal(hierarchical_split(n=10, seed=7).directions, train.directions)
