@@ -38,3 +38,26 @@ def test_quick_run_and_refuses_other_settings(tmp_path):
     assert saved["settings"]["steps"] == 3
     with pytest.raises(ValueError, match="other settings"):
         decoupling.main(["--out", str(tmp_path), "--quick", "--steps", "4", "--eval-seqs", "8"])
+
+
+def test_rows_start_with_bos_and_bigram_backcopy_copies_after_triggers():
+    from interp.probes.experiments.backcopy import BOS, bigram_backcopy
+
+    rows = bigram_backcopy(200, ctx_len=32, vocab=16, n_triggers=3, seed=1)
+    assert rows.shape == (200, 32) and (rows[:, 0] == BOS).all() and (rows[:, 1:] < 16).all()
+    cur, prev, nxt = rows[:, 2:-1], rows[:, 1:-2], rows[:, 3:]
+    trig = cur < 3
+    assert trig.any() and torch.equal(nxt[trig], prev[trig])  # after a trigger: the token before it
+    assert not torch.equal(nxt[~trig], prev[~trig])           # elsewhere: bigram steps, not copies
+    assert torch.equal(rows, bigram_backcopy(200, ctx_len=32, vocab=16, n_triggers=3, seed=1))
+    cfg = decoupling.TrainConfig(data="bigram-backcopy", ctx_len=16, max_tokens=16 * 40, eval_seqs=8)
+    train, held = decoupling.corpus_split(cfg)
+    assert train.shape == (32, 16) and held.shape == (8, 16)
+    with pytest.raises(ValueError, match="ctx_len"):
+        bigram_backcopy(4, ctx_len=2)
+    # natural text: BOS replaces the first byte of every row when asked
+    cfg = decoupling.TrainConfig(data="stdlib-docs", ctx_len=16, max_tokens=16 * 40, eval_seqs=8, bos=True)
+    train, held = decoupling.corpus_split(cfg)
+    assert (train[:, 0] == BOS).all() and (held[:, 0] == BOS).all()
+    cfg = decoupling.TrainConfig(data="stdlib-docs", ctx_len=16, max_tokens=16 * 40, eval_seqs=8, bos=False)
+    assert not (decoupling.corpus_split(cfg)[0][:, 0] == BOS).all()
