@@ -17,6 +17,7 @@ def probe(
     out: str = typer.Option(..., help="Output folder: report.json and the figures (*.html)."),
     n_seq: int = typer.Option(32, help="Sequences scanned."),
     ctx_len: int = typer.Option(128, help="Tokens per sequence."),
+    bos: bool = typer.Option(False, help="Put the tokenizer's BOS token at position 0 of every row (Gemma expects it)."),
     n_calib: int = typer.Option(16, help="Calibration sequences for the mean ablation."),
     n_eval: int = typer.Option(16, help="Sequences for the ablation perplexities."),
     abs_threshold: float = typer.Option(100.0, help="Massive: |h| above this ..."),
@@ -44,7 +45,7 @@ def probe(
     folder = Path(out)
     try:
         sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())
-        cfg = ProbeConfig(data=data, ctx_len=ctx_len, n_seq=n_seq, n_calib=n_calib, n_eval=n_eval,
+        cfg = ProbeConfig(data=data, ctx_len=ctx_len, bos=bos, n_seq=n_seq, n_calib=n_calib, n_eval=n_eval,
                           abs_threshold=abs_threshold, ratio_threshold=ratio_threshold, eps=eps, gu_len=gu_len,
                           stream_ctx=stream_ctx, stream_window=stream_window, stream_sinks=sinks, n_stream=n_stream,
                           batch_size=batch_size, seed=seed, cross=cross,

@@ -29,6 +29,9 @@ class ProbeConfig:
     """Corpus spec (`interp.data.resolve_corpus`): stdlib-docs, usr-share-doc, file:PATH, dir:PATH, ..."""
     ctx_len: int = 128
     """Tokens per sequence for the scan and the ablations."""
+    bos: bool = False
+    """Put the tokenizer's BOS token at position 0 of every natural-text row (rows are cut from inside
+    documents otherwise); models trained with BOS (Gemma) form their sinks on it."""
     n_seq: int = 32
     """Sequences scanned."""
     n_calib: int = 16
@@ -76,13 +79,20 @@ class ProbeConfig:
         return MassiveCriterion(self.abs_threshold, self.ratio_threshold)
 
 
-def load_rows(model, spec: str, ctx_len: int, n_rows: int, seed: int):
-    """`n_rows` corpus rows of `ctx_len` tokens (an error naming the source when there are none)."""
+def load_rows(model, spec: str, ctx_len: int, n_rows: int, seed: int, bos: bool = False):
+    """`n_rows` corpus rows of `ctx_len` tokens (an error naming the source when there are none); with
+    `bos`, position 0 of every row is the tokenizer's BOS token."""
     if model.tokenizer is None:
         raise ValueError("the model has no tokenizer; the probes need one to build a corpus")
     corpus = resolve_corpus(spec, model.tokenizer, ctx_len=ctx_len, max_tokens=ctx_len * n_rows, seed=seed)
     if corpus.tokens.shape[0] == 0:
         raise ValueError(f"empty corpus: {spec!r} gave no rows of {ctx_len} tokens; use another --data or a smaller --ctx-len")
+    if bos:
+        bos_id = model.tokenizer.bos_token_id
+        if bos_id is None:
+            raise ValueError(f"{model.name}'s tokenizer has no BOS token; run without --bos")
+        corpus.tokens = corpus.tokens.clone()
+        corpus.tokens[:, 0] = bos_id
     return corpus
 
 
@@ -121,7 +131,7 @@ def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log
     cfg = cfg or ProbeConfig()
     t0 = time.perf_counter()
     n_rows = cfg.n_seq + cfg.n_calib + cfg.n_eval
-    corpus = load_rows(model, cfg.data, cfg.ctx_len, n_rows, cfg.seed)
+    corpus = load_rows(model, cfg.data, cfg.ctx_len, n_rows, cfg.seed, cfg.bos)
     rows = check_tokens(corpus.tokens)
     if rows.shape[0] < 3:
         raise ValueError(f"{cfg.data!r} gave only {rows.shape[0]} rows; need at least 3 (scan, calibration, evaluation)")
@@ -154,7 +164,7 @@ def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log
     if cfg.stream_ctx:
         if model.n_ctx and cfg.stream_ctx > model.n_ctx:
             raise ValueError(f"stream_ctx {cfg.stream_ctx} exceeds the model's context {model.n_ctx}")
-        stream = load_rows(model, cfg.data, cfg.stream_ctx, cfg.n_stream, cfg.seed + 1).tokens
+        stream = load_rows(model, cfg.data, cfg.stream_ctx, cfg.n_stream, cfg.seed + 1, cfg.bos).tokens
         log(f"StreamingLLM test: {tuple(stream.shape)}, window {cfg.stream_window}")
         report["streaming"] = streaming_test(model, stream, cfg.stream_window, cfg.stream_sinks,
                                              batch_size=max(1, cfg.batch_size // 4), progress=progress)

@@ -41,3 +41,18 @@ def test_bad_eps_and_mode():
         massive_ablation_hook("half", MassiveCriterion())
     with pytest.raises(ValueError, match="calibration means"):
         massive_ablation_hook("mean", MassiveCriterion())
+
+
+def test_bos_rows(tiny):
+    from interp.probes.report import load_rows
+
+    rows = load_rows(tiny, "stdlib-docs", 16, 6, seed=0, bos=True).tokens
+    assert rows.shape == (6, 16) and (rows[:, 0] == tiny.tokenizer.bos_token_id).all()
+    plain = load_rows(tiny, "stdlib-docs", 16, 6, seed=0).tokens
+    assert torch.equal(rows[:, 1:], plain[:, 1:])
+
+
+    no_bos = interp.HookedModel(tiny.hf_model, byte_tokenizer())
+    no_bos.tokenizer.bos_token = None
+    with pytest.raises(ValueError, match="no BOS token"):
+        load_rows(no_bos, "stdlib-docs", 16, 6, seed=0, bos=True)
