@@ -50,8 +50,6 @@ def test_bos_rows(tiny):
     assert rows.shape == (6, 16) and (rows[:, 0] == tiny.tokenizer.bos_token_id).all()
     plain = load_rows(tiny, "stdlib-docs", 16, 6, seed=0).tokens
     assert torch.equal(rows[:, 1:], plain[:, 1:])
-
-
     no_bos = interp.HookedModel(tiny.hf_model, byte_tokenizer())
     no_bos.tokenizer.bos_token = None
     with pytest.raises(ValueError, match="no BOS token"):
