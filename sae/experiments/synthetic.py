@@ -65,6 +65,7 @@ def run_poly(seed: int, steps: int, n: int = 60_000, d_sae: int = 128, k: int = 
             "mmcs": M.mmcs(sae, syn.directions), "statistic": spec["statistic"], "auroc_P": spec["auroc_P"],
             "spearman_cooc": spec["spearman_with_cooccurrence_PQ"], "seconds": time.perf_counter() - t0,
         }))
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
