@@ -85,8 +85,11 @@ def corpus_split(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     return rows[: -cfg.eval_seqs], rows[-cfg.eval_seqs :]
 
 
-def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, folder: Path) -> dict:
-    """Train one variant (or load it when already trained); returns its training log summary."""
+def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, folder: Path,
+                  probe_rows: torch.Tensor | None = None, probe_every: int = 0) -> dict:
+    """Train one variant (or load it when already trained); returns its training log summary. With
+    `probe_every`, the probes run on `probe_rows` every that many steps (the emergence curve, in
+    `train.json` as "curve"); they do not touch the training randomness."""
     folder.mkdir(parents=True, exist_ok=True)
     done = folder / "model.safetensors"
     if done.exists():
@@ -95,7 +98,7 @@ def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, fold
     model = build_model(variant, config, seed=cfg.seed).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(cfg.seed)  # same batches for every variant
-    losses = []
+    losses, curve = [], []
     t0 = time.perf_counter()
     for step in tqdm(range(cfg.steps), desc=f"train {variant}", mininterval=5):
         for g in opt.param_groups:
@@ -108,12 +111,27 @@ def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, fold
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(loss.detach()))
+        if probe_every and probe_rows is not None and (step + 1) % probe_every == 0:
+            curve.append(_probe_point(variant, model, probe_rows, step + 1))
+            model.train()
     summary = {"variant": variant, "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
-               "seconds": round(time.perf_counter() - t0, 1), "loss_every_100": losses[::100]}
+               "seconds": round(time.perf_counter() - t0, 1), "loss_every_100": losses[::100], "curve": curve}
     (folder / "train.json").write_text(json.dumps(summary, indent=1))
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
     save_file(state, str(done))
     return summary
+
+
+def _probe_point(variant: str, model, rows: torch.Tensor, step: int) -> dict:
+    from interp import HookedModel
+    from interp.probes.experiments.measure import measure_variant
+
+    r = measure_variant(HookedModel(model.eval(), byte_tokenizer()), rows)
+    point = {"step": step, "ppl": round(r["ppl"], 3), "max_ratio": round(r["max_ratio"], 1),
+             "max_ratio_layer": r["max_ratio_layer"], "top1_at_pos0_share": r["top1_at_pos0_share"],
+             "sink_fraction": r["sink_fraction"], "mean_alpha_first": round(r["mean_alpha_first"], 4)}
+    tqdm.write(f"{variant} {json.dumps(point)}")
+    return point
 
 
 def load_variant(variant: str, cfg: TrainConfig, folder: Path):
@@ -149,6 +167,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="tiny run (smoke test): small model and corpus")
     parser.add_argument("--train-only", action="store_true", help="train the variants, measure nothing")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
+    parser.add_argument("--probe-every", type=int, default=0, help="run the probes on the held-out rows every N steps "
+                        "while training (the emergence curve, saved in train.json)")
     for f in dataclasses.fields(TrainConfig):
         kind = (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(f.default, bool) else type(f.default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=None)
@@ -164,12 +184,12 @@ def main(argv=None) -> dict:
     train_rows, eval_rows = corpus_split(cfg)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if args.train_only:
-        return {v: train_variant(v, cfg, train_rows, out / v) for v in variants}
+        return {v: train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every) for v in variants}
     from interp.probes.experiments.measure import measure_variant, decoupling_table
 
     results = {}
     for v in variants:
-        train_variant(v, cfg, train_rows, out / v)
+        train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every)
         results[v] = measure_variant(load_variant(v, cfg, out / v), eval_rows)
         results[v]["train"] = json.loads((out / v / "train.json").read_text())
     report = {"settings": dataclasses.asdict(cfg), "variants": results, "table": decoupling_table(results)}

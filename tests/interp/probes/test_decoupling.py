@@ -61,3 +61,14 @@ def test_rows_start_with_bos_and_bigram_backcopy_copies_after_triggers():
     assert (train[:, 0] == BOS).all() and (held[:, 0] == BOS).all()
     cfg = decoupling.TrainConfig(data="stdlib-docs", ctx_len=16, max_tokens=16 * 40, eval_seqs=8, bos=False)
     assert not (decoupling.corpus_split(cfg)[0][:, 0] == BOS).all()
+
+
+def test_probe_curve_during_training(tmp_path):
+    report = decoupling.main(["--out", str(tmp_path), "--quick", "--steps", "4", "--eval-seqs", "8",
+                              "--variants", "pre", "--probe-every", "2", "--train-only"])
+    curve = report["pre"]["curve"]
+    assert [p["step"] for p in curve] == [2, 4] and all(p["ppl"] > 1 for p in curve)
+    # the probes do not change training: same weights as a run without them
+    plain = decoupling.main(["--out", str(tmp_path / "plain"), "--quick", "--steps", "4", "--eval-seqs", "8",
+                             "--variants", "pre", "--train-only"])
+    assert plain["pre"]["final_train_loss"] == report["pre"]["final_train_loss"]
