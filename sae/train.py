@@ -158,7 +158,8 @@ def _save(trainer: SAETrainer, folder: Path) -> None:
 
 def _non_finite(trainer: SAETrainer, output: Any, ckpt: Path) -> None:
     raise NonFiniteError(
-        f"non-finite loss/weights at step {trainer.n_training_steps} ({ {k: float(v.detach()) for k, v in output.losses.items()} }); "
+        f"non-finite loss/weights at step {trainer.n_training_steps} "
+        f"({ {k: float(v.detach()) for k, v in output.losses.items()} if output is not None else 'no step run'}); "
         f"the last good checkpoint is in {ckpt}. Lower the lr or check the activations."
     )
 
@@ -230,7 +231,7 @@ def train_sae(
     data = prefetch(rows())  # the next batch is read while this step runs
     for _ in range(resumed_from):  # replay the stream so a resumed run sees the same batches
         next(data)
-    t0, t1, last = time.perf_counter(), None, {}
+    t0, t1, last, output = time.perf_counter(), None, {}, None
     bar = tqdm(total=steps, initial=resumed_from, desc=f"train {cfg.arch}", disable=not progress)
     while trainer.n_training_steps < steps:
         trainer.maybe_reset_sparsity()

@@ -93,3 +93,12 @@ def test_held_out_shards_are_never_trained_on_and_eval_scores_on_them(tmp_path):
         x2 = write_store(tmp_path / "clean", _data(1024), rows_per_shard=512)
         train_sae(x2, TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256), tmp_path / "r4", progress=False)
         eval_rows(tmp_path / "r4", x2, "heldout")
+
+
+def test_running_a_finished_run_again_resumes_at_the_end(tmp_path):
+    store = write_store(tmp_path / "store", _data(1024), rows_per_shard=512)
+    cfg = TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=256 * 3, batch_size=256)
+    first, _ = train_sae(store, cfg, tmp_path / "run", progress=False)
+    again, rep = train_sae(store, cfg, tmp_path / "run", progress=False)
+    assert rep["resumed_from_step"] == 3 and rep["steady_seconds_per_step"] is None
+    assert torch.allclose(again.W_dec, first.W_dec)
