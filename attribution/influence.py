@@ -79,31 +79,56 @@ class HeadComponent:
 
 def lm_loss(model, ids: Tensor, mask: Tensor) -> Tensor:
     """Summed next-token cross-entropy of each example -> [batch] (MDA's training loss)."""
-    logits = model.hf_model(input_ids=ids, attention_mask=mask).logits
+    logits = model.hf_model(input_ids=ids, attention_mask=mask).logits.float()
     ce = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view(len(ids), -1)
     return (ce * mask[:, 1:]).sum(1)
 
 
-def sampled_label_loss(generator: torch.Generator | None = None) -> Objective:
-    """Summed cross-entropy against labels drawn from the model's own predictions (the true Fisher)."""
+def sampled_label_loss(seed: int = 0) -> Objective:
+    """Summed cross-entropy against labels drawn from the model's own predictions (the true Fisher).
+
+    Labels are drawn on the model's device (no [tokens, vocab] copy to the host) from a generator on that
+    device seeded with `seed`, created at the first call and reused, so a fit is reproducible per device.
+    """
+    gens: dict[str, torch.Generator] = {}
 
     def objective(model, ids: Tensor, mask: Tensor) -> Tensor:
         logits = model.hf_model(input_ids=ids, attention_mask=mask).logits[:, :-1]
         with torch.no_grad():
-            probs = logits.float().softmax(-1).flatten(0, 1).cpu()
-            labels = torch.multinomial(probs, 1, generator=generator).view(len(ids), -1).to(ids.device)
-        ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(len(ids), -1)
+            dev = str(logits.device)
+            if dev not in gens:
+                gens[dev] = torch.Generator(device=logits.device).manual_seed(seed)
+            probs = logits.float().softmax(-1).flatten(0, 1)
+            labels = torch.multinomial(probs, 1, generator=gens[dev]).view(len(ids), -1)
+        ce = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="none").view(len(ids), -1)
         return (ce * mask[:, 1:]).sum(1)
 
     return objective
 
 
 # ----------------------------------------------------------------------------------------- capture
+def _projection_weight(module) -> Tensor:
+    return module.weight if hasattr(module, "weight") else module.target.weight  # looped GPT: a step proxy
+
+
+def _has_bias(module) -> bool:
+    target = module if hasattr(module, "weight") else module.target
+    return getattr(target, "bias", None) is not None
+
+
 def component_gradients(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = None,
                         objective: Objective = lm_loss, return_factors: bool = False):
     """Per-example block gradients {block: [batch, d_out, d_in]} of `objective` w.r.t. the component.
 
-    With `return_factors`, also the token-level factors {block: (a [batch, pos, d_in], g [batch, pos, d_out])}.
+    The gradients of q, k and v come from the core's `attn.hook_q|k|v` backward hooks, which split fused
+    projections (GPT-NeoX per-head q|k|v, GPT-2 q|k|v blocks) and separate ones (Llama, Gemma 3) into heads;
+    grouped-query models give the k/v head that serves query head `head`. The projection input is read
+    with a forward hook on the adapter's first q/k/v module (all three share it), and autograd is taken
+    w.r.t. the weights of *every* q/k/v projection so that each hook sees its gradient. The bias column
+    (homogeneous coordinate) is included only when the projections have a bias. The "o" block reads the
+    output projection's input (the heads' z) and the gradient of its output directly, so norms after it
+    (Gemma 3's post-attention norm) do not enter. With `return_factors`, also the token-level factors
+    {block: (a [batch, pos, d_in], g [batch, pos, d_out])}.
     """
     comp.check(model)
     mask = torch.ones_like(ids) if mask is None else mask
@@ -112,12 +137,6 @@ def component_gradients(model, comp: HeadComponent, ids: Tensor, mask: Tensor | 
     acts: dict[str, Tensor] = {}
     grads: dict[str, Tensor] = {}
 
-    def keep(key):
-        def fwd(t, hook):
-            acts[key] = t.detach()
-
-        return fwd
-
     def keep_grad(key):
         def bwd(g, hook):
             grads[key] = g.detach()
@@ -125,27 +144,39 @@ def component_gradients(model, comp: HeadComponent, ids: Tensor, mask: Tensor | 
         return bwd
 
     a = f"blocks.{L}.attn"
-    fwd, bwd = [], [(f"{a}.hook_q", keep_grad("q")), (f"{a}.hook_k", keep_grad("k"))]
+    bwd = [(f"{a}.hook_q", keep_grad("q")), (f"{a}.hook_k", keep_grad("k"))]
     if "v" in blocks:
         bwd.append((f"{a}.hook_v", keep_grad("v")))
+    prefix = f"{model.adapter.layers}.{L}"
+    projs = [model.hf_model.get_submodule(f"{prefix}.{name}") for name in model.adapter.qkv]
+    handles = [projs[0].register_forward_hook(lambda mod, args, out: acts.__setitem__("x", args[0].detach()))]
     if "o" in blocks:
-        fwd.append((f"{a}.hook_z", keep("z")))
-        bwd.append((f"blocks.{L}.hook_attn_out", keep_grad("out")))
-    proj = model.hf_model.get_submodule(f"{model.adapter.layers}.{L}.{model.adapter.qkv[0]}")
-    handle = proj.register_forward_hook(lambda mod, args, out: acts.__setitem__("x", args[0].detach()))
-    weight = proj.weight if hasattr(proj, "weight") else proj.target.weight  # looped GPT: a step proxy
-    flag = weight.requires_grad
+        out_proj = model.hf_model.get_submodule(f"{prefix}.{model.adapter.out_proj}")
+
+        def keep_o(mod, args, out):
+            acts["z"] = args[0].detach()
+            if out.requires_grad:
+                out.register_hook(lambda g: grads.__setitem__("out", g.detach()))
+
+        handles.append(out_proj.register_forward_hook(keep_o))
+    weights = list({id(w): w for w in map(_projection_weight, projs)}.values())
+    flags = [w.requires_grad for w in weights]
     try:
-        weight.requires_grad_(True)
-        with torch.enable_grad(), model.hooks(fwd, bwd):
+        for w in weights:
+            w.requires_grad_(True)
+        with torch.enable_grad(), model.hooks([], bwd):
             values = objective(model, ids, mask)
-            torch.autograd.grad(values.sum(), [weight])  # fires the backward hooks; no .grad is written
+            torch.autograd.grad(values.sum(), weights)  # fires the backward hooks; no .grad is written
     finally:
-        handle.remove()
-        weight.requires_grad_(flag)
+        for hd in handles:
+            hd.remove()
+        for w, f in zip(weights, flags):
+            w.requires_grad_(f)
     m = mask.to(torch.float32)[..., None]
     x = acts["x"].float()
-    x1 = torch.cat([x, torch.ones_like(x[..., :1])], -1) * m  # homogeneous coordinate for the bias
+    if _has_bias(projs[0]):  # homogeneous coordinate for the bias
+        x = torch.cat([x, torch.ones_like(x[..., :1])], -1)
+    x1 = x * m
     kv_head = h // max(1, model.n_heads // model.n_kv_heads)
     factors = {}
     if "qk" in blocks:
@@ -153,7 +184,8 @@ def component_gradients(model, comp: HeadComponent, ids: Tensor, mask: Tensor | 
     if "v" in blocks:
         factors["v"] = (x1, grads["v"][:, :, kv_head].float() * m)
     if "o" in blocks:
-        factors["o"] = (acts["z"][:, :, h].float() * m, grads["out"].float() * m)
+        z = acts["z"].float().unflatten(-1, (model.n_heads, -1))[:, :, h]
+        factors["o"] = (z * m, grads["out"].float() * m)
     out = {k: torch.einsum("blo,bli->boi", g, a_) for k, (a_, g) in factors.items()}
     return (out, factors, values.detach()) if return_factors else out
 
@@ -194,8 +226,7 @@ def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = Non
     """Fit EK-FAC factors of a component on fitting data (labels sampled from the model; `seed` fixes them)."""
     comp.check(model)
     mask = torch.ones_like(ids) if mask is None else mask
-    gen = torch.Generator().manual_seed(seed)
-    objective = sampled_label_loss(gen)
+    objective = sampled_label_loss(seed)
     sums_a: dict[str, Tensor] = {}
     sums_s: dict[str, Tensor] = {}
     n_tok = 0.0
@@ -211,7 +242,7 @@ def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = Non
     for k in sums_a:
         for name, mat, store in (("A", sums_a[k], f.q_a), ("S", sums_s[k], f.q_s)):
             mat = (mat + mat.T) / (2 * n_tok)
-            mat = mat + 1e-6 * mat.trace() / mat.shape[0] * torch.eye(mat.shape[0])
+            mat = mat + 1e-6 * mat.trace() / mat.shape[0] * torch.eye(mat.shape[0], device=mat.device)
             store[k] = torch.linalg.eigh(mat.double())[1].float()
     lam_sum: dict[str, Tensor] = {}
     count = 0
