@@ -8,7 +8,9 @@ i, its nearest decoder neighbour j(i) by cosine (searched within random chunks o
 
 where F [batch, n] are the codes used for decoding and the norms run over the batch. It is added every
 m-th step with weight lambda * m (official code: lambda 5, alpha 1, m 5, start 0), on top of any base
-SAE loss. Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`, `c2r_relu`.
+SAE loss. The chunking permutation comes from a generator seeded by (c2r_seed, step), not from the
+global RNG, so a run killed and resumed from a checkpoint draws the same permutations as an
+uninterrupted one (bitwise equal weights). Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`, `c2r_relu`.
 
     >>> from sae.baselines import make_sae
     >>> sae = make_sae("c2r", d_in=64, d_sae=256, k=4, c2r_lambda=1.0)
@@ -51,6 +53,11 @@ def c2r_loss(
     return total / n
 
 
+def step_generator(seed: int, step: int) -> torch.Generator:
+    """A CPU generator that depends only on (seed, step): what a resumed run needs to redraw the same numbers."""
+    return torch.Generator().manual_seed((int(seed) * 1_000_003 + int(step)) % (1 << 63))
+
+
 def c2r_weight(step: int, lam: float, interval: int, start: int) -> float:
     """Weight of the C²R term at a training step: lambda * m on every m-th step from `start`, else 0."""
     if lam == 0.0 or step < start or (step - start) % interval:
@@ -72,6 +79,8 @@ class C2RFields:
     """First step at which the penalty may apply."""
     c2r_chunk_size: int = 8192
     """Latents per random chunk in the neighbour search (exact when d_sae <= this)."""
+    c2r_seed: int = 0
+    """Seed of the chunking permutations; step t draws from a generator seeded by (c2r_seed, t)."""
 
     def _check_c2r(self) -> None:
         if self.c2r_lambda < 0 or self.c2r_interval < 1 or self.c2r_start < 0 or self.c2r_chunk_size < 2:
@@ -89,7 +98,8 @@ class C2RMixin:
         cfg = self.cfg
         w = c2r_weight(step_input.n_training_steps, cfg.c2r_lambda, cfg.c2r_interval, cfg.c2r_start)
         if w:
-            losses["c2r_loss"] = w * c2r_loss(feature_acts, self.W_dec, cfg.c2r_alpha, cfg.c2r_chunk_size)
+            g = step_generator(cfg.c2r_seed, step_input.n_training_steps)
+            losses["c2r_loss"] = w * c2r_loss(feature_acts, self.W_dec, cfg.c2r_alpha, cfg.c2r_chunk_size, g)
         return losses
 
 

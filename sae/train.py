@@ -3,9 +3,11 @@
 The optimisation step is sae-lens's own (`SAETrainer.step`: forward, losses, backward, grad-norm clip,
 Adam, lr and coefficient schedules, dead-latent tracking); this module supplies the data (batches from
 `store.iter_batches`, outliers dropped, scaled so that E||x||² = d_in), progress, checkpoints
-(`cfg.json` + `sae_weights.safetensors` + trainer state, written atomically), resumption (the data
-stream is replayed to the same row, so a resumed run sees exactly the batches of an uninterrupted one)
-and NaN detection (training stops with `NonFiniteError`; the last good checkpoint stays on disk).
+(`sae.checkpoint`: safetensors + JSON, no pickle, swapped in so that a kill at any instant recovers),
+resumption (the data stream is replayed to the same row and every random draw of a step comes from a
+(seed, step) generator, so a killed-and-resumed run ends bitwise equal to an uninterrupted one), the
+store's identity among the run's settings (a run never resumes on another store), and NaN detection
+(training stops with `NonFiniteError`; the last good checkpoint stays on disk).
 
     >>> from interp.store import ActivationStore, prefetch
     >>> cfg = TrainConfig(arch="c2r", d_sae=1024, k=32, total_tokens=200_000)
@@ -17,9 +19,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import shutil
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 
 from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
+from sae import checkpoint
 from sae.baselines import load_sae, make_sae, training_class
 
 
@@ -72,11 +74,32 @@ class TrainConfig:
     """Extra config fields of the architecture (l1_coefficient, c2r_lambda, rank2, coh_lambda, ...)."""
 
     def __post_init__(self) -> None:
-        training_class(self.arch)  # raises on unknown names
-        if self.d_sae <= 0 or self.total_tokens <= 0 or self.batch_size <= 0 or self.checkpoint_every <= 0:
-            raise ValueError("d_sae, total_tokens, batch_size and checkpoint_every must be positive")
-        if self.holdout_shards < 0:
-            raise ValueError(f"holdout_shards must be >= 0, got {self.holdout_shards}")
+        _, cfg_cls = training_class(self.arch)  # raises on unknown names
+        for name in ("d_sae", "total_tokens", "batch_size", "checkpoint_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if isinstance(self.holdout_shards, bool) or not isinstance(self.holdout_shards, int) or self.holdout_shards < 0:
+            raise ValueError(f"holdout_shards must be an integer >= 0, got {self.holdout_shards!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not _finite(self.lr) or self.lr <= 0:
+            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+        m = self.outlier_norm_multiple
+        if m is not None and (not _finite(m) or m < 1):
+            raise ValueError(f"outlier_norm_multiple must be >= 1 (a multiple of the mean row norm) or None, got {m!r}")
+        names = {f.name: f for f in dataclasses.fields(cfg_cls)}
+        if "k" in names and self.k is not None:
+            k = self.k
+            if not _finite(k) or not 1 <= k <= self.d_sae:
+                raise ValueError(f"k must be between 1 and d_sae={self.d_sae} (active latents per token), got {k!r}")
+            if "int" in str(names["k"].type) and "float" not in str(names["k"].type) and float(k) != int(k):
+                raise ValueError(f"k must be a whole number for {self.arch}, got {k!r}")
+        self.settings = _typed_settings(self.arch, cfg_cls, names, dict(self.settings))
+        try:  # the architecture's own range checks (c2r_lambda >= 0, ranks, fractions, ...)
+            cfg_cls(d_in=self.d_sae, d_sae=self.d_sae, **self.sae_settings())
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"invalid settings for {self.arch}: {e}") from None
 
     def sae_settings(self) -> dict[str, Any]:
         _, cfg_cls = training_class(self.arch)
@@ -84,7 +107,41 @@ class TrainConfig:
         out = dict(self.settings)
         if "k" in names and self.k is not None:
             out.setdefault("k", self.k)
+        if "c2r_seed" in names:
+            out.setdefault("c2r_seed", self.seed)
         return out
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _typed_settings(arch: str, cfg_cls: type, fields: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` checked against the architecture's config fields: known names, values of the field's type
+    (an int where a float is wanted becomes a float); anything else is a `ValueError` naming the field."""
+    reserved = {"d_in", "d_sae", "metadata"}
+    bad = sorted(set(settings) - (set(fields) - reserved))
+    if bad:
+        raise ValueError(f"{arch} has no setting(s) {bad}; valid: {sorted(set(fields) - reserved)}")
+    out = {}
+    for key, v in settings.items():
+        kind = str(fields[key].type)
+        optional = "None" in kind or "Optional" in kind
+        if v is None and optional:
+            out[key] = v
+        elif "bool" in kind and isinstance(v, bool):
+            out[key] = v
+        elif "float" in kind and _finite(v):
+            out[key] = float(v)
+        elif "int" in kind and _finite(v) and float(v) == int(v):
+            out[key] = int(v)
+        elif "str" in kind and isinstance(v, str):
+            out[key] = v
+        elif not any(t in kind for t in ("bool", "float", "int", "str")) or "Literal" in kind:
+            out[key] = v  # other types: the config's own checks decide
+        else:
+            raise ValueError(f"setting {key} of {arch} must be of type {kind}, got {v!r}")
+    return out
 
 
 def _hook(store: ActivationStore, hook: str | None) -> str:
@@ -123,13 +180,17 @@ def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
     """Endless [batch, d] float32 batches: pass p is shuffled with seed (seed, p); NaN/inf raise."""
     p = 0
     while True:
+        n = 0
         for b in store.iter_batches(batch_size, hooks=hook, shuffle=True, seed=seed * 100_003 + p, drop_last=True,
                                     shards=shards):
             x = b[hook].float()
             if not torch.isfinite(x).all():
                 rows = (~torch.isfinite(x).all(-1)).nonzero().flatten()[:5].tolist()
                 raise NonFiniteError(f"non-finite activations in {hook} (pass {p}, batch rows {rows}): the store is damaged or the model overflowed")
+            n += 1
             yield x
+        if n == 0:  # drop_last left nothing: looping again would spin forever
+            raise ValueError(f"batch_size {batch_size} is larger than the rows of {hook} in the chosen shards")
         p += 1
 
 
@@ -142,18 +203,6 @@ def estimate_norms(store: ActivationStore, hook: str, n_rows: int = 8192, seed: 
 
 def _write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=1, default=str) + "\n").encode())
-
-
-def _save(trainer: SAETrainer, folder: Path) -> None:
-    """Checkpoint into `folder` atomically: write a sibling temp folder, then swap it in."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save_checkpoint(checkpoint_name=tmp.name, base_path=tmp.parent)
-    old = folder.with_name(folder.name + ".old")
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _non_finite(trainer: SAETrainer, output: Any, ckpt: Path) -> None:
@@ -170,6 +219,38 @@ def _check_weights(trainer: SAETrainer, output: Any, ckpt: Path, bar: Any) -> No
         _non_finite(trainer, output, ckpt)
 
 
+def _check_same_run(out: Path, args: dict[str, Any], protect: bool) -> None:
+    """Refuse a folder holding a run with other settings or another store, when it holds work (a checkpoint
+    or a final SAE) worth protecting; a run that died before its first checkpoint is simply replaced."""
+    args_file = out / "train_config.json"
+    if not args_file.is_file() or not protect:
+        return
+    try:
+        old = json.loads(args_file.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{args_file} is unreadable ({e}); use another --out or delete {out}") from None
+    if "store_identity" not in old:
+        warnings.warn(f"{out} was trained by an older version that did not record its store; "
+                      "resuming without checking that this is the same store", stacklevel=3)
+        old["store_identity"] = args["store_identity"]
+    same = _jsonable(old)
+    ident_old, ident_new = same.get("store_identity") or {}, _jsonable(args["store_identity"])
+    fields = sorted(k for k in set(ident_old) | set(ident_new) if k != "model" and ident_old.get(k) != ident_new.get(k))
+    if fields:
+        raise ValueError(
+            f"{out} holds a run trained on another store ({', '.join(fields)} differ: it was started on "
+            f"{old.get('store')}): pass the store it was started on, or use another --out"
+        )
+    new = _jsonable(args)
+    diff = sorted(k for k in set(same) | set(new) if k not in ("store", "store_identity") and same.get(k) != new.get(k))
+    if diff:
+        raise ValueError(f"{out} holds a run with other settings ({diff}); use another --out or delete it")
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
 def train_sae(
     store: ActivationStore, cfg: TrainConfig, out: str | Path, resume: bool = True, progress: bool = True
 ) -> tuple[Any, dict[str, Any]]:
@@ -180,39 +261,41 @@ def train_sae(
     out = Path(out)
     hook = _hook(store, cfg.hook)
     d_in = _check_shapes(store, hook)
-    args = {**dataclasses.asdict(cfg), "hook": hook, "store": str(store.path) if hasattr(store, "path") else None}
-    args_file = out / "train_config.json"
-    if args_file.exists():
-        old = json.loads(args_file.read_text())
-        diff = sorted(k for k in set(old) | set(args) if k != "store" and old.get(k) != args.get(k))
-        if diff:
-            raise ValueError(f"{out} holds a run with other settings ({diff}); use another --out or delete it")
-    sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())
-    sae.cfg.metadata.hook_name = hook
-    sae.cfg.metadata.model_name = store.meta.model
+    train_shards, held_out = split_shards(store, cfg.holdout_shards)
+    shards = train_shards if held_out else None
+    n_train = sum(store.shard_info(i).n_rows for i in train_shards)
+    if cfg.batch_size > n_train:
+        raise ValueError(
+            f"batch_size {cfg.batch_size} is larger than the {n_train} training rows of {store.path}"
+            f"{f' ({len(held_out)} shard(s) held out)' if held_out else ''}: use a smaller --batch-size or cache more tokens"
+        )
     steps = cfg.total_tokens // cfg.batch_size
     if steps < 1:
         raise ValueError(f"total_tokens {cfg.total_tokens} is less than one batch of {cfg.batch_size}")
+    ckpt = out / "checkpoint"
+    checkpoint.recover(ckpt)
+    identity = store.identity(hook, train_shards)
+    args = {**dataclasses.asdict(cfg), "hook": hook, "store": str(store.path), "store_identity": identity}
+    _check_same_run(out, args, protect=checkpoint.exists(ckpt) or (out / "cfg.json").is_file())
+    sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())
+    sae.cfg.metadata.hook_name = hook
+    sae.cfg.metadata.model_name = store.meta.model
     tcfg = SAETrainerConfig(
         total_training_samples=steps * cfg.batch_size, train_batch_size_samples=cfg.batch_size,
         lr=cfg.lr, lr_end=cfg.lr, dead_feature_window=max(10, min(1000, steps // 4)),
         feature_sampling_window=max(10, min(2000, steps // 2)),
     )
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
-    ckpt = out / "checkpoint"
-    train_shards, held_out = split_shards(store, cfg.holdout_shards)
-    shards = train_shards if held_out else None
     mean_norm = estimate_norms(store, hook, seed=cfg.seed, shards=shards)
-    if resume and (ckpt / "cfg.json").exists():
-        sae.load_weights_from_checkpoint(ckpt)
-        trainer.load_trainer_state(ckpt)
+    if resume and checkpoint.exists(ckpt):
+        checkpoint.load(trainer, ckpt)
         resumed_from = trainer.n_training_steps
     else:
-        out.mkdir(parents=True, exist_ok=True)
         resumed_from = 0
         if cfg.normalize:
             trainer.activation_scaler.scaling_factor = (d_in ** 0.5) / mean_norm
-    _write_json(args_file, args)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(out / "train_config.json", args)
     cut = cfg.outlier_norm_multiple * mean_norm if cfg.outlier_norm_multiple else None
 
     def rows() -> Iterator[torch.Tensor]:
@@ -248,12 +331,12 @@ def train_sae(
         bar.update(1)
         if trainer.n_training_steps % cfg.checkpoint_every == 0 and trainer.n_training_steps < steps:
             _check_weights(trainer, output, ckpt, bar)  # (weights are checked here, not every step: a NaN
-            _save(trainer, ckpt)                        #  weight makes the next loss NaN anyway)
+            checkpoint.save(trainer, ckpt)              #  weight makes the next loss NaN anyway)
     bar.close()
     _check_weights(trainer, output, ckpt, bar)
     seconds = time.perf_counter() - t0
     trainer.set_final_sae_metadata()
-    _save(trainer, ckpt)  # unfolded, with trainer state: resumable / extendable
+    checkpoint.save(trainer, ckpt)  # unfolded, with trainer state: resumable / extendable
     scale = trainer.activation_scaler.scaling_factor
     if scale is not None:
         sae.fold_activation_norm_scaling_factor(scale)

@@ -289,6 +289,27 @@ class ActivationStore:
             self._offsets = torch.tensor([0, *sizes], dtype=torch.int64).cumsum(0)
         return self._offsets
 
+    def identity(self, hook: str | None = None, shards: Iterable[int] | None = None) -> dict[str, Any]:
+        """What a run that reads this store records among its settings, so that it refuses to resume on
+        another store: model weights hash, data description, hook, dtype and a digest of the shards it
+        reads (index and sha256 of each; default all committed). Equal identities mean the same rows.
+        The folder path is left out on purpose: a store may move."""
+        import hashlib
+
+        order = self.shard_indices if shards is None else sorted(set(shards))
+        h = hashlib.sha256()
+        for i in order:
+            h.update(f"{i}:{self.shard_info(i).sha256}\n".encode())
+        return {
+            "model": self.meta.model,
+            "model_sha256": self.meta.model_sha256,
+            "data": self.meta.data,
+            "hook": hook,
+            "dtype": self.meta.dtype,
+            "n_rows": sum(self.shard_info(i).n_rows for i in order),
+            "shards_sha256": h.hexdigest(),
+        }
+
     def summary(self) -> dict[str, Any]:
         """What `interp inspect` prints: hooks, shapes, dtype, rows, shards and sizes in bytes."""
         itemsize = torch.empty((), dtype=self.dtype).element_size()
