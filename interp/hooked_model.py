@@ -24,6 +24,8 @@ from interp.data import tokenize_texts
 from interp.hooks.attention import use_hooked_attention
 from interp.hooks.install import HookFn, install_backward, install_forward
 from interp.hooks.points import HookPoint, NameFilter, build_points, select_points
+from interp.tokens import TokensMixin
+from interp.weights import WeightsMixin
 
 Inputs = str | Sequence[str] | Tensor | dict
 HookList = Sequence[tuple[str | Callable[[str], bool], HookFn]]
@@ -33,13 +35,18 @@ class StopForward(Exception):
     """Raised by the stop hook once every hook a cached run needs has fired."""
 
 
-class HookedModel:
+class HookedModel(WeightsMixin, TokensMixin):
     """A HuggingFace causal LM with hook points over its own modules.
 
     Attributes: `hf_model` (the wrapped `transformers` model itself), `tokenizer`, `adapter`,
-    `provenance` (spec, weight sha256, dtype), and the sizes `n_layers`, `d_model`, `n_heads`,
-    `n_kv_heads`, `d_head`, `d_vocab`, `n_ctx`.
+    `provenance` (spec, weight sha256, dtype), the sizes `n_layers`, `d_model`, `n_heads`,
+    `n_kv_heads`, `d_head`, `d_vocab`, `n_ctx`, and `prepend_bos` (None: the tokenizer's convention).
+    Weights with TransformerLens names come from `interp.weights`, token helpers (`to_str_tokens`,
+    `test_prompt`, `loss`) from `interp.tokens`, generation from `interp.generate`.
     """
+
+    prepend_bos: bool | None = None
+    """Default BOS rule for text inputs (see `interp.data.tokenize_texts`); per-call arguments override it."""
 
     def __init__(self, hf_model, tokenizer=None, provenance: dict | None = None):
         self.hf_model = hf_model.eval()
@@ -94,10 +101,12 @@ class HookedModel:
         return select_points(self.points, names)
 
     # ------------------------------------------------------------------ inputs
-    def to_tokens(self, inputs: Inputs, truncate: bool = False) -> tuple[Tensor, Tensor]:
+    def to_tokens(self, inputs: Inputs, truncate: bool = False, prepend_bos: bool | None = None) -> tuple[Tensor, Tensor]:
         """(input_ids, attention_mask) on the model's device; text is right-padded.
 
         Text longer than the context raises a ValueError unless `truncate=True` (keeps the start).
+        `prepend_bos` (text only): None keeps the tokenizer's convention, True/False force BOS on/off
+        (`interp.data.tokenize_texts`); None falls back to `model.prepend_bos`, itself None by default.
         """
         if isinstance(inputs, dict):
             ids = inputs["input_ids"]
@@ -108,7 +117,8 @@ class HookedModel:
             if self.tokenizer is None:
                 raise ValueError("this model has no tokenizer; pass token ids as a LongTensor [batch, pos]")
             texts = [inputs] if isinstance(inputs, str) else list(inputs)
-            ids, mask = tokenize_texts(self.tokenizer, texts, max_len=self.n_ctx, truncate=truncate)
+            bos = self.prepend_bos if prepend_bos is None else prepend_bos
+            ids, mask = tokenize_texts(self.tokenizer, texts, max_len=self.n_ctx, truncate=truncate, prepend_bos=bos)
         if ids.ndim == 1:
             ids = ids[None]
             mask = None if mask is None else mask[None]
@@ -127,9 +137,9 @@ class HookedModel:
         return self.tokenizer.batch_decode(tokens)
 
     # ------------------------------------------------------------------ forward
-    def forward(self, inputs: Inputs, truncate: bool = False) -> Tensor:
+    def forward(self, inputs: Inputs, truncate: bool = False, prepend_bos: bool | None = None) -> Tensor:
         """Logits [batch, pos, d_vocab] of the wrapped HF model, with whatever hooks are installed."""
-        ids, mask = self.to_tokens(inputs, truncate)
+        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
         return self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
 
     __call__ = forward
@@ -152,11 +162,16 @@ class HookedModel:
                 remove()
 
     def run_with_hooks(
-        self, inputs: Inputs, fwd_hooks: HookList = (), bwd_hooks: HookList = (), truncate: bool = False
+        self,
+        inputs: Inputs,
+        fwd_hooks: HookList = (),
+        bwd_hooks: HookList = (),
+        truncate: bool = False,
+        prepend_bos: bool | None = None,
     ) -> Tensor:
         """Logits of one forward with the given hooks."""
         with self.hooks(fwd_hooks, bwd_hooks):
-            return self.forward(inputs, truncate)
+            return self.forward(inputs, truncate, prepend_bos)
 
     def run_with_cache(
         self,
@@ -165,14 +180,18 @@ class HookedModel:
         return_logits: bool = True,
         device: str | torch.device | None = None,
         truncate: bool = False,
+        prepend_bos: bool | None = None,
+        names_filter: NameFilter = None,
     ) -> tuple[Tensor | None, ActivationCache]:
-        """(logits, cache) of one forward. `names`: names, globs or a predicate; None caches everything.
+        """(logits, cache) of one forward. `names`: names, globs or a predicate; None caches everything
+        except the on-demand points (`attn.hook_result`: name it). `names_filter` is TransformerLens's
+        name for the same argument.
 
         With `return_logits=False` the forward stops after the last hook needed and logits are None.
         Tensors are detached; `device` moves them (e.g. "cpu") as they are captured.
         """
-        points = self.hook_points(names)
-        ids, mask = self.to_tokens(inputs, truncate)
+        points = self.hook_points(_names(names, names_filter))
+        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
         store: dict[str, Tensor] = {}
 
         def save(t: Tensor, hook: HookPoint) -> None:
@@ -188,21 +207,23 @@ class HookedModel:
             except StopForward:
                 pass
         ordered = {p.name: store[p.name] for p in points if p.name in store}
-        return (logits if return_logits else None), ActivationCache(ordered, ids, mask)
+        return (logits if return_logits else None), ActivationCache(ordered, ids, mask, self)
 
     def run_with_grads(
         self,
         inputs: Inputs,
-        names: NameFilter,
+        names: NameFilter = None,
         loss_fn: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
         truncate: bool = False,
+        prepend_bos: bool | None = None,
+        names_filter: NameFilter = None,
     ) -> tuple[Tensor, ActivationCache, ActivationCache]:
         """(loss, activations, gradients of the loss w.r.t. those activations) at the chosen hook points.
 
         `loss_fn(logits, input_ids, attention_mask)` defaults to the mean next-token cross-entropy.
         """
-        points = self.hook_points(names)
-        ids, mask = self.to_tokens(inputs, truncate)
+        points = self.hook_points(_names(names, names_filter))
+        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
         acts: dict[str, Tensor] = {}
         grads: dict[str, Tensor] = {}
 
@@ -220,8 +241,8 @@ class HookedModel:
         order = [p.name for p in points]
         return (
             loss.detach(),
-            ActivationCache({n: acts[n] for n in order if n in acts}, ids, mask),
-            ActivationCache({n: grads[n] for n in order if n in grads}, ids, mask),
+            ActivationCache({n: acts[n] for n in order if n in acts}, ids, mask, self),
+            ActivationCache({n: grads[n] for n in order if n in grads}, ids, mask, self),
         )
 
     @contextmanager
@@ -248,6 +269,13 @@ class HookedModel:
         from nnsight.modeling.transformers import TransformersModel
 
         return TransformersModel(self.hf_model, task="text-generation", tokenizer=self.tokenizer)
+
+
+def _names(names: NameFilter, names_filter: NameFilter) -> NameFilter:
+    """`names` or its TransformerLens alias `names_filter` (not both)."""
+    if names is not None and names_filter is not None:
+        raise TypeError("pass names= or names_filter= (the same argument), not both")
+    return names if names is not None else names_filter
 
 
 def next_token_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> Tensor:

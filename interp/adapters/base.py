@@ -52,6 +52,10 @@ class Adapter:
     """Learned position embedding (`hook_pos_embed`), GPT-2 style."""
     parallel_residual: str | None = None
     """Config attribute that, when true, makes attention and MLP read the same input (no `hook_resid_mid`)."""
+    attn_norm: str | None = None
+    """Norm in front of attention (`blocks.{l}.ln1.hook_scale|hook_normalized`); `mlp_norm` is `ln2`."""
+    sandwich_norms: bool = False
+    """Whether `attn_contrib` / `mlp_contrib` are norms after each sub-layer (Gemma 2/3): `ln1_post`, `ln2_post`."""
 
     def is_parallel(self, config) -> bool:
         """Whether this model adds attention and MLP to the same residual (GPT-NeoX's parallel residual)."""

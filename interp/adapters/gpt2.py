@@ -14,6 +14,7 @@ ADAPTER = Adapter(
     out_proj="attn.c_proj",
     qkv=("attn.c_attn",),
     qkv_layout="gpt2",
+    attn_norm="ln_1",
     mlp_norm="ln_2",
     mlp_pre="mlp.c_fc",
     mlp_down="mlp.c_proj",

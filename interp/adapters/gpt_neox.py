@@ -13,6 +13,7 @@ ADAPTER = Adapter(
     out_proj="attention.dense",
     qkv=("attention.query_key_value",),
     qkv_layout="neox",
+    attn_norm="input_layernorm",
     mlp_norm="post_attention_layernorm",
     mlp_pre="mlp.dense_h_to_4h",
     mlp_down="mlp.dense_4h_to_h",

@@ -12,6 +12,7 @@ ADAPTER = Adapter(
     mlp_contrib="mlp",
     out_proj="self_attn.o_proj",
     qkv=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    attn_norm="input_layernorm",
     mlp_norm="post_attention_layernorm",
     mlp_pre="mlp.gate_proj",
     mlp_pre_linear="mlp.up_proj",

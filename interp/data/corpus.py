@@ -211,10 +211,31 @@ class TokenizedTexts(NamedTuple):
     """LongTensor ``[batch, max_len_in_batch]``: 1 for real tokens, 0 for padding."""
 
 
+def _with_bos(tokenizer: PreTrainedTokenizerBase, text: str, ids: list[int], prepend_bos: bool | None) -> list[int]:
+    """Apply the toolkit's BOS rule to one text's default tokenisation (see `tokenize_texts`)."""
+    bos = tokenizer.bos_token_id
+    if prepend_bos is None:
+        return ids
+    if prepend_bos:
+        if bos is None:
+            raise ValueError("prepend_bos=True but this tokenizer has no BOS token; pass prepend_bos=None")
+        return ids if ids[:1] == [bos] else [bos, *ids]
+    plain = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+    return ids[1:] if ids[:1] == [bos] and len(ids) > len(plain) else ids
+
+
 def tokenize_texts(
-    tokenizer: PreTrainedTokenizerBase, texts: list[str], max_len: int | None = None, truncate: bool = False
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[str],
+    max_len: int | None = None,
+    truncate: bool = False,
+    prepend_bos: bool | None = None,
 ) -> TokenizedTexts:
     """Tokenise user texts (with the tokenizer's default special tokens) into a right-padded batch.
+
+    BOS, the same rule everywhere in the toolkit: `prepend_bos=None` (the default) keeps the tokenizer's
+    own convention (Gemma's adds BOS; SmolLM2's, Pythia's, GPT-2's and the byte tokenizer do not);
+    True puts BOS first when it is not there already; False removes a BOS the tokenizer added.
 
     Checks up front what would otherwise fail deep in a forward pass: an empty list, an empty
     text, a text longer than ``max_len`` tokens (unless ``truncate=True``, which keeps the first
@@ -230,6 +251,7 @@ def tokenize_texts(
         if not isinstance(text, str) or text == "":
             raise ValueError(f"empty text at index {i} (got {text!r}); every text must be a non-empty string")
         ids = list(tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
+        ids = _with_bos(tokenizer, text, ids, prepend_bos)
         if not ids:
             raise ValueError(f"empty text at index {i}: {text!r} encodes to no tokens")
         if max_len is not None and len(ids) > max_len:

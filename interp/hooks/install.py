@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from interp.hooks import norms
 from interp.hooks.attention import ATTR
 from interp.hooks.points import HookPoint
 
@@ -57,6 +58,10 @@ def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remov
                 del table[point.attn_part]
 
         return [remove]
+    if point.site == "norm":
+        return [module.register_forward_hook(_norm_hook(module, point, fn), with_kwargs=True).remove]
+    if point.site == "result":
+        return [module.register_forward_hook(_result_hook(module, point, fn)).remove]
     if point.site == "output":
 
         def forward_hook(mod, args, output):
@@ -90,6 +95,50 @@ def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remov
     return removes
 
 
+def _norm_hook(module: nn.Module, point: HookPoint, fn: HookFn):
+    """Forward hook showing a norm's scale or normalised input; an edit recomputes the norm's output."""
+    spec = norms.norm_spec(module)
+
+    def hook(mod, args, kwargs, output):
+        x, _ = _input_of(args, kwargs)
+        if point.attn_part == "scale":
+            new = fn(norms.scale_of(spec, x), point)
+            if new is None:
+                return None
+            normalized = norms.normalized_of(spec, x, new)
+        else:
+            normalized = fn(norms.normalized_of(spec, x), point)
+            if normalized is None:
+                return None
+        return _replace_first(output, norms.affine(mod, spec, normalized, _first(output).dtype))
+
+    return hook
+
+
+def out_proj_heads(module: nn.Module, n_heads: int) -> torch.Tensor:
+    """[head, d_head, d_model]: the output projection's weight per head (Linear or GPT-2's Conv1D)."""
+    w = module.weight
+    if type(module).__name__ == "Conv1D":  # [in, out]
+        return w.unflatten(0, (n_heads, -1))
+    return w.t().unflatten(0, (n_heads, -1))
+
+
+def _result_hook(module: nn.Module, point: HookPoint, fn: HookFn):
+    """Forward hook on the output projection: per-head outputs z_h @ W_O[h] (bias left out, as in TL)."""
+
+    def hook(mod, args, output):
+        z = args[0]
+        w = out_proj_heads(mod, point.view.heads)
+        result = torch.einsum("...hd,hdm->...hm", z.unflatten(-1, (point.view.heads, -1)), w)
+        new = fn(result, point)
+        if new is None:
+            return None
+        out = new.sum(-2)
+        return out + mod.bias if getattr(mod, "bias", None) is not None else out
+
+    return hook
+
+
 def install_backward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
     """Install a gradient hook: `fn(grad, hook)` sees d(loss)/d(activation) in the point's view.
 
@@ -100,7 +149,7 @@ def install_backward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remo
         if t.requires_grad:
             t.register_hook(lambda g: _call(point, fn, g))
 
-    if point.site == "attn":
+    if point.site in ("attn", "norm", "result"):  # derived tensors: hand them back so they join the graph
 
         def observe(seen: torch.Tensor, _point: HookPoint) -> torch.Tensor:
             if seen.requires_grad:

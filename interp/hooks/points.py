@@ -9,6 +9,12 @@ Sites:
 - "output": a forward hook on the module; the hook sees (a view of) its output.
 - "input": a forward pre-hook; the hook sees (a view of) its first input.
 - "attn": inside the attention function (`interp.hooks.attention`): `rot_q`, `rot_k`, `scores`, `pattern`.
+- "norm": derived from a norm module's input (`interp.hooks.norms`): `hook_scale`, `hook_normalized`.
+- "result": per-head outputs of the attention output projection (`attn.hook_result`), computed from its
+  input only while a hook is installed there.
+
+Points marked `on_demand` (today `attn.hook_result`, [batch, pos, head, d_model], n_heads times the size
+of `hook_attn_out`) are left out when a caller selects "everything" (`names=None`); name them to get them.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import torch
 
 from interp.adapters.base import Adapter
 
-Site = Literal["output", "input", "attn"]
+Site = Literal["output", "input", "attn", "norm", "result"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +73,23 @@ class HookPoint:
     """Module path relative to the causal-LM model."""
     view: View = field(default_factory=View)
     attn_part: str | None = None
-    """For site "attn": "rot_q", "rot_k", "scores" or "pattern"."""
+    """For site "attn": "rot_q", "rot_k", "scores" or "pattern"; for site "norm": "scale" or "normalized"."""
     delta_module: str | None = None
     """For resid_mid: the module whose output must carry an edit of the residual (see `install`)."""
     stop_module: str = ""
     """The module after whose forward a cached run may stop once this point has fired."""
+    on_demand: bool = False
+    """Large points left out of "everything" (`names=None`); selected only by name, glob or predicate."""
 
     def __repr__(self) -> str:
         return f"HookPoint({self.name})"
+
+
+def _norm_points(prefix: str, layer: int | None, module: str, stop: str) -> list[HookPoint]:
+    return [
+        HookPoint(f"{prefix}.hook_{part}", layer, "norm", module, attn_part=part, stop_module=stop)
+        for part in ("scale", "normalized")
+    ]
 
 
 def build_points(adapter: Adapter, config) -> list[HookPoint]:
@@ -94,6 +109,8 @@ def build_points(adapter: Adapter, config) -> list[HookPoint]:
             return HookPoint(name, layer, site, f"{blk}.{module}" if module else blk, stop_module=blk, **kw)
 
         points.append(pt(f"{b}.hook_resid_pre", "input", ""))
+        if adapter.attn_norm:
+            points += _norm_points(f"{b}.ln1", layer, f"{blk}.{adapter.attn_norm}", blk)
         if adapter.qkv_layout == "separate":
             q, k, v = adapter.qkv
             points += [
@@ -112,19 +129,25 @@ def build_points(adapter: Adapter, config) -> list[HookPoint]:
             pt(f"{a}.hook_attn_scores", "attn", adapter.attn, attn_part="scores"),
             pt(f"{a}.hook_pattern", "attn", adapter.attn, attn_part="pattern"),
             pt(f"{a}.hook_z", "input", adapter.out_proj, view=View(heads=n_heads)),
-            pt(f"{b}.hook_attn_out", "output", adapter.attn_contrib),
+            pt(f"{a}.hook_result", "result", adapter.out_proj, view=View(heads=n_heads), on_demand=True),
         ]
+        if adapter.sandwich_norms:
+            points += _norm_points(f"{b}.ln1_post", layer, f"{blk}.{adapter.attn_contrib}", blk)
+        points.append(pt(f"{b}.hook_attn_out", "output", adapter.attn_contrib))
         if not parallel:
             points.append(pt(f"{b}.hook_resid_mid", "input", adapter.mlp_norm, delta_module=f"{blk}.{adapter.mlp_contrib}"))
+        points += _norm_points(f"{b}.ln2", layer, f"{blk}.{adapter.mlp_norm}", blk)
         points.append(pt(f"{b}.mlp.hook_pre", "output", adapter.mlp_pre))
         if adapter.mlp_pre_linear:
             points.append(pt(f"{b}.mlp.hook_pre_linear", "output", adapter.mlp_pre_linear))
+        points.append(pt(f"{b}.mlp.hook_post", "input", adapter.mlp_down))
+        if adapter.sandwich_norms:
+            points += _norm_points(f"{b}.ln2_post", layer, f"{blk}.{adapter.mlp_contrib}", blk)
         points += [
-            pt(f"{b}.mlp.hook_post", "input", adapter.mlp_down),
             pt(f"{b}.hook_mlp_out", "output", adapter.mlp_contrib),
             pt(f"{b}.hook_resid_post", "output", ""),
         ]
-    points.append(HookPoint("ln_final.hook_normalized", None, "output", adapter.final_norm, stop_module=adapter.final_norm))
+    points += _norm_points("ln_final", None, adapter.final_norm, adapter.final_norm)
     return points
 
 
@@ -142,7 +165,7 @@ def select_points(points: list[HookPoint], names: NameFilter) -> list[HookPoint]
     lists the nearest valid names.
     """
     if names is None:
-        return list(points)
+        return [p for p in points if not p.on_demand]
     if callable(names):
         return [p for p in points if names(p.name)]
     wanted = [names] if isinstance(names, str) else list(names)

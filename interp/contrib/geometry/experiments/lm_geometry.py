@@ -69,7 +69,11 @@ def _rms(x: torch.Tensor) -> torch.Tensor:
 def analyse(model: HookedModel, tokens: torch.Tensor, where, labels, top, k: int, spectrum: bool) -> dict:
     cache = cache_rows(model, tokens)
     layers = [_rms(cache["resid_post", l][where[:, 0], where[:, 1]]).double() for l in range(model.n_layers)]
-    out_feats = cache["ln_final.hook_normalized"][where[:, 0], where[:, 1]].double()
+    # hook_normalized is before the final norm's weight (TransformerLens semantics): apply the norm module
+    # itself to the last residual to get what the unembedding reads.
+    final_norm = model.norm_module("ln_final")[0]
+    with torch.no_grad():
+        out_feats = final_norm(cache["resid_post", model.n_layers - 1][where[:, 0], where[:, 1]]).double()
     W = model.hf_model.get_output_embeddings().weight.detach().double()[top]
     rf = ricci_flow(layers, k=k, labels=labels).summary()
     g = torch.Generator().manual_seed(0)
