@@ -121,7 +121,7 @@ def add_core_commands(app: typer.Typer) -> None:
         module.register(app)
 
 
-CORE_COMMANDS = ("probe", "dashboard")
+CORE_COMMANDS = ("probe", "dashboard", "contrib")
 add_core_commands(app)
 add_family_commands(app)
 

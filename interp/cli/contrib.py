@@ -1,0 +1,70 @@
+"""`interp contrib`: the 47 catalogue papers, and each implemented paper's experiment.
+
+    interp contrib list                 # every paper: cluster, module, status, one-line result
+    interp contrib list --json
+    interp contrib run CoupledPI --quick  # a seconds-long run; without --quick the README's full run
+
+Both read `interp.contrib.registry`, the single source of the README index. Nothing heavy is imported
+until a command runs (the registry is plain data; an experiment imports torch when it starts).
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+contrib_app = typer.Typer(add_completion=False, no_args_is_help=True, help="The contrib papers: list them, run one.")
+
+
+@contrib_app.command("list")
+def list_papers(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """Every catalogue paper with its cluster, module, status and one-line result."""
+    from interp.contrib.registry import PAPERS
+
+    if as_json:
+        typer.echo(json.dumps([{"name": p.name, "cluster": p.cluster, "module": p.module, "status": p.status,
+                                "result": p.result, "experiment": p.experiment} for p in PAPERS], indent=1))
+        return
+    w = max(len(p.name) for p in PAPERS)
+    for p in PAPERS:
+        where = p.module or f"({p.cluster}, planned)"
+        line = f"{p.name:<{w}}  {p.cluster:<16} {where:<40} {p.status}"
+        typer.echo(line + (f"\n{'':<{w}}  {p.result}" if p.result else ""))
+    done = sum(p.implemented for p in PAPERS)
+    typer.echo(f"{done} of {len(PAPERS)} papers implemented; `interp contrib run NAME --quick` runs one.")
+
+
+@contrib_app.command("run")
+def run_paper(
+    name: str = typer.Argument(..., help="Paper short name (see `interp contrib list`)."),
+    quick: bool = typer.Option(False, "--quick", help="A seconds-long run (small sizes, one seed)."),
+) -> None:
+    """Run a paper's experiment and print its result table (the full run takes up to a few minutes)."""
+    import runpy
+    import sys
+
+    from interp.cli.main import fail
+    from interp.contrib.registry import get_paper
+
+    try:
+        paper = get_paper(name)
+        if paper.experiment is None:
+            raise ValueError(f"{paper.name} is not implemented yet (planned in contrib/{paper.cluster}); "
+                             "`interp contrib list` shows the implemented papers")
+    except ValueError as exc:
+        fail(exc)
+    args = list(paper.quick) if quick else []
+    saved = sys.argv
+    sys.argv = [paper.experiment, *args]
+    try:
+        runpy.run_module(paper.experiment, run_name="__main__", alter_sys=False)
+    except SystemExit as exc:  # an experiment's argparse exiting
+        if exc.code not in (0, None):
+            raise typer.Exit(int(exc.code) if isinstance(exc.code, int) else 2) from None
+    finally:
+        sys.argv = saved
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(contrib_app, name="contrib")

@@ -1,0 +1,1 @@
+"""interp.contrib.data: label noise (GFD-EMVC), source screening (SourceScreen), privileged information (CoupledPI)."""

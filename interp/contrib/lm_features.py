@@ -1,0 +1,107 @@
+"""SmolLM2's own cached activations for the contrib experiments, through `interp`'s caching and store API.
+
+Several second-wave papers (GEM, SAFER, GFD-EMVC, SourceScreen, CoupledPI, PACE's coding rates, RDMReg's
+score, MoE-NoiseFilter) need the same thing: residual-stream rows of a real LM over a few text corpora on
+this machine. This module caches them once per (model, corpus, size) into an `ActivationStore` with
+`interp.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors.
+
+    store = corpus_store("stdlib-docs", n_seq=32)          # cached under contrib_cache_root()
+    X, idx = token_rows(store, "blocks.12.hook_resid_post") # rows at positions >= 1 (see below)
+    S = sequence_means(store, "blocks.12.hook_resid_post")  # one mean-pooled vector per sequence
+
+Position 0 of every SmolLM2 row carries massive activations (~80x the mean norm at mid depth), so every
+reader here drops it by default (`skip_first=True`) and the experiments record that choice.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+DEFAULT_LAYERS = (6, 12, 18, 24, 29)
+"""Residual-stream layers cached by default (SmolLM2-135M has 30 blocks)."""
+CORPORA = ("stdlib-docs", "stdlib", "usr-share-doc")
+"""Text on this machine: Python docstrings, Python source code, /usr/share/doc files."""
+
+
+def contrib_cache_root() -> Path:
+    """Folder of the cached stores: $INTERP_CONTRIB_CACHE, else ~/.cache/interp-toolkit/contrib."""
+    env = os.environ.get("INTERP_CONTRIB_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "interp-toolkit" / "contrib"
+
+
+def hook_name(layer: int) -> str:
+    return f"blocks.{layer}.hook_resid_post"
+
+
+def store_path(corpus: str, n_seq: int, ctx_len: int, model: str, layers: tuple[int, ...] = DEFAULT_LAYERS,
+               root: str | Path | None = None) -> Path:
+    """Where `corpus_store` keeps the store of these settings."""
+    tag = "-".join(map(str, layers))
+    safe = corpus.replace(":", "_").replace("/", "_")
+    return Path(root or contrib_cache_root()) / f"{model}_{safe}_{n_seq}x{ctx_len}_L{tag}"
+
+
+def corpus_store(corpus: str, n_seq: int = 32, ctx_len: int = 64, model: str = "smollm2-135m",
+                 layers: tuple[int, ...] = DEFAULT_LAYERS, root: str | Path | None = None, loaded=None):
+    """The `ActivationStore` of `model`'s residual stream at `layers` (+ `ln_final.hook_normalized`) over
+    `n_seq` sequences of `ctx_len` tokens of `corpus`; computed on first use, then only read.
+
+    `loaded` is an already-loaded `HookedModel` to reuse (saves the ~20 s GGUF load per corpus).
+    """
+    from interp.caching import CacheConfig, cache_activations
+    from interp.store import ActivationStore
+
+    if n_seq <= 0 or ctx_len <= 1:
+        raise ValueError(f"n_seq must be positive and ctx_len above 1; got n_seq={n_seq}, ctx_len={ctx_len}")
+    out = store_path(corpus, n_seq, ctx_len, model, layers, root)
+    if (out / "manifest.json").is_file():
+        store = ActivationStore.open(out)
+        if store.complete:
+            return store
+    hooks = [hook_name(l) for l in layers] + ["ln_final.hook_normalized"]
+    cfg = CacheConfig(out=str(out), model=model, hooks=hooks, data=corpus, max_tokens=n_seq * ctx_len,
+                      ctx_len=ctx_len, seqs_per_shard=max(n_seq, 1), batch_size=8, seed=0)
+    store, _ = cache_activations(cfg, model=loaded, progress=False)
+    return store
+
+
+def token_rows(store, hook: str, skip_first: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+    """(rows [n, d] float32, index columns {"seq", "pos", "tokens"}) of one hook, position 0 dropped."""
+    data = store.get_rows(slice(0, len(store)), hooks=[hook])
+    keep = data["pos"] > 0 if skip_first else torch.ones_like(data["pos"], dtype=torch.bool)
+    idx = {k: data[k][keep] for k in ("seq", "pos", "tokens")}
+    return data[hook][keep].float(), idx
+
+
+def sequence_means(store, hook: str, skip_first: bool = True) -> Tensor:
+    """One vector per sequence: the mean of its rows (position 0 dropped by default). [n_seq, d]."""
+    x, idx = token_rows(store, hook, skip_first)
+    seqs, inv = torch.unique(idx["seq"], return_inverse=True)
+    out = torch.zeros(len(seqs), x.shape[1]).index_add_(0, inv, x)
+    return out / torch.bincount(inv, minlength=len(seqs)).unsqueeze(1).float()
+
+
+def load_lm(model: str = "smollm2-135m"):
+    """Load the model once (to pass as `loaded=` to several `corpus_store` calls)."""
+    import interp
+
+    return interp.load_model(model)
+
+
+def labelled_corpora(hook: str, n_seq: int = 32, ctx_len: int = 64, corpora: tuple[str, ...] = CORPORA,
+                     per_sequence: bool = True, model: str = "smollm2-135m") -> tuple[Tensor, Tensor]:
+    """(features, corpus label) over several corpora: mean-pooled sequences, or token rows when
+    `per_sequence` is False. The model loads only if some store is missing."""
+    xs, ys, loaded = [], [], None
+    for c, name in enumerate(corpora):
+        if loaded is None and not (store_path(name, n_seq, ctx_len, model) / "manifest.json").is_file():
+            loaded = load_lm(model)
+        store = corpus_store(name, n_seq, ctx_len, model, loaded=loaded)
+        x = sequence_means(store, hook) if per_sequence else token_rows(store, hook)[0]
+        xs.append(x)
+        ys.append(torch.full((len(x),), c))
+    return torch.cat(xs), torch.cat(ys)

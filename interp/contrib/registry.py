@@ -1,0 +1,219 @@
+"""The one source of truth for the 47 catalogue papers: cluster, module, status, one-line result, experiment.
+
+`interp contrib list` prints this table; `interp contrib run NAME [--quick]` runs `experiment` (a module
+with a `main`, run as `python -m experiment ARGS`); the index in `interp/contrib/README.md` is rendered
+from it (`python -m interp.contrib.registry` prints it) and a test checks that the two agree.
+
+Statuses: reproduced / partial / not reproduced / metric only (the first wave's wordings are kept as
+they were measured), or "planned" for a paper no wave has implemented yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One catalogue paper."""
+
+    name: str
+    """Short name, as in `../shared/research/contrib_catalog.md` (the key of `interp contrib run`)."""
+    cluster: str
+    """Folder under `interp/contrib/` where it lives (or will live)."""
+    module: str | None
+    """Path of its module relative to `interp/contrib/`, None while planned."""
+    status: str
+    """reproduced / partial / not reproduced / metric only (with the first wave's nuances), or planned."""
+    result: str
+    """One line: the measured result, with the baseline."""
+    experiment: str | None = None
+    """Dotted module of its experiment script (has `main`), None while planned."""
+    quick: tuple[str, ...] = ()
+    """Arguments of a seconds-long run (`--quick`)."""
+
+    @property
+    def implemented(self) -> bool:
+        return self.module is not None
+
+
+PAPERS: tuple[Paper, ...] = (
+    Paper('DeepUFM', 'geometry', 'geometry/neural_collapse.py', 'claim reproduced',
+          'deep UFM: class-mean logit effective rank falls with depth 4.94 -> 1.90 (depth 1 -> 6)',
+          'interp.contrib.geometry.experiments.collapse', ('--quick',)),
+    Paper('DNC-Spectra', 'geometry', 'geometry/neural_collapse.py', 'claim reproduced',
+          "Gauss-Newton top eigenvectors' overlap with the class-mean subspace 0.54 -> 0.98 as NC1 falls; smollm2: 80% of the output GN trace (random init 28%)",
+          'interp.contrib.geometry.experiments.collapse', ('--quick',)),
+    Paper('RicciFlow', 'geometry', 'geometry/ricci_flow.py', 'partial',
+          'trained nets: negative local coefficients, but untrained/linear controls too; modularity rises only when trained',
+          'interp.contrib.geometry.experiments.ricci', ('--quick',)),
+    Paper('InfoNCE-Geo', 'geometry', 'geometry/contrastive_gap.py', 'not reproduced',
+          'gap stays tiny (0.03), modalities not separable, gap does not grow with mismatch',
+          'interp.contrib.geometry.experiments.contrastive', ('--quick',)),
+    Paper('RDMReg', 'geometry', None, 'planned',
+          '',
+          None, ()),
+    Paper('InfoGlobe', 'geometry', None, 'planned',
+          '',
+          None, ()),
+    Paper('FPE', 'mechanisms', 'mechanisms/neuron_expansion.py', 'not reproduced',
+          'same 264 nonzeros: dense 94.9%, random split 88.4%, clause-aware 93.1% (paper 78.7/88.7/99.4)',
+          'interp.contrib.mechanisms.experiments.fpe', ('--quick',)),
+    Paper('BayesAttn', 'mechanisms', 'mechanisms/bayes_attention.py', 'partial',
+          'Gaussian: one head reaches the Bayes oracle, QK metric = precision (cos 1.000); Bernoulli gap persists; smollm2 heads unaligned',
+          'interp.contrib.mechanisms.experiments.bayes', ('--quick',)),
+    Paper('PACEAttention', 'mechanisms', None, 'planned',
+          '',
+          None, ()),
+    Paper('FourierSB', 'mechanisms', None, 'planned',
+          '',
+          None, ()),
+    Paper('VerbCheck', 'faithfulness', 'faithfulness/verbalization.py', 'partial',
+          'shared facts: controls match the verbalizer (score <= 0); conflicting facts: adapter carries target facts (0.31-0.68)',
+          'interp.contrib.faithfulness.experiments.verbalization', ('--seeds', '1', '--steps', '20')),
+    Paper('CIR/SR', 'faithfulness', 'faithfulness/cot_importance.py', 'metrics behave as claimed',
+          'chain-using model CIR 0.54 / SR 1.00 vs shortcut CIR 0.00 / SR 0.06; smollm2 arithmetic CIR 0.37 vs facts 0.008',
+          'interp.contrib.faithfulness.experiments.cot_importance', ('--steps', '20', '--n-eval', '20', '--no-smollm')),
+    Paper('AttrRob', 'faithfulness', 'faithfulness/attribution_robustness.py', 'not reproduced (MLP), partial (attention)',
+          'larger lr lowers input curvature but saliency robustness falls; kernel attention more robust at every lr',
+          'interp.contrib.faithfulness.experiments.attribution_robustness', ('--seeds', '1', '--max-steps', '50')),
+    Paper('SSMoE', 'moe', 'moe/ssmoe.py', 'partial',
+          'collapsed router: accuracy 0.816 -> 0.836, load entropy 0.948 -> 0.953; costs 1-2 points on a healthy router',
+          'interp.contrib.moe.experiments.ssmoe', ('--seeds', '1', '--steps', '5')),
+    Paper('MoE-NoiseFilter', 'moe', None, 'planned',
+          '',
+          None, ()),
+    Paper('GEM', 'uncertainty_ood', None, 'planned',
+          '',
+          None, ()),
+    Paper('SAFER', 'uncertainty_ood', None, 'planned',
+          '',
+          None, ()),
+    Paper('L2M', 'uncertainty_ood', None, 'planned',
+          '',
+          None, ()),
+    Paper('GFD-EMVC', 'data', None, 'planned',
+          '',
+          None, ()),
+    Paper('SourceScreen', 'data', None, 'planned',
+          '',
+          None, ()),
+    Paper('CoupledPI', 'data', 'data/coupled_pi.py', 'reproduced',
+          'strong privileged view: coupled ≈ two-step (excess risk 0.36 vs 0.31, labeled-only 7.1); noisy view: two-step 7.9 falls below labeled-only, coupled 6.2 does not; smollm2 (layer 24 privileged for layer 6): 0.61 vs two-step 0.54 vs ridge 0.90, shuffled w: two-step 1.26, coupled 0.91',
+          'interp.contrib.data.experiments.coupled_pi', ('--quick',)),
+    Paper('StreamATE', 'causal_stats', None, 'planned',
+          '',
+          None, ()),
+    Paper('CFL', 'causal_stats', None, 'planned',
+          '',
+          None, ()),
+    Paper('EIG-ExpFam', 'causal_stats', None, 'planned',
+          '',
+          None, ()),
+    Paper('SelfTrain', 'causal_stats', None, 'planned',
+          '',
+          None, ()),
+    Paper('FI-Bagging', 'causal_stats', None, 'planned',
+          '',
+          None, ()),
+    Paper('IPS-GRPO', 'post_training', None, 'planned',
+          '',
+          None, ()),
+    Paper('MIPO', 'post_training', None, 'planned',
+          '',
+          None, ()),
+    Paper('SCPO', 'post_training', None, 'planned',
+          '',
+          None, ()),
+    Paper('CREDIT', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('RepUnl', 'privacy', 'privacy/representation_unlearning.py', 'reproduced (class forgetting with retain data); partial otherwise',
+          "forget acc 0.89 -> 0.008, retain unchanged; on smollm2 'capital of France' not forgotten at our budget",
+          'interp.contrib.privacy.experiments.representation_unlearning', ('--steps', '50')),
+    Paper('FedFit', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('FuseFSS', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('DP-SMK', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('EF-NoisyQ', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('OnlineFair', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('MultiBreak', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('OrchJail', 'privacy_security_fairness', None, 'planned',
+          '',
+          None, ()),
+    Paper('HMH', 'graphs', None, 'planned',
+          '',
+          None, ()),
+    Paper('HIAL', 'graphs', None, 'planned',
+          '',
+          None, ()),
+    Paper('BRep', 'graphs', None, 'planned',
+          '',
+          None, ()),
+    Paper('ParalESN', 'timeseries', None, 'planned',
+          '',
+          None, ()),
+    Paper('KUMA', 'timeseries', None, 'planned',
+          '',
+          None, ()),
+    Paper('SWM', 'timeseries', None, 'planned',
+          '',
+          None, ()),
+    Paper('TRDI', 'generative', None, 'planned',
+          '',
+          None, ()),
+    Paper('DiffInfo', 'generative', None, 'planned',
+          '',
+          None, ()),
+    Paper('SBC', 'generative', None, 'planned',
+          '',
+          None, ()),)
+
+
+def _check_unique() -> dict[str, Paper]:
+    by_key: dict[str, Paper] = {}
+    for p in PAPERS:
+        if p.name.lower() in by_key:
+            raise ValueError(f"paper {p.name!r} is registered twice")
+        by_key[p.name.lower()] = p
+    return by_key
+
+
+_BY_NAME = _check_unique()
+
+
+def get_paper(name: str) -> Paper:
+    """The paper of that short name (case-insensitive); a ValueError listing the names otherwise."""
+    p = _BY_NAME.get(name.lower())
+    if p is None:
+        raise ValueError(f"unknown paper {name!r}; `interp contrib list` shows the 47 names: "
+                         + ", ".join(q.name for q in PAPERS))
+    return p
+
+
+def render_index() -> str:
+    """The README index table (Markdown), one row per paper, from PAPERS."""
+    lines = ["| paper | cluster | module | status | result here |", "|---|---|---|---|---|"]
+    for p in PAPERS:
+        if p.module:
+            mod = f"[`{p.module}`]({p.module})"
+            res = f"{p.result} ([details]({p.cluster}/README.md))"
+        else:
+            mod, res = f"`contrib/{p.cluster}` (planned)", "-"
+        lines.append(f"| {p.name} | {p.cluster} | {mod} | {p.status} | {res} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_index())

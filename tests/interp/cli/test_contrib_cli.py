@@ -1,0 +1,64 @@
+"""`interp contrib list` / `run`: one registry behind the CLI and the README index; every implemented
+paper's --quick run works."""
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from interp.cli.main import app
+from interp.contrib.registry import PAPERS, get_paper, render_index
+
+README = Path(__file__).resolve().parents[3] / "interp" / "contrib" / "README.md"
+runner = CliRunner()
+
+
+def test_readme_index_is_rendered_from_the_registry():
+    text = README.read_text()
+    m = re.search(r"<!-- index:start[^\n]*-->\n(.*?)\n<!-- index:end -->", text, re.S)
+    assert m, "the index markers are missing from interp/contrib/README.md"
+    assert m.group(1) == render_index(), "README index is stale: paste `python -m interp.contrib.registry`"
+
+
+def test_registry_is_complete_and_consistent():
+    assert len(PAPERS) == 47 and len({p.name.lower() for p in PAPERS}) == 47
+    root = README.parent
+    for p in PAPERS:
+        if p.implemented:
+            assert (root / p.module).is_file(), p.module
+            assert p.experiment and p.result and p.status != "planned", p.name
+            rel = Path(*p.experiment.split(".")[2:]).with_suffix(".py")
+            assert (root / rel).is_file(), p.experiment
+            assert (root / p.cluster / "README.md").is_file(), p.cluster
+        else:
+            assert p.status == "planned" and p.experiment is None
+    assert get_paper("coupledpi").name == "CoupledPI"
+
+
+def test_list_prints_every_paper():
+    res = runner.invoke(app, ["contrib", "list"])
+    assert res.exit_code == 0, res.output
+    for p in PAPERS:
+        assert p.name in res.output
+    assert f"of {len(PAPERS)} papers implemented" in res.output
+    js = runner.invoke(app, ["contrib", "list", "--json"])
+    assert js.exit_code == 0 and '"name": "SSMoE"' in js.output
+
+
+def test_run_bad_names_fail_with_one_error_line():
+    res = runner.invoke(app, ["contrib", "run", "NoSuchPaper"])
+    assert res.exit_code == 2 and "error: unknown paper 'NoSuchPaper'" in res.output
+    res = runner.invoke(app, ["contrib", "run", "HMH"])
+    assert res.exit_code == 2 and "not implemented yet" in res.output
+
+
+QUICK = [p.name for p in PAPERS if p.implemented]
+
+
+@pytest.mark.parametrize("name", QUICK)
+def test_quick_run_of_every_implemented_paper(name, capsys):
+    res = runner.invoke(app, ["contrib", "run", name, "--quick"])
+    out = res.output + capsys.readouterr().out
+    assert res.exit_code == 0, out[-2000:]
+    assert "|" in out or "{" in out, "the run printed no result table"
