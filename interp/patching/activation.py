@@ -1,0 +1,92 @@
+"""Activation patching: run the corrupted input with one activation taken from the clean run, per site.
+
+    from interp.patching import activation_patching
+    res = activation_patching(model, "The Eiffel Tower is in", "The Colosseum is in", kind="resid_pre")
+    res.values.shape        # [layer, pos]; res.normalized(): 1 where the clean answer comes back
+    res.heatmap().show()
+
+Sites of one layer run together: K copies of the corrupted batch go through one forward, copy k
+patched at site k (`max_rows` bounds K x batch). This is the same arithmetic as one forward per site
+(TransformerLens's `patching.get_act_patch_*`), with far fewer, larger forwards.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from interp.patching.result import PatchResult
+from interp.patching.sites import Metric, Sweep, make_sweep, prepare_inputs, resolve_metric, scalar
+
+
+def _labels(model, ids: Tensor, sweep: Sweep) -> dict[str, list[str]]:
+    labels = {"layer": [str(l) for l in sweep.layers], "head": [str(h) for h in range(sweep.n_heads)]}
+    if model.tokenizer is not None:
+        words = model.to_str_tokens(ids[0])
+        labels["pos"] = [words[p] for p in sweep.positions]
+    return labels
+
+
+def run_copies(model, ids: Tensor, mask: Tensor, k: int, metric: Metric, hooks) -> list[float]:
+    """Metric of each of k stacked copies of a batch run once with `hooks` (which see all copies)."""
+    b = ids.shape[0]
+    with torch.no_grad(), model.hooks(hooks):
+        logits = model.hf_model(input_ids=ids.repeat(k, 1), attention_mask=mask.repeat(k, 1), use_cache=False).logits
+    return [scalar(metric(logits[i * b : (i + 1) * b])).item() for i in range(k)]
+
+
+def baseline_and_clean(model, metric: Metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks=()):
+    """(metric on corrupted, metric on clean, clean cache at `names`) with the caller's hooks active."""
+    with torch.no_grad(), model.hooks(fwd_hooks):
+        clean_logits, cache = model.run_with_cache({"input_ids": c_ids, "attention_mask": c_mask}, names=names)
+        corrupted = model.hf_model(input_ids=x_ids, attention_mask=x_mask, use_cache=False).logits
+    return scalar(metric(corrupted)).item(), scalar(metric(clean_logits)).item(), cache
+
+
+def activation_patching(
+    model,
+    clean,
+    corrupted,
+    kind: str = "resid_pre",
+    metric: Metric | None = None,
+    *,
+    answer=None,
+    wrong=None,
+    per: str | None = None,
+    layers: list[int] | None = None,
+    positions: list[int] | None = None,
+    fwd_hooks=(),
+    max_rows: int = 64,
+    prepend_bos: bool | None = None,
+) -> PatchResult:
+    """Sweep one kind of activation over layers x positions (or heads), patching clean into corrupted.
+
+    `metric(logits) -> scalar` scores a run (logits [batch, pos, vocab] of the original batch size);
+    by default the logit difference between `answer` and `wrong` at each row's last token, which
+    default to the clean and the corrupted run's top predictions. `fwd_hooks` stay active in every
+    run (e.g. to freeze a norm's scale); they see the stacked copies, [copies * batch, ...]. See `interp.patching.sites` for kinds and `per`.
+    """
+    c_ids, c_mask, x_ids, x_mask = prepare_inputs(model, clean, corrupted, prepend_bos)
+    metric = resolve_metric(model, metric, c_ids, c_mask, x_ids, x_mask, answer, wrong)
+    sweep = make_sweep(model, kind, per, layers, positions, c_ids.shape[1])
+    names = [sweep.hook(l) for l in sweep.layers]
+    base, clean_value, cache = baseline_and_clean(model, metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks)
+    b, per_run = c_ids.shape[0], max(1, max_rows // c_ids.shape[0])
+    values = []
+    for layer in sweep.layers:
+        src, sites = cache[sweep.hook(layer)], sweep.sites()
+        for start in range(0, len(sites), per_run):
+            chunk = sites[start : start + per_run]
+
+            def patch(t, hook, chunk=chunk, src=src):
+                t = t.clone()
+                copies = t.unflatten(0, (len(chunk), b))
+                for i, site in enumerate(chunk):
+                    idx = sweep.index(site)
+                    copies[i][idx] = src[idx]
+                return t
+
+            hooks = [*fwd_hooks, (sweep.hook(layer), patch)]
+            values += run_copies(model, x_ids, x_mask, len(chunk), metric, hooks)
+    out = torch.tensor(values).view(sweep.shape())
+    return PatchResult(out, sweep.dims, kind, base, clean_value, _labels(model, c_ids, sweep), "activation")
