@@ -67,4 +67,4 @@ if __name__ == "__main__":
     import interp
 
     torch.set_num_threads(1)
-    print(json.dumps(step(interp.load_model("pythia-14m"), Path(tempfile.mkdtemp())), indent=1))
+    print(json.dumps(step(interp.load_model("pythia-14m-init"), Path(tempfile.mkdtemp())), indent=1))

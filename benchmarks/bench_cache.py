@@ -148,7 +148,7 @@ def peak_rss_of_cache(tokens: int, workdir: str) -> dict:
         "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
         "    print(json.dumps({'maxrss_kb': int(hwm)}), file=sys.stderr)\n"
     )
-    args = ["cache", "--model", "pythia-14m", "--hooks", "blocks.3.hook_resid_post", "--data", "synthetic:repeat",
+    args = ["cache", "--model", "pythia-14m-init", "--hooks", "blocks.3.hook_resid_post", "--data", "synthetic:repeat",
             "--max-tokens", str(tokens), "--ctx-len", "256", "--seqs-per-shard", "64", "--batch-size", "32", "--out", str(out)]
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
@@ -166,7 +166,7 @@ def main() -> None:
     torch.manual_seed(0)
     reps = 3 if args.quick else 9
     result = {"benchmark": "cache", "torch_threads": torch.get_num_threads()}
-    result["forward_pythia"] = bench_forward("pythia-160m", 4, 256 if not args.quick else 64, reps, with_tl=True)
+    result["forward_pythia"] = bench_forward("pythia-160m-init", 4, 256 if not args.quick else 64, reps, with_tl=True)
     result["forward_smollm2"] = bench_forward("smollm2-135m", 4, 256 if not args.quick else 64, reps, with_tl=False)
     result["store_write"] = bench_store_write(32_768 if not args.quick else 4096, 576, reps)
     sizes = (16_384, 65_536) if args.quick else (131_072, 1_048_576)

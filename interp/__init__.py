@@ -3,26 +3,40 @@
     import interp
     model = interp.load_model("smollm2-135m")
     logits, cache = model.run_with_cache("Hello", names="blocks.*.hook_resid_post")
+
+The public names below load on first use (PEP 562), so `import interp.cli.main` or `interp.store`
+does not pay for torch and transformers until a command needs a model.
 """
 
 import os
+from importlib import import_module
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is fetched from the hub at run time
 
-from interp.cache import ActivationCache  # noqa: E402
-from interp.hooked_model import HookedModel, StopForward  # noqa: E402
-from interp.hooks.points import HookPoint, UnknownHookError  # noqa: E402
-from interp.models import DEFAULT_MODEL, list_models, load_model  # noqa: E402
-
 __version__ = "0.1.0"
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "ActivationCache",
-    "HookPoint",
-    "HookedModel",
-    "StopForward",
-    "UnknownHookError",
-    "list_models",
-    "load_model",
-]
+_LAZY = {
+    "ActivationCache": "interp.cache",
+    "HookedModel": "interp.hooked_model",
+    "StopForward": "interp.hooked_model",
+    "HookPoint": "interp.hooks.points",
+    "UnknownHookError": "interp.hooks.points",
+    "DEFAULT_MODEL": "interp.models",
+    "list_models": "interp.models",
+    "load_model": "interp.models",
+}
+"""Public name -> the module that defines it."""
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'interp' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

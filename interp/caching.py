@@ -54,7 +54,7 @@ class CacheConfig:
     seed: int = 0
     """Corpus shuffling seed."""
     device: str = "cpu"
-    """Where the model runs: cpu or cuda."""
+    """Where the model runs: auto, cpu, cuda or cuda:N (checked here: CUDA must be present)."""
     executor: Literal["inprocess", "ray"] = "inprocess"
     """Run shards in this process or on Ray."""
     ray_address: str | None = None
@@ -68,6 +68,11 @@ class CacheConfig:
         for name in ("max_tokens", "ctx_len", "seqs_per_shard", "batch_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.executor not in ("inprocess", "ray"):  # before anything is written, not when the tasks start
+            raise ValueError(f"unknown executor {self.executor!r}; use inprocess or ray")
+        from interp.devices import resolve_device
+
+        self.device = resolve_device(self.device)
 
 
 @dataclass(frozen=True)
@@ -128,11 +133,13 @@ def row_shapes(model, hooks: list[str], ctx_len: int) -> dict[str, list[int]]:
     return {h: list(to_rows(h, cache[h], 1).shape[1:]) for h in hooks}
 
 
-def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True) -> tuple[ActivationStore, dict]:
+def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
+                      overwrite: bool = False) -> tuple[ActivationStore, dict]:
     """Run (or resume) a caching job; returns the store and a report (tokens, shards, seconds).
 
     Everything that can be wrong with the input (model spec, hook names, corpus, a store written with
-    other settings) fails before anything is written.
+    other settings) fails before anything is written. `overwrite` replaces a store already in
+    `cfg.out` (its manifest and shard files, nothing else) once those checks have passed.
     """
     t0 = time.perf_counter()
     if model is None:
@@ -151,6 +158,8 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True)
         data={**corpus.describe(), "seqs_per_shard": cfg.seqs_per_shard},
         extra={"provenance": model.provenance, "config": asdict(cfg)},
     )
+    if overwrite:
+        _remove_store_files(Path(cfg.out))
     store = ActivationStore.open_or_create(cfg.out, meta, n_shards_planned=n_shards)
     store.clean_partial()
     todo = store.missing(range(n_shards))
@@ -173,3 +182,14 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True)
         "seconds": round(time.perf_counter() - t0, 2),
     }
     return store, report
+
+
+def _remove_store_files(folder: Path) -> None:
+    """Delete a store's shard files and then its manifest (other files in the folder are left alone)."""
+    from interp.store.manifest import manifest_path
+
+    if not manifest_path(folder).exists():
+        return
+    for p in folder.glob("shard_*.safetensors*"):
+        p.unlink()
+    manifest_path(folder).unlink()

@@ -4,6 +4,10 @@
     interp cache --model smollm2-135m --hooks 'blocks.15.hook_resid_post' --data stdlib-docs --max-tokens 65536 --out runs/acts
     interp inspect runs/acts
     interp demo
+
+Importing this module imports no torch: `interp --help` and `interp models` answer at once, and each
+command imports what it needs when it runs. Options follow one vocabulary (`interp.cli.options`);
+expected failures are one `error:` line with exit status 2 (`interp.cli.errors`).
 """
 
 from __future__ import annotations
@@ -14,116 +18,108 @@ from typing import Optional
 
 import typer
 
-from interp.cli.plugins import add_family_commands
+from interp.cli import options as O
+from interp.cli.errors import check_out_dir, fail
+from interp.cli.plugins import LazyGroup, discover
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+CORE_COMMANDS = ("probe", "dashboard", "contrib")
+"""Core commands that live in their own modules (`interp/cli/<name>.py`, each with `register(app)`)."""
+
+LazyGroup.lazy = discover(CORE_COMMANDS)
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help=__doc__.splitlines()[0])
+
+__all__ = ["app", "fail", "main"]
 
 
-def fail(exc: Exception) -> None:
-    """Print a clear one-line error (no traceback) and exit with status 2."""
-    typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2)
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (works anywhere on the line).")) -> None:
+    """The `interp` command: models, cache, inspect, demo; families add their own sub-commands."""
 
 
 @app.command()
 def models(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
-    """List the model specs and whether each can be loaded on this machine."""
+    """List the model specs, whether each loads here, and what its weights are (trained, quantised, random)."""
     from interp.models import list_models
 
     rows = list_models()
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    for r in rows:
-        mark = "yes" if r["available"] else "no "
-        typer.echo(f"{r['spec']:<14} {mark}  {r['description']}  [{r['where']}]")
-    typer.echo("Any local HF folder or .gguf path also works as a spec (PATH@N loads step_N of a training run).")
+    head = ("SPEC", "LOADS HERE", "WEIGHTS", "DESCRIPTION", "SOURCE")
+    table = [head, *((r["spec"], "yes" if r["available"] else "no", r["weights"], r["description"], r["where"])
+                     for r in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for row in table:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
+    typer.echo("GGUF models are quantised: their activations are those of the dequantised weights (fp32), as "
+               "model.provenance['quantization'] records.\n-init models are random-initialised shapes (tests, timing), "
+               "not trained models.\nAny local HF folder or .gguf path also works as a spec (PATH@N loads step_N of "
+               "a training run).")
 
 
 @app.command()
 def cache(
-    out: str = typer.Option(..., help="Store folder (created, or resumed if it holds a store of the same settings)."),
-    model: str = typer.Option("smollm2-135m", help="Model spec (see `interp models`)."),
-    hooks: list[str] = typer.Option(["blocks.*.hook_resid_post"], help="Hook names or globs; repeat or comma-separate."),
-    data: str = typer.Option("stdlib-docs", help="Corpus: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH, synthetic:repeat."),
-    max_tokens: int = typer.Option(65_536, help="Tokens to cache (whole sequences)."),
-    ctx_len: int = typer.Option(128, help="Tokens per sequence."),
-    seqs_per_shard: int = typer.Option(64, help="Sequences per shard (one task each)."),
-    batch_size: int = typer.Option(16, help="Sequences per forward pass."),
-    dtype: str = typer.Option("float32", help="Storage dtype: float32, bfloat16, float16."),
-    seed: int = typer.Option(0, help="Corpus shuffling seed."),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
-    executor: str = typer.Option("inprocess", help="inprocess or ray."),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local Ray)."),
-    num_workers: Optional[int] = typer.Option(None, help="Ray workers for a local Ray."),
+    out: str = O.out(help="Store folder: created, or resumed when it holds a store of the same settings."),
+    model: str = O.model(),
+    hooks: list[str] = O.text(["blocks.*.hook_resid_post"], "--hooks", help="Hook names or globs; repeat or comma-separate."),
+    data: str = O.data(),
+    max_tokens: int = O.max_tokens(65_536, help="Tokens to cache (whole sequences)."),
+    ctx_len: int = O.integer(128, "--ctx-len", help="Tokens per sequence."),
+    seqs_per_shard: int = O.integer(64, "--seqs-per-shard", help="Sequences per shard (one task each)."),
+    batch_size: int = O.batch_size(16),
+    dtype: str = O.text("float32", "--dtype", help="Storage dtype: float32, bfloat16, float16."),
+    seed: int = O.seed(0, help="Corpus shuffling seed."),
+    device: str = O.device(),
+    executor: str = O.text("inprocess", "--executor", help="inprocess or ray."),
+    ray_address: Optional[str] = O.text(None, "--ray-address", help="Ray cluster address (default: start a local Ray)."),
+    num_workers: Optional[int] = O.integer(None, "--num-workers", help="Ray workers for a local Ray."),
+    overwrite: bool = O.overwrite(),
+    resume: bool = O.resume(),
 ) -> None:
     """Cache activations of a model over a corpus into a sharded store (resumable; progress on stderr)."""
+    folder = check_out_dir(out)
     from interp.caching import CacheConfig, cache_activations
 
     names = [h.strip() for item in hooks for h in item.split(",") if h.strip()]
-    try:
-        cfg = CacheConfig(out=out, model=model, hooks=names, data=data, max_tokens=max_tokens, ctx_len=ctx_len,
-                          seqs_per_shard=seqs_per_shard, batch_size=batch_size, dtype=dtype, seed=seed,
-                          device=device, executor=executor, ray_address=ray_address, num_workers=num_workers)
-        _, report = cache_activations(cfg)
-    except (ValueError, FileNotFoundError, FileExistsError) as exc:
-        fail(exc)
+    cfg = CacheConfig(out=str(folder), model=model, hooks=names, data=data, max_tokens=max_tokens, ctx_len=ctx_len,
+                      seqs_per_shard=seqs_per_shard, batch_size=batch_size, dtype=dtype, seed=seed,
+                      device=device, executor=executor, ray_address=ray_address, num_workers=num_workers)
+    if (folder / "manifest.json").exists() and not resume and not overwrite:
+        fail(f"{folder} already holds a store and --no-resume was given: pass --overwrite to start it over, "
+             "or choose another --out")
+    _, report = cache_activations(cfg, overwrite=overwrite)
     typer.echo(json.dumps(report, indent=1))
 
 
 @app.command()
 def inspect(
-    store: str = typer.Argument(..., help="Store folder."),
-    verify: bool = typer.Option(True, help="Check every shard's sha256."),
+    store: str = typer.Argument(..., metavar="STORE", help="Store folder."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check every shard's sha256."),
 ) -> None:
     """Show a store's manifest (model, hooks, shapes, rows) and verify its shard hashes."""
     from interp.store import ActivationStore
 
-    try:
-        st = ActivationStore.open(store)
-        summary = st.summary()
-        typer.echo(json.dumps(summary, indent=1, default=str))
-        if verify:
-            report = st.verify()
-            if not report.ok:
-                fail(ValueError(str(report)))
-            typer.echo(f"verified {len(st.shard_indices)} shards: all sha256 match")
-    except (ValueError, FileNotFoundError) as exc:
-        fail(exc)
+    st = ActivationStore.open(store)
+    typer.echo(json.dumps(st.summary(), indent=1, default=str))
+    if verify:
+        report = st.verify()
+        if not report.ok:
+            fail(str(report))
+        typer.echo(f"verified {len(st.shard_indices)} shards: all sha256 match")
 
 
 @app.command()
 def demo(
-    model: str = typer.Option("smollm2-135m", help="Model spec."),
-    out: str = typer.Option("runs/demo", help="Work folder."),
-    max_tokens: int = typer.Option(16_384, help="Tokens to cache."),
+    model: str = O.model(),
+    out: str = O.out("runs/demo", help="Work folder."),
+    max_tokens: int = O.max_tokens(16_384, help="Tokens to cache."),
 ) -> None:
     """The main job: cache a few hook points of the default model over a built-in corpus, then the families' steps."""
+    check_out_dir(out)
     from interp.demo import run_demo
 
-    try:
-        run_demo(model, out, max_tokens)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(exc)
-
-
-def add_core_commands(app: typer.Typer) -> None:
-    """Core commands that live in their own modules (`interp/cli/<name>.py`, each with `register(app)`)."""
-    import importlib
-
-    for name in CORE_COMMANDS:
-        try:
-            module = importlib.import_module(f"interp.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"interp.cli.{name}":
-                raise
-            continue
-        module.register(app)
-
-
-CORE_COMMANDS = ("probe", "dashboard", "contrib")
-add_core_commands(app)
-add_family_commands(app)
+    run_demo(model, out, max_tokens)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -3,31 +3,175 @@
 - `interp.commands`: a `typer.Typer` (added as `interp NAME ...`) or a function `register(app)`.
 - `interp.demo`: a function `step(model, workdir: Path) -> dict` run by `interp demo` after the core step.
 
-The core never imports a family: it only iterates these groups.
+The core never imports a family, and `interp --help` imports none either: `LazyGroup` lists command
+names from the entry-point metadata and their one-line help from the first line of the module's
+docstring (read with `ast`, not imported); a command's module is imported only when that command runs
+(or its own `--help` is asked for). Every command then runs under `errors.run_guarded`.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
 from importlib.metadata import entry_points
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+from interp.cli import errors
 
 COMMANDS = "interp.commands"
 DEMO_STEPS = "interp.demo"
+METAVARS = {"str": "TEXT", "int": "INT", "float": "FLOAT", "Path": "PATH", "bool": "BOOLEAN"}
+"""Python type of an option -> metavar shown by --help, for options whose module gave none."""
 
 
-def add_family_commands(app: typer.Typer) -> None:
-    """Attach every installed family's CLI; a family that fails to import is reported, not fatal."""
-    for ep in entry_points(group=COMMANDS):
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command known by name and import target, loaded on first use."""
+
+    name: str
+    target: str
+    """"module:attr": a `typer.Typer`, or `register(app)` that adds the command to an app."""
+
+    def short_help(self) -> str:
+        """First line of the target module's docstring, without importing it ("" if none)."""
         try:
-            obj = ep.load()
-        except Exception as exc:  # noqa: BLE001 - one broken family must not take the CLI down
-            typer.echo(f"warning: could not load command {ep.name!r} ({ep.value}): {exc}", err=True)
-            continue
+            file = module_file(self.target.partition(":")[0])
+            if file is None:
+                return ""
+            doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8"))) or ""
+        except (ImportError, OSError, SyntaxError, ValueError):
+            return ""
+        line = doc.strip().splitlines()[0] if doc.strip() else ""
+        line = re.sub(r"^`[^`]*`:\s*", "", line)  # "`interp sae ...`: train ..." -> "train ..."
+        return line[:1].upper() + line[1:]
+
+    def load(self) -> Any:
+        """The click command of this target (imports the module)."""
+        module, _, attr = self.target.partition(":")
+        obj = getattr(importlib.import_module(module), attr)
         if isinstance(obj, typer.Typer):
-            app.add_typer(obj, name=ep.name)
-        else:
-            obj(app)
+            cmd = typer.main.get_command(obj)
+        else:  # register(app): add to a scratch app and take the command it added
+            scratch = typer.Typer()
+            obj(scratch)
+            group = typer.main.get_group(scratch)
+            cmd = group.commands.get(self.name) or next(iter(group.commands.values()))
+        cmd.name = self.name
+        return normalise(cmd)
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a module, found without running any package's `__init__`.
+
+    (`importlib.util.find_spec("sae.cli")` would import `sae`, and with it torch.)
+    """
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)  # a top-level spec is found without executing the package
+    if spec is None:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+    for folder in spec.submodule_search_locations or []:
+        base = Path(folder, *rest)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def normalise(cmd: Any) -> Any:
+    """Plain help text (no rich import, no `<str>` metavars) for a command and its sub-commands."""
+    if hasattr(cmd, "rich_markup_mode"):
+        cmd.rich_markup_mode = None
+    for param in getattr(cmd, "params", []):
+        if getattr(param, "metavar", "x") is None and not getattr(param, "is_flag", False) and hasattr(param, "bare_type"):
+            try:
+                bare = param.bare_type()
+            except Exception:  # noqa: BLE001 - a type typer cannot name keeps its own display
+                continue
+            many = bare.startswith("list[")
+            bare = bare.removeprefix("list[").removesuffix("]")
+            param.metavar = METAVARS.get(bare, bare.upper()) + ("..." if many else "")
+    for sub in getattr(cmd, "commands", {}).values():
+        normalise(sub)
+    return cmd
+
+
+def discover(core: tuple[str, ...]) -> dict[str, LazyCommand]:
+    """Core commands in `interp/cli/<name>.py` (each with `register(app)`), then the families' entry points."""
+    found: dict[str, LazyCommand] = {}
+    for name in core:
+        if module_file(f"interp.cli.{name}") is not None:
+            found[name] = LazyCommand(name, f"interp.cli.{name}:register")
+    for ep in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
+        found.setdefault(ep.name, LazyCommand(ep.name, ep.value))
+    return found
+
+
+class LazyGroup(TyperGroup):
+    """The root `interp` group: eager core commands plus lazily imported ones; every command guarded.
+
+    `--debug` is taken out of the arguments wherever it appears, so `interp cache ... --debug` works.
+    """
+
+    lazy: dict[str, LazyCommand] = {}
+    """Set by `interp.cli.main` before the group is built."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._loaded: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*self.commands, *(n for n in self.lazy if n not in self.commands)]
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        if self.commands.get(name) is not None:
+            return self.commands[name]
+        if name not in self.lazy:
+            return None
+        if name not in self._loaded:
+            try:
+                self._loaded[name] = self.lazy[name].load()
+            except Exception as exc:  # noqa: BLE001 - one broken family must not take the CLI down
+                if errors.debug_enabled():
+                    raise
+                errors.fail(f"could not load the command {name!r} ({self.lazy[name].target}): {exc}; "
+                            "rerun with --debug for the traceback")
+        return self._loaded[name]
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(n, c.get_short_help_str(80)) for n, c in self.commands.items() if not c.hidden]
+        rows += [(n, c.short_help()) for n, c in self.lazy.items() if n not in self.commands]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        saved = self.commands
+        self.commands = {**{n: None for n in self.lazy}, **saved}  # typo suggestions see every name
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            self.commands = saved
+
+    def invoke(self, ctx: Any) -> Any:
+        return errors.run_guarded(lambda: super(LazyGroup, self).invoke(ctx))
+
+    def main(self, args: Any = None, *a: Any, **kw: Any) -> Any:
+        import sys
+
+        args = list(sys.argv[1:] if args is None else args)
+        cut = args.index("--") if "--" in args else len(args)
+        errors.set_debug("--debug" in args[:cut] or errors.debug_from_env())
+        args = [x for i, x in enumerate(args) if not (i < cut and x == "--debug")]
+        return super().main(args, *a, **kw)
 
 
 def demo_steps() -> list:

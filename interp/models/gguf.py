@@ -11,12 +11,16 @@ import importlib.util
 import json
 import os
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 
-import torch
-
 from interp.models.provenance import cached_sha256, interp_home
+
+# llama.cpp's `general.file_type` codes (LlamaFileType in the `gguf` package) for the formats one meets.
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+              17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
 
 
 def gguf_in_package(package: str, pattern: str = "*.gguf") -> Path:
@@ -41,6 +45,7 @@ def convert_gguf(gguf: str | os.PathLike, progress: bool = True) -> Path:
 
     The folder's `interp_source.json` records the GGUF path and sha256.
     """
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -59,7 +64,8 @@ def convert_gguf(gguf: str | os.PathLike, progress: bool = True) -> Path:
     finally:
         if not progress:
             hf_logging.enable_progress_bar()
-    _write_folder(model, tok, dest, {"gguf": str(gguf), "gguf_sha256": cached_sha256(gguf)})
+    _write_folder(model, tok, dest, {"gguf": str(gguf), "gguf_sha256": cached_sha256(gguf),
+                                     "quantization": gguf_file_type(gguf)})
     return dest
 
 
@@ -85,3 +91,46 @@ def _write_folder(model, tokenizer, dest: Path, source: dict) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+# GGUF metadata value types: id -> struct format of a scalar (8 = string, 9 = array are handled apart).
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def gguf_file_type(path: str | os.PathLike) -> str:
+    """The quantisation of a GGUF file ("Q4_1", "Q4_K_M", ...) from its `general.file_type` key.
+
+    Reads only the key-value header (a few kB), not the tensors: the `gguf` package's reader maps
+    every tensor and takes seconds. "unknown" when the key is absent.
+    """
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file (bad magic)")
+        version, _, n_kv = struct.unpack("<IQQ", f.read(20))
+        if version < 2:
+            raise ValueError(f"{path} is GGUF version {version}; only versions >= 2 are read")
+
+        def read(fmt: str):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize(fmt)))[0]
+
+        def skip_value(vtype: int) -> object:
+            if vtype in _SCALARS:
+                return read(_SCALARS[vtype])
+            if vtype == 8:
+                return f.read(read("Q"))
+            if vtype == 9:
+                item, n = read("I"), read("Q")
+                if item in _SCALARS:
+                    f.seek(n * struct.calcsize(_SCALARS[item]), 1)
+                else:
+                    for _ in range(n):
+                        skip_value(item)
+                return None
+            raise ValueError(f"{path}: unknown GGUF value type {vtype}")
+
+        for _ in range(n_kv):
+            key = f.read(read("Q")).decode("utf-8", "replace")
+            value = skip_value(read("I"))
+            if key == "general.file_type":
+                return FILE_TYPES.get(int(value), f"file_type {value}")
+    return "unknown"

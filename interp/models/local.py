@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from interp.models.gguf import convert_gguf
+from interp.models.gguf import convert_gguf, gguf_file_type
 from interp.models.provenance import cached_sha256, weights_sha256
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 _STEP = re.compile(r"^step_(\d+)$")
 
@@ -47,7 +49,10 @@ def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
     target = resolve_folder(path, step)
     provenance = {"source": str(target)}
     if target.suffix == ".gguf":
-        provenance.update(gguf_sha256=cached_sha256(target))
+        quant = gguf_file_type(target)
+        provenance.update(gguf_sha256=cached_sha256(target), quantization=quant,
+                          weights=f"{quant} GGUF dequantised to {str(dtype).removeprefix('torch.')}: activations are "
+                                  "those of the dequantised weights, not of the unquantised original")
         target = convert_gguf(target)
         provenance["converted"] = str(target)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager")

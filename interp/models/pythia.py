@@ -1,6 +1,6 @@
 """Pythia-shaped GPTNeoX models, built from the published Pythia configurations (no hub access).
 
-`pythia-70m` is randomly initialised (seeded); weights of a training run come from a local folder.
+`pythia-70m-init` is randomly initialised (seeded); `pythia-70m` takes trained weights from a local folder.
 """
 
 from __future__ import annotations

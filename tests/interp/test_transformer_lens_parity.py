@@ -36,7 +36,7 @@ def test_tiny_models_match_transformer_lens(arch):
 
 
 def test_pythia_14m_matches_transformer_lens():
-    model = interp.load_model("pythia-14m")
+    model = interp.load_model("pythia-14m-init")
     assert compare(model, torch.randint(0, 50000, (2, 33))) == 11 * model.n_layers
 
 

