@@ -16,7 +16,9 @@ Source specs:
   module (closer to English than the code);
 - ``"usr-share-doc"``: plain-text files under ``/usr/share/doc`` and ``/usr/share/common-licenses``;
 - ``"file:PATH"``: one text file;
-- ``"dir:PATH"``: every ``*.txt``/``*.md``/``*.py``/``*.xml`` file under a folder.
+- ``"dir:PATH"``: every ``*.txt``/``*.md``/``*.py``/``*.xml`` file under a folder;
+- the user's own rows: ``"jsonl:PATH[:field]"``, ``"parquet:PATH[:column]"``, ``"csv:PATH:column"``,
+  ``"hf-disk:PATH[:split:column]"`` (see ``interp.data.user_sources``).
 
 Example::
 
@@ -32,6 +34,8 @@ import sysconfig
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from interp.data.user_sources import USER_PREFIXES, USER_SPECS, get_user_source
 
 __all__ = [
     "DEFAULT_SOURCE",
@@ -183,12 +187,12 @@ TEXT_SOURCES: dict[str, Callable[[], TextSource]] = {
 
 _PATH_SOURCES: dict[str, Callable[[str], TextSource]] = {"file:": file_source, "dir:": dir_source}
 
-VALID_TEXT_SPECS = (*TEXT_SOURCES, "file:PATH", "dir:PATH")
+VALID_TEXT_SPECS = (*TEXT_SOURCES, "file:PATH", "dir:PATH", *USER_SPECS)
 
 
 def is_text_spec(spec: str) -> bool:
     """Whether ``spec`` names a text source (without checking that its path exists)."""
-    return spec in TEXT_SOURCES or spec.startswith(tuple(_PATH_SOURCES))
+    return spec in TEXT_SOURCES or spec.startswith((*_PATH_SOURCES, *USER_PREFIXES))
 
 
 def get_source(spec: str) -> TextSource:
@@ -198,6 +202,8 @@ def get_source(spec: str) -> TextSource:
     for prefix, make in _PATH_SOURCES.items():
         if spec.startswith(prefix):
             return make(os.path.expanduser(spec[len(prefix) :]))
+    if spec.startswith(USER_PREFIXES):
+        return get_user_source(spec)
     raise ValueError(f"unknown text source {spec!r}; valid sources: {', '.join(VALID_TEXT_SPECS)}")
 
 
