@@ -92,6 +92,18 @@ class GradientFeaturizer:
         self.kinds = {k: _kind(mods[0]) for k, mods in self.groups.items()}
         self._hashes: dict[tuple, CountHash] = {}
 
+    def rebind(self, old: nn.Module, new: nn.Module) -> GradientFeaturizer:
+        """The same featurizer (groups, sketch size, seed, loss) on `new`, a model with `old`'s module tree
+        (e.g. a checkpoint's copy); modules are matched by their name in `old`."""
+        if old is new:
+            return self
+        names = {id(m): n for n, m in old.named_modules()}
+        missing = [k for k, mods in self.groups.items() if any(id(m) not in names for m in mods)]
+        if missing:
+            raise ValueError(f"featurizer groups {missing} are not modules of the model it is rebound from")
+        groups = {k: [new.get_submodule(names[id(m)]) for m in mods] for k, mods in self.groups.items()}
+        return GradientFeaturizer(groups, sketch_dim=self.sketch_dim, seed=self.seed, loss_fn=self.loss_fn)
+
     # ------------------------------------------------------------------ sizes
     def param_tensors(self) -> list[tuple[str, str, nn.Parameter]]:
         """(group, "weight" | "bias", parameter) for every parameter tensor covered, in feature order."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -91,7 +91,9 @@ class AttributeConfig:
     seed: int = 0
     """Sketch hashes, corpus shuffling, EK-FAC label sampling."""
     device: str = "auto"
-    """cpu, cuda, or auto (cuda when available)."""
+    """cpu, cuda[:N], or auto (cuda when available)."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Model weights and activations; per-example features, EK-FAC factors and scores accumulate in float32."""
     executor: Literal["inprocess", "ray"] = "inprocess"
     """Run shards in this process or on Ray."""
     ray_address: str | None = None
@@ -109,12 +111,18 @@ class AttributeConfig:
             self.sketch_dim = None
         if self.probe not in ("queries", "copy", "prev"):
             raise ValueError(f"probe must be queries, copy or prev, got {self.probe!r}")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
         if self.device == "auto":
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        elif not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ValueError(f"device must be auto, cpu or cuda[:N], got {self.device!r}")
+        elif self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"--device {self.device}: CUDA is not available here; use --device cpu (or auto)")
 
     def compat(self) -> dict:
         """The settings that define the scores (a rerun must agree on them to resume)."""
-        skip = {"out", "shard_size", "batch_size", "device", "executor", "ray_address", "num_workers"}
+        skip = {"out", "shard_size", "batch_size", "device", "executor", "ray_address", "num_workers", "dtype"}
         return {k: v for k, v in asdict(self).items() if k not in skip}
 
 
@@ -165,10 +173,27 @@ def check_tokenizers(model_tok: str, train_tok: str, query_tok: str, cfg: Attrib
 
 
 # ------------------------------------------------------------------------------------------- model side
-def _load(spec: str, device: str):
+def _weights_fingerprint(spec: str) -> tuple:
+    """(name, size, mtime) of the weight files behind a spec that is (or ends in) a local path: the memo key
+    changes when the files do, so a retrained folder is never scored with the weights of an earlier job."""
+    from interp.models.registry import split_step
+
+    arg = spec.partition(":")[2] if ":" in spec and not Path(spec).exists() else spec
+    path, step = split_step(arg) if arg else (arg, None)
+    folder = Path(path) / f"step_{step}" if step is not None else Path(path) if path else None
+    if folder is None or not folder.exists():
+        return ()
+    files = [folder] if folder.is_file() else sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.gguf"))
+    return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+
+
+def _load(spec: str, device: str, dtype: str = "float32"):
+    """The model of a spec, memoised per process (a Ray worker serves many shards). Nothing in this module
+    writes to the memoised model: checkpoints are loaded into new models (`Checkpoint.load`)."""
     from interp import load_model
 
-    return worker_cache(("attribution-model", spec, device), lambda: load_model(spec, device=device))
+    key = ("attribution-model", spec, device, dtype, _weights_fingerprint(spec))
+    return worker_cache(key, lambda: load_model(spec, device=device, dtype=dtype))
 
 
 def _groups(hf, patterns: list[str]):
@@ -193,7 +218,7 @@ def _featurizer(hf, cfg: AttributeConfig):
 
 
 def _checkpoints(cfg: AttributeConfig):
-    from attribution.tracin import checkpoints_from, run_checkpoints
+    from attribution.tracin import checkpoints_from, expand_checkpoints
 
     paths = list(cfg.checkpoints)
     if not paths:
@@ -206,9 +231,7 @@ def _checkpoints(cfg: AttributeConfig):
         else:
             raise ValueError(f"--method {cfg.method} needs training checkpoints: pass --checkpoints RUN_OR_FOLDERS "
                              f"(the model {cfg.model!r} is not a run folder with step_N checkpoints)")
-    if len(paths) == 1 and Path(paths[0]).is_dir() and any(Path(paths[0]).glob("step_*")):
-        paths = run_checkpoints(paths[0])
-    return checkpoints_from(paths, cfg.lrs)
+    return checkpoints_from(expand_checkpoints(paths), cfg.lrs)
 
 
 # ------------------------------------------------------------------------------------------- tasks
@@ -227,20 +250,23 @@ class ShardTask:
 def score_shard(task: ShardTask) -> object:
     """Score one shard and write its file; returns the `ShardInfo` to commit."""
     cfg, prep = task.cfg, task.prepared
-    model = _load(cfg.model, cfg.device)
+    if not isinstance(prep, dict):  # a Ray object ref: the prepared tensors were put in the object store once
+        from interp.jobs import import_ray
+
+        prep = import_ray().get(prep)
+    model = _load(cfg.model, cfg.device, cfg.dtype)
     ids = task.tokens.to(model.device)
     tensors: dict[str, Tensor] = {}
     if cfg.method in ("tracin", "sdi"):
         from attribution.tracin import Checkpoint, features
 
-        hf = model.hf_model
-        feat = _featurizer(hf, cfg)
         sdi = None
         for k, (path, lr) in enumerate(zip(prep["ckpt_paths"], prep["lrs"])):
-            Checkpoint(path, lr).load_into(hf)
-            ftr = features(hf, feat, ids, None, cfg.batch_size)
+            hf = Checkpoint(path, lr).load(model.hf_model)  # a new model; the memoised one is not touched
+            ftr = features(hf, _featurizer(hf, cfg), ids, None, cfg.batch_size).float()
             fq = prep[f"query_features_{k}"].to(ftr.device)
             part = lr * torch.einsum("id,jtd->ijt", ftr.sum(1), fq)
+            del hf
             sdi = part if sdi is None else sdi + part
         tensors["scores"] = sdi.sum(-1)
         if cfg.method == "sdi":
@@ -294,9 +320,10 @@ def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict
         prep["ckpt_paths"] = [c.path for c in cks]
         prep["lrs"] = [c.lr for c in cks]
         for k, ck in enumerate(cks):
-            ck.load_into(model.hf_model)
-            prep[f"query_features_{k}"] = features(model.hf_model, feat, queries.to(model.device), None,
-                                                   cfg.batch_size).cpu()
+            hf = ck.load(model.hf_model)  # a new model; the memoised one is not touched
+            prep[f"query_features_{k}"] = features(hf, feat.rebind(model.hf_model, hf), queries.to(model.device),
+                                                   None, cfg.batch_size).float().cpu()
+            del hf
     elif cfg.method == "ekfac":
         from attribution.influence import HeadComponent, component_gradients, fit_ekfac, lm_loss
         from attribution.mda import copy_target_probe, prev_attn_probe, random_tokens, repeated_random
@@ -344,7 +371,7 @@ def _load_prepared(path: Path) -> dict:
 def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=None) -> dict:
     """Run (or resume) an attribution job; returns a summary. Scores end in `out/scores.safetensors`."""
     t0 = time.perf_counter()
-    model = model or _load(cfg.model, cfg.device)
+    model = model or _load(cfg.model, cfg.device, cfg.dtype)
     tok = model.tokenizer
     train, train_tok = load_tokens(cfg.train, tok, cfg.ctx_len, cfg.max_train, cfg.seed)
     queries, query_tok = load_tokens(cfg.queries, tok, cfg.ctx_len, cfg.max_queries, cfg.seed + 1)
@@ -378,17 +405,41 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
         _save_prepared(prep_path, prep)
     store.clean_partial()
     todo = store.missing()
-    tasks = [ShardTask(i, i * cfg.shard_size, train[i * cfg.shard_size:(i + 1) * cfg.shard_size], cfg, str(out), prep)
-             for i in todo]
-    ray_options = {"num_gpus": 1} if cfg.executor == "ray" and cfg.device == "cuda" else None
-    run_tasks(tasks, score_shard, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
-              on_result=store.commit_shard, progress=progress, desc=f"attribute ({cfg.method})", ray_options=ray_options)
+    _run_shards(cfg, store, train, prep, todo, progress)
     scores = finish(cfg, store, queries, model)
     summary = {"method": cfg.method, "out": str(out), "n_train": len(train), "n_queries": n_q, "shards": n_shards,
                "shards_computed_now": len(todo), "seconds": round(time.perf_counter() - t0, 2),
                "top_train_per_query": scores.argmax(0).tolist()}
     atomic_write_bytes(out / "result.json", json.dumps(summary, indent=1).encode())
     return summary
+
+
+def _run_shards(cfg: AttributeConfig, store: ActivationStore, train: Tensor, prep: dict, todo: list[int],
+                progress) -> None:
+    """Score the missing shards in-process or on Ray. On Ray, the prepared tensors go to the object store
+    once (tasks carry a reference, not a copy each), a CUDA run asks one GPU per task (so one worker per
+    GPU, each seeing only its own device), and a watchdog removes the local Ray's processes and temp
+    folder if this process is killed (`attribution.raywatch`)."""
+    gpu = cfg.device.startswith("cuda")
+    # A Ray worker sees only the GPU it was given (CUDA_VISIBLE_DEVICES), as device 0.
+    task_cfg = replace(cfg, device="cuda") if cfg.executor == "ray" and gpu else cfg
+
+    def tasks(prepared):
+        return [ShardTask(i, i * cfg.shard_size, train[i * cfg.shard_size:(i + 1) * cfg.shard_size], task_cfg,
+                          str(store.path), prepared) for i in todo]
+
+    run = dict(on_result=store.commit_shard, progress=progress, desc=f"attribute ({cfg.method})")
+    if cfg.executor != "ray" or not todo:
+        run_tasks(tasks(prep), score_shard, executor="inprocess", **run)
+        return
+    from attribution.raywatch import watched
+    from interp.jobs import ray_session
+
+    workers = cfg.num_workers or (torch.cuda.device_count() if gpu and cfg.ray_address is None else None)
+    with ray_session(cfg.ray_address, workers) as ray, watched(ray, started_here=cfg.ray_address is None):
+        ref = ray.put(prep)
+        run_tasks(tasks(ref), score_shard, executor="ray", num_workers=workers,
+                  ray_options={"num_gpus": 1} if gpu else None, **run)
 
 
 def finish(cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model) -> Tensor:

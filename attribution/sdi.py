@@ -65,16 +65,17 @@ def step_decomposed_influence(
     step_matrix: bool = False,
     featurizer: GradientFeaturizer | None = None,
 ) -> SDIResult:
-    """SDI over checkpoints (weights loaded into `model` in turn). `sketch_dim=None` gives the exact result."""
+    """SDI over checkpoints (each loaded into a new model; `model` is not modified). `sketch_dim=None` gives the exact result."""
     feat = featurizer or looped_featurizer(model, sketch_dim, seed)
     was_training = model.training
     model.eval()
     total: SDIResult | None = None
     try:
         for ck in checkpoints:
-            ck.load_into(model)
-            part = sdi_from_features(features(model, feat, train, None, batch_size),
-                                     features(model, feat, queries, None, batch_size), ck.lr, step_matrix)
+            work = ck.load(model)  # a new model: `model` (often memoised) is never written to
+            f = feat.rebind(model, work)
+            part = sdi_from_features(features(work, f, train, None, batch_size),
+                                     features(work, f, queries, None, batch_size), ck.lr, step_matrix)
             if total is None:
                 total = part
             else:

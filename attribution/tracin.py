@@ -31,22 +31,52 @@ class Checkpoint:
     lr: float
     state: dict[str, Tensor] | None = None
 
-    def load_into(self, model: nn.Module) -> None:
-        """Copy this checkpoint's weights into `model` (same architecture), strictly."""
-        state = self.state
-        if state is None:
-            from safetensors.torch import load_file
+    def load(self, model: nn.Module) -> nn.Module:
+        """A *new* model with this checkpoint's weights, on `model`'s device and dtype; `model` is untouched.
 
-            files = sorted(Path(self.path).glob("*.safetensors"))
-            if not files:
-                raise FileNotFoundError(f"checkpoint {self.path} holds no .safetensors weights")
-            state = {}
-            for f in files:
-                state.update(load_file(str(f)))
+        A folder goes through the architecture's own loader (`type(model).from_pretrained`), so what
+        `save_pretrained` wrote loads whatever its key names (GPT-NeoX `embed_out`, tied embeddings that
+        are saved once). An in-memory state dict is loaded strictly into a deep copy of `model`. Why a new
+        model: the model passed in is often memoised (one per worker process); writing checkpoint weights
+        into it would make the next job in the same process score with other weights.
+        """
+        param = next(model.parameters())
+        if self.state is not None:
+            import copy
+
+            fresh = copy.deepcopy(model)
+            try:
+                fresh.load_state_dict(self.state, strict=True)
+            except RuntimeError as e:
+                raise ValueError(f"in-memory checkpoint does not fit the model: {e}") from None
+            return fresh.eval()
+        folder = Path(self.path)
+        if not (folder / "config.json").is_file() or not any(folder.glob("*.safetensors")):
+            raise FileNotFoundError(f"checkpoint {self.path} is not a save_pretrained folder (config.json and "
+                                    ".safetensors weights); write checkpoints with model.save_pretrained(folder)")
+        if not hasattr(type(model), "from_pretrained"):
+            raise ValueError(f"{type(model).__name__} has no from_pretrained; pass a HF PreTrainedModel")
+        saved = json.loads((folder / "config.json").read_text())
+        want = model.config.to_dict()
+        if saved.get("model_type") != want.get("model_type"):  # checked first: a foreign config would build a
+            raise ValueError(f"checkpoint {self.path} is a {saved.get('model_type')!r} model, not "  # default-size model
+                             f"{want.get('model_type')!r}: it was saved from another architecture")
+        sizes = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "n_embd", "n_layer")
+                 if k in want and saved.get(k, want[k]) != want[k]]
+        if sizes:
+            raise ValueError(f"checkpoint {self.path} has another shape than the model ({', '.join(f'{k} {saved.get(k)} != {want[k]}' for k in sizes)})")
         try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as e:
-            raise ValueError(f"checkpoint {self.path} does not fit the model: {e}") from None
+            fresh, info = type(model).from_pretrained(str(folder), dtype=param.dtype, output_loading_info=True)
+        except (RuntimeError, ValueError, OSError) as e:
+            raise ValueError(f"checkpoint {self.path} does not fit {type(model).__name__}: {e}") from None
+        missing = [k for k in info.get("missing_keys", []) if k]
+        bad = list(info.get("mismatched_keys", []))
+        if missing or bad:
+            raise ValueError(f"checkpoint {self.path} does not fit {type(model).__name__}: missing {missing[:5]}, "
+                             f"mismatched shapes {bad[:5]}; it was saved from another architecture or size")
+        fresh.config._attn_implementation = model.config._attn_implementation
+        return fresh.to(param.device).eval()
+
 
 def read_lr(folder: str | Path) -> float | None:
     """The learning rate recorded in `folder/training_state.json`, or None."""
@@ -89,6 +119,34 @@ def run_checkpoints(run: str | Path) -> list[str]:
     return [str(p) for _, p in steps]
 
 
+def expand_checkpoints(specs: Sequence[str | Path]) -> list[str]:
+    """Checkpoint specs -> folders: `RUN` (a run folder: all its step_N in order), `RUN@N` / `RUN@step_N`
+    (one step of a run), or a checkpoint folder itself."""
+    out: list[str] = []
+    for spec in map(str, specs):
+        path, step = spec, None
+        if "@" in spec:
+            path, tail = spec.rsplit("@", 1)
+            tail = tail.removeprefix("step_")
+            if not tail.isdigit():
+                raise ValueError(f"bad checkpoint {spec!r}: write RUN@N or RUN@step_N")
+            step = int(tail)
+        folder = Path(path)
+        if step is not None:
+            target = folder / f"step_{step}"
+            if not target.is_dir():
+                have = [Path(p).name for p in run_checkpoints(folder)] if folder.is_dir() else []
+                raise FileNotFoundError(f"checkpoint {spec}: no folder {target}" + (f"; the run has {', '.join(have)}" if have else ""))
+            out.append(str(target))
+        elif folder.is_dir() and not (folder / "config.json").exists() and any(folder.glob("step_*")):
+            out += run_checkpoints(folder)
+        elif folder.is_dir():
+            out.append(str(folder))
+        else:
+            raise FileNotFoundError(f"checkpoint {spec}: no such folder (give a run folder, RUN@N or a checkpoint folder)")
+    return out
+
+
 @torch.no_grad()
 def features(model: nn.Module, featurizer: GradientFeaturizer, ids: Tensor, mask: Tensor | None = None,
              batch_size: int = 16) -> Tensor:
@@ -103,12 +161,16 @@ def features(model: nn.Module, featurizer: GradientFeaturizer, ids: Tensor, mask
 def tracin(model: nn.Module, checkpoints: Sequence[Checkpoint], featurizer: GradientFeaturizer, train: Tensor,
            queries: Tensor, train_mask: Tensor | None = None, query_mask: Tensor | None = None,
            batch_size: int = 16) -> Tensor:
-    """TracIn scores [n_train, n_query] summed over checkpoints with learning-rate weights."""
+    """TracIn scores [n_train, n_query] summed over checkpoints with learning-rate weights.
+
+    Each checkpoint is loaded into a new model (`Checkpoint.load`); `model` only gives the architecture
+    and `featurizer` is built on it (its modules are mapped onto each checkpoint's model by name)."""
     total = None
     for ck in checkpoints:
-        ck.load_into(model)
-        ftr = features(model, featurizer, train, train_mask, batch_size).sum(1)
-        fq = features(model, featurizer, queries, query_mask, batch_size).sum(1)
+        work = ck.load(model)
+        feat = featurizer.rebind(model, work)
+        ftr = features(work, feat, train, train_mask, batch_size).sum(1)
+        fq = features(work, feat, queries, query_mask, batch_size).sum(1)
         s = ck.lr * (ftr @ fq.T)
         total = s if total is None else total + s
     return total

@@ -8,7 +8,7 @@ after ~4,600 steps, this is a smaller vocabulary and width so each run takes min
 - Model: GPT-NeoX shape, 2 layers, d 64, 4 heads, rotary on all head dims, sequential residual, and
   *no MLP* (each block's MLP is a parameter-free zero module), so the model is attention-only.
 - Pool of `--pool` sequences of 64 tokens (token 0 first, then uniform tokens from [1, vocab)); a fraction
-  `--rep-frac` hold one repeated span: length uniform in [6, 20], both copies at random offsets (random
+  `--rep-frac` hold one repeated span: length uniform in [10, 28], both copies at random offsets (random
   offsets and lengths prevent the positional shortcut NOTES.md warns about). Only repeats can teach
   induction; the other rows are noise for it.
 - Formation: the best layer-1 head's prefix-matching score (Olsson, `[BOS, r, r]`, r of 24 tokens)
@@ -62,14 +62,14 @@ def new_model(args, seed: int):
     return interp.HookedModel(hf, None)
 
 
-def build_pool(n: int, vocab: int, rep_frac: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def build_pool(n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, int] = (10, 28)) -> tuple[torch.Tensor, torch.Tensor]:
     """(pool [n, CTX], has_repeat [n]): uniform tokens, a `rep_frac` share with one random-offset repeat."""
     g = torch.Generator().manual_seed(seed)
     pool = torch.randint(1, vocab, (n, CTX), generator=g)
     pool[:, 0] = 0
     has = torch.rand(n, generator=g) < rep_frac
     for i in torch.nonzero(has).flatten().tolist():
-        length = int(torch.randint(6, 21, (1,), generator=g))
+        length = int(torch.randint(span[0], span[1] + 1, (1,), generator=g))
         a = int(torch.randint(1, CTX - 2 * length + 1, (1,), generator=g))
         b = int(torch.randint(a + length, CTX - length + 1, (1,), generator=g))
         pool[i, b:b + length] = pool[i, a:a + length]

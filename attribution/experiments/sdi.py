@@ -55,8 +55,9 @@ def main(argv=None) -> dict:
         feat = looped_featurizer(model, m, seed)
         total = None
         for ck in cks:
-            ck.load_into(model)
-            part = sdi_from_features(features(model, feat, train), features(model, feat, queries), ck.lr)
+            work = ck.load(model)
+            f = feat.rebind(model, work)
+            part = sdi_from_features(features(work, f, train), features(work, f, queries), ck.lr)
             total = part if total is None else type(part)(total.sdi + part.sdi, total.tracin + part.tracin)
         return total
 

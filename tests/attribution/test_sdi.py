@@ -43,8 +43,8 @@ def test_exact_sdi_from_hooks_equals_sdi_from_untied_copies():
     res = step_decomposed_influence(model, cks, train, queries, sketch_dim=None)
     ref = None
     for ck in cks:
-        ck.load_into(model)
-        part = sdi_from_features(untied_step_gradients(model, train), untied_step_gradients(model, queries), ck.lr)
+        work = ck.load(model)
+        part = sdi_from_features(untied_step_gradients(work, train), untied_step_gradients(work, queries), ck.lr)
         ref = part.sdi if ref is None else ref + part.sdi
     torch.testing.assert_close(res.sdi, ref, rtol=1e-4, atol=1e-6 * ref.abs().max().item())
 
