@@ -256,9 +256,25 @@ class HookedModel(WeightsMixin, TokensMixin):
         finally:
             handle.remove()
 
+    def generate(self, inputs: Inputs, max_new_tokens: int = 20, **kwargs):
+        """HF's KV-cached `generate` with hooks active; see `interp.generate.generate` (names=, fwd_hooks=)."""
+        from interp.generate import generate
+
+        return generate(self, inputs, max_new_tokens, **kwargs)
+
     # ------------------------------------------------------------------ views
+    def to_transformer_bridge(self):
+        """A TransformerLens 3 `TransformerBridge` over the same weights, on its own module tree
+        (`model.hf_model` is never altered); see `interp.views.bridge`."""
+        from interp.views.bridge import to_transformer_bridge
+
+        return to_transformer_bridge(self)
+
     def to_transformer_lens(self):
-        """A TransformerLens `HookedTransformer` with the same weights (no folding), where TL supports it."""
+        """A TransformerLens `HookedTransformer` with the same weights (no folding), where TL supports it.
+
+        Prefer `to_transformer_bridge()`; this one is kept for `HookedTransformer` code.
+        """
         from interp.views.transformer_lens import to_transformer_lens
 
         return to_transformer_lens(self)

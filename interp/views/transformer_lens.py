@@ -5,6 +5,10 @@ only `config.json` they read it from there instead. We write the wrapped model's
 folder (whose name avoids the words TransformerLens matches on, like "llama"), let TL convert config and
 weights with its own code, and load them with no folding or centring, so its activations are comparable
 one to one with ours.
+
+Prefer `model.to_transformer_bridge()` (TransformerLens 3's bridge: every architecture TL's bridge
+knows, Gemma 3 included, exactly equal to HF). This older route stays for code written against
+`HookedTransformer` and for TL's own benchmarks; it takes text with our BOS convention.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+
+from interp.views.bridge import tl_tokenizer, tokenizer_prepends_bos
 
 TL_ARCHITECTURES = {"gpt_neox": "GPTNeoXForCausalLM", "llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}
 
@@ -42,9 +48,15 @@ def to_transformer_lens(model):
         )
         state = get_pretrained_state_dict(str(folder), cfg, hf_model=hf, dtype=model.dtype)
     cfg.tokenizer_name = None  # otherwise TL fetches a tokenizer by name from the hub
-    # TL's set_tokenizer re-loads the tokenizer by name from the hub: attach ours directly instead.
+    # TL's set_tokenizer re-loads the tokenizer by name from the hub: attach ours directly instead, and
+    # tell TL what set_tokenizer would have found out, plus our BOS rule (TL's default prepends BOS,
+    # which would shift every position by one against ours).
     tl = HookedTransformer(cfg, tokenizer=None, move_to_device=False)
-    tl.tokenizer = model.tokenizer
+    tok, prepend = tl_tokenizer(model)
+    tl.tokenizer = tok
+    if tok is not None:
+        tl.cfg.tokenizer_prepends_bos = tokenizer_prepends_bos(tok)
+        tl.cfg.default_prepend_bos = prepend
     tl.load_and_process_state_dict(
         state, fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False,
         refactor_factored_attn_matrices=False,

@@ -1,0 +1,93 @@
+"""Generation through HF's own KV-cached `generate`, with our hooks active and an optional cache.
+
+    tokens = model.generate("The capital of France is", max_new_tokens=5)        # greedy
+    with_steer = model.generate(prompt, 20, fwd_hooks=[("blocks.10.hook_resid_post", add_vector)])
+    tokens, cache = model.generate(prompt, 10, names="blocks.*.hook_resid_post")
+
+Nothing is re-implemented: `hf_model.generate` runs the model, so greedy output with no hooks equals
+it exactly. Hooks see each step's tensors: the whole prompt on the first step, then one new position
+per step (with the KV cache on). The cache joins the steps along the position axis, so it covers the
+prompt and every generated token but the last (which was never fed back): `cache.tokens` are those
+positions. Attention patterns and scores grow a key axis per step; each step's keys are placed at the
+positions they hold, zeros elsewhere (what a causal pattern holds there anyway; for scores, a full
+forward holds the mask value there instead). Batches of texts
+are left-padded for generation (HF's convention), and so is the cache.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from interp.cache import ActivationCache
+
+
+def _left_pad(ids: Tensor, mask: Tensor, pad: int) -> tuple[Tensor, Tensor]:
+    """Move each row's right padding to the left (generation appends on the right)."""
+    if bool(mask.all()):
+        return ids, mask
+    out, out_mask = torch.full_like(ids, pad), torch.zeros_like(mask)
+    for i, (row, m) in enumerate(zip(ids, mask)):
+        n = int(m.sum())
+        out[i, ids.shape[1] - n :] = row[:n]
+        out_mask[i, ids.shape[1] - n :] = 1
+    return out, out_mask
+
+
+def _join(name: str, parts: list[Tensor]) -> Tensor:
+    """Concatenate one hook's per-step tensors along its position axis."""
+    if name.endswith(("hook_pattern", "hook_attn_scores")):  # [batch, head, query, key]
+        # A step's keys end at its last query position (a sliding-window cache keeps only the last
+        # few): align them there, zeros elsewhere.
+        total = sum(p.shape[2] for p in parts)
+        placed, end = [], 0
+        for p in parts:
+            end += p.shape[2]
+            placed.append(torch.nn.functional.pad(p, (end - p.shape[-1], total - end)))
+        return torch.cat(placed, dim=2)
+    return torch.cat(parts, dim=1)
+
+
+def generate(
+    model,
+    inputs,
+    max_new_tokens: int = 20,
+    *,
+    names=None,
+    fwd_hooks=(),
+    do_sample: bool = False,
+    prepend_bos: bool | None = None,
+    **generate_kwargs,
+) -> Tensor | tuple[Tensor, ActivationCache]:
+    """Token ids [batch, prompt + new] from `hf_model.generate`, with `fwd_hooks` active throughout.
+
+    `names` (names, globs or a predicate, as in `run_with_cache`): also return a cache of those hooks
+    over every position that was run. Other keyword arguments go to HF's `generate` (e.g.
+    `temperature`, `top_k`, `eos_token_id`); sampling is off unless `do_sample=True`.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    ids, mask = model.to_tokens(inputs, prepend_bos=prepend_bos)
+    pad = model.tokenizer.pad_token_id if model.tokenizer is not None else None
+    pad = pad if pad is not None else (model.config.eos_token_id or 0)
+    if isinstance(pad, list):
+        pad = pad[0]
+    ids, mask = _left_pad(ids, mask, pad)
+    steps: dict[str, list[Tensor]] = {}
+    points = [] if names is None else model.hook_points(names)
+
+    def record(t: Tensor, hook) -> None:
+        steps.setdefault(hook.name, []).append(t.detach())
+
+    hooks = [*fwd_hooks, *[(p.name, record) for p in points]]
+    with torch.no_grad(), model.hooks(hooks):
+        out = model.hf_model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=do_sample,
+            pad_token_id=pad, **generate_kwargs,
+        )
+    if names is None:
+        return out
+    data = {p.name: _join(p.name, steps[p.name]) for p in points if p.name in steps}
+    n = out.shape[1] - 1  # every step fed one more position; the last token was never fed
+    full_mask = torch.cat([mask, torch.ones_like(out[:, mask.shape[1] :])], dim=1)
+    return out, ActivationCache(data, out[:, :n], full_mask[:, :n], model)
