@@ -148,7 +148,17 @@ def load_tokens(spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int) ->
 
 
 def tokenizer_name(tokenizer) -> str:
-    return getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    """The tokenizer's identity, name@sha256:... (`interp.portable`): the same on every machine and folder."""
+    from interp.portable import tokenizer_identity
+
+    return tokenizer_identity(tokenizer)
+
+
+def _same_tokenizer(a: str, b: str) -> bool:
+    """Equal identities, or equal names where one side is a bare name (token files written before identities)."""
+    if a == b:
+        return True
+    return ("@sha256:" not in a or "@sha256:" not in b) and a.split("@sha256:")[0] == b.split("@sha256:")[0]
 
 
 def save_tokens(path: str | Path, tokens: Tensor, tokenizer: str) -> None:
@@ -163,7 +173,8 @@ def check_tokenizers(model_tok: str, train_tok: str, query_tok: str, cfg: Attrib
     """Training data, queries and model must share one tokenizer; name the mismatch and the fix."""
     names = {"model": model_tok, f"train ({cfg.train})": train_tok, f"queries ({cfg.queries})": query_tok}
     given = {k: v for k, v in names.items() if v}
-    if len(set(given.values())) > 1:
+    values = list(given.values())
+    if any(not _same_tokenizer(values[0], v) for v in values[1:]):
         shown = "; ".join(f"{k}: {v!r}" for k, v in given.items())
         raise ValueError(
             f"training data, queries and model come from different tokenizers ({shown}). Token ids are not "

@@ -46,6 +46,7 @@ def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> inter
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from interp.data import byte_tokenizer
+    from interp.portable import tokenizer_identity
 
     config = AutoConfig.from_pretrained(folder)
     config._attn_implementation = "eager"
@@ -67,7 +68,7 @@ def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> inter
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     prov = {"spec": str(source), "source": str(source), "weights_sha256": sha, "model_type": config.model_type,
-            "tokenizer": tok.name_or_path}
+            "tokenizer": tokenizer_identity(tok)}
     return interp.HookedModel(hf.eval(), tok, prov)
 
 

@@ -23,6 +23,7 @@ from torch import Tensor
 from interp.data import resolve_corpus
 from interp.jobs import run_tasks, worker_cache
 from interp.models import DEFAULT_MODEL, load_model
+from interp.portable import tokenizer_identity
 from interp.store import ActivationStore, StoreMeta, write_shard_file
 from interp.store.shards import ShardInfo
 
@@ -153,10 +154,10 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
         model_sha256=model.provenance.get("weights_sha256", "unknown"),
         hooks=row_shapes(model, hooks, cfg.ctx_len),
         dtype=cfg.dtype,
-        tokenizer=str(model.tokenizer.name_or_path),
+        tokenizer=tokenizer_identity(model.tokenizer),  # by identity, not by path: the store can move
         ctx_len=cfg.ctx_len,
         data={**corpus.describe(), "seqs_per_shard": cfg.seqs_per_shard},
-        extra={"provenance": model.provenance, "config": asdict(cfg)},
+        extra={"provenance": model.provenance, "config": {**asdict(cfg), "out": "."}},  # "." = the store itself
     )
     if overwrite:
         _remove_store_files(Path(cfg.out))

@@ -31,6 +31,7 @@ from sae_lens.config import SAETrainerConfig
 from sae_lens.training.sae_trainer import SAETrainer
 from tqdm.auto import tqdm
 
+from interp.portable import relative_to
 from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
 from sae import checkpoint
@@ -275,7 +276,8 @@ def train_sae(
     ckpt = out / "checkpoint"
     checkpoint.recover(ckpt)
     identity = store.identity(hook, train_shards)
-    args = {**dataclasses.asdict(cfg), "hook": hook, "store": str(store.path), "store_identity": identity}
+    # The store is recorded relative to `out` (interp.portable), so the run and its store can move together.
+    args = {**dataclasses.asdict(cfg), "hook": hook, "store": relative_to(store.path, out), "store_identity": identity}
     _check_same_run(out, args, protect=checkpoint.exists(ckpt) or (out / "cfg.json").is_file())
     sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())
     sae.cfg.metadata.hook_name = hook

@@ -58,7 +58,9 @@ def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager")
     has_tokenizer = any((target / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
     tokenizer = AutoTokenizer.from_pretrained(target) if has_tokenizer else byte_tokenizer()
-    provenance.update(weights_sha256=weights_sha256(target), tokenizer=tokenizer.name_or_path)
+    from interp.portable import tokenizer_identity
+
+    provenance.update(weights_sha256=weights_sha256(target), tokenizer=tokenizer_identity(tokenizer))
     if step is not None or _STEP.match(target.name):
         provenance["step"] = int(_STEP.match(target.name)[1]) if _STEP.match(target.name) else step
     return model, tokenizer, provenance

@@ -146,11 +146,13 @@ def _pythia_init(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
             raise ValueError(f"pythia-{size}{INIT_SUFFIX} is the random-initialised shape and takes no path; "
                              f"for trained weights write pythia-{size}:{arg}")
         from interp.data import byte_tokenizer
+        from interp.portable import tokenizer_identity
 
         model = pythia.random_pythia(size).to(dtype)
+        tok = byte_tokenizer()
         prov = {"source": "random init, seed 0 (not trained: no finding about Pythia holds on it)",
-                "weights": "random init", "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
-        return model, byte_tokenizer(), prov
+                "weights": "random init", "weights_sha256": state_sha256(model), "tokenizer": tokenizer_identity(tok)}
+        return model, tok, prov
 
     return load
 
