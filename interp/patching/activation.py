@@ -16,23 +16,15 @@ import torch
 from torch import Tensor
 
 from interp.patching.result import PatchResult
-from interp.patching.sites import Metric, Sweep, make_sweep, prepare_inputs, resolve_metric, scalar
+from interp.patching.sites import Metric, Sweep, make_sweep, prepare_inputs, resolve_metric, scalar, score_copies
 
 
 def _labels(model, ids: Tensor, sweep: Sweep) -> dict[str, list[str]]:
     labels = {"layer": [str(l) for l in sweep.layers], "head": [str(h) for h in range(sweep.n_heads)]}
     if model.tokenizer is not None:
         words = model.to_str_tokens(ids[0])
-        labels["pos"] = [words[p] for p in sweep.positions]
+        labels["pos"] = [f"{p}:{words[p]}" for p in sweep.positions]
     return labels
-
-
-def run_copies(model, ids: Tensor, mask: Tensor, k: int, metric: Metric, hooks) -> list[float]:
-    """Metric of each of k stacked copies of a batch run once with `hooks` (which see all copies)."""
-    b = ids.shape[0]
-    with torch.no_grad(), model.hooks(hooks):
-        logits = model.hf_model(input_ids=ids.repeat(k, 1), attention_mask=mask.repeat(k, 1), use_cache=False).logits
-    return [scalar(metric(logits[i * b : (i + 1) * b])).item() for i in range(k)]
 
 
 def baseline_and_clean(model, metric: Metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks=()):
@@ -87,6 +79,6 @@ def activation_patching(
                 return t
 
             hooks = [*fwd_hooks, (sweep.hook(layer), patch)]
-            values += run_copies(model, x_ids, x_mask, len(chunk), metric, hooks)
+            values += score_copies(model, x_ids, x_mask, len(chunk), metric, hooks)
     out = torch.tensor(values).view(sweep.shape())
     return PatchResult(out, sweep.dims, kind, base, clean_value, _labels(model, c_ids, sweep), "activation")

@@ -21,7 +21,7 @@ import torch
 
 from interp.patching.activation import baseline_and_clean
 from interp.patching.result import PatchResult
-from interp.patching.sites import Metric, prepare_inputs, resolve_metric, scalar
+from interp.patching.sites import Metric, prepare_inputs, resolve_metric, score_copies
 
 _HEAD = re.compile(r"^L(\d+)H(\d+)$")
 
@@ -100,11 +100,11 @@ def path_patching(
             recorded[hook.name] = t.clone()
 
         hooks = [*fwd_hooks, *[(n, freeze) for n in z_names], *[(n, record) for n, _ in recv_sites]]
-        with torch.no_grad(), model.hooks(hooks):
-            logits = model.hf_model(input_ids=x_ids.repeat(k, 1), attention_mask=x_mask.repeat(k, 1), use_cache=False).logits
         if recv == "logits":
-            values += [scalar(metric(logits[i * b : (i + 1) * b])).item() for i in range(k)]
+            values += score_copies(model, x_ids, x_mask, k, metric, hooks)
             continue
+        with torch.no_grad(), model.hooks(hooks):  # only the receivers' inputs are needed from this run
+            model.hf_model(input_ids=x_ids.repeat(k, 1), attention_mask=x_mask.repeat(k, 1), use_cache=False, logits_to_keep=1)
 
         def replace(t, hook):
             t = t.clone()
@@ -114,9 +114,7 @@ def path_patching(
             return t
 
         hooks = [*fwd_hooks, *[(n, replace) for n in sorted({n for n, _ in recv_sites})]]
-        with torch.no_grad(), model.hooks(hooks):
-            logits = model.hf_model(input_ids=x_ids.repeat(k, 1), attention_mask=x_mask.repeat(k, 1), use_cache=False).logits
-        values += [scalar(metric(logits[i * b : (i + 1) * b])).item() for i in range(k)]
+        values += score_copies(model, x_ids, x_mask, k, metric, hooks)
     out = torch.tensor(values).view(n_send, model.n_heads)
     name = "logits" if recv == "logits" else ",".join(f"L{l}H{h}" for l, h in recv) + f".{receiver_input}"
     labels = {"layer": [str(l) for l in range(n_send)], "head": [str(h) for h in range(model.n_heads)]}

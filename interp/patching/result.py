@@ -28,7 +28,7 @@ class PatchResult:
     clean: float
     """The metric on the clean input."""
     labels: dict[str, list[str]] = field(default_factory=dict)
-    """Tick labels per axis (token strings for "pos")."""
+    """Tick labels per axis; "pos" labels are "position:token" (unique, so repeated tokens stay apart)."""
     method: str = "activation"
     """"activation", "attribution" or "path"."""
 
@@ -57,15 +57,21 @@ class PatchResult:
                            {k: v for k, v in self.labels.items() if k != dim}, self.method)
 
     def top(self, k: int = 5) -> list[tuple[str, float]]:
-        """The k sites with the largest |effect|, as ("L3 pos5", effect) pairs."""
+        """The k sites with the largest |effect|, as ("L23 H3", effect) or ("L3 pos5 ' John'", effect) pairs."""
         flat = self.effect.flatten()
         order = flat.abs().argsort(descending=True)[:k]
         out = []
         for i in order.tolist():
             idx = torch.unravel_index(torch.tensor(i), self.values.shape)
-            name = " ".join(f"{d[0].upper()}{int(j)}" if d in ("layer", "head") else f"{d}{int(j)}" for d, j in zip(self.dims, idx))
+            name = " ".join(self._tick(d, int(j)) for d, j in zip(self.dims, idx))
             out.append((name, float(flat[i])))
         return out
+
+    def _tick(self, dim: str, j: int) -> str:
+        label = self.labels.get(dim, [])
+        if dim == "pos":
+            return f"pos {label[j] if j < len(label) else j}"
+        return f"{dim[0].upper()}{label[j] if j < len(label) else j}"
 
     def heatmap(self, normalize: bool = True, title: str | None = None, **imshow_kwargs):
         """A plotly heatmap (2-D sweeps; sum an axis first for 3-D ones). Rows: layers."""
@@ -76,10 +82,8 @@ class PatchResult:
         z = (self.normalized() if normalize else self.values).detach().float().cpu().numpy()
         ydim, xdim = self.dims
         x = self.labels.get(xdim) or [str(i) for i in range(z.shape[1])]
-        if xdim == "pos":  # keep repeated tokens apart on a categorical axis
-            x = [f"{i}: {t}" for i, t in enumerate(x)]
         fig = px.imshow(
-            z, x=x, y=[str(i) for i in range(z.shape[0])], color_continuous_scale="RdBu", color_continuous_midpoint=0.0,
+            z, x=x, y=self.labels.get(ydim) or [str(i) for i in range(z.shape[0])], color_continuous_scale="RdBu", color_continuous_midpoint=0.0,
             labels={"x": xdim, "y": ydim, "color": "normalized metric" if normalize else "metric"},
             title=title or f"{self.method} patching: {self.kind}", aspect="auto", **imshow_kwargs,
         )

@@ -42,7 +42,8 @@ def test_shapes_and_gqa(setup):
     assert activation_patching(model, clean, corrupted, "k", metric=metric).values.shape == (2, model.n_kv_heads)
     full = activation_patching(model, clean, corrupted, "z", metric=metric, per="pos_head", positions=[3, -1])
     assert full.dims == ("layer", "pos", "head") and full.values.shape == (2, 2, model.n_heads)
-    assert full.labels["pos"] == model.to_str_tokens(clean[0])[3:4] + model.to_str_tokens(clean[0])[-1:]
+    words = model.to_str_tokens(clean[0])
+    assert full.labels["pos"] == [f"3:{words[3]}", f"9:{words[9]}"]
 
 
 def test_attribution_agrees_with_activation_patching_to_first_order(setup):
@@ -94,6 +95,8 @@ def test_heatmap_and_top(setup):
     fig = res.heatmap()
     assert fig.data[0].z.shape == (2, 10)
     assert len(res.top(3)) == 3 and res.top(1)[0][0].startswith("L")
+    late = activation_patching(model, clean, corrupted, "z", metric=metric, layers=[1])
+    assert all(name.startswith("L1 H") for name, _ in late.top(4))
     with pytest.raises(ValueError, match="sum"):
         activation_patching(model, clean, corrupted, "z", metric=metric, per="pos_head").heatmap()
 
@@ -114,3 +117,10 @@ def test_bad_inputs_name_the_fix(setup):
         activation_patching(wrap("gpt_neox"), clean, corrupted, "resid_mid", metric=metric)
     with pytest.raises(ValueError, match="L5H2"):
         path_patching(model, clean, corrupted, ["head5"], metric=metric)
+
+
+def test_the_default_metric_reads_only_the_last_positions(setup):
+    model, clean, corrupted = setup
+    fast = activation_patching(model, clean, corrupted, "resid_pre", answer=5, wrong=7)  # logits_to_keep path
+    slow = activation_patching(model, clean, corrupted, "resid_pre", metric=metric)
+    assert torch.allclose(fast.values, slow.values, atol=1e-5)
