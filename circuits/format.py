@@ -15,7 +15,11 @@ Node kinds (where a node lives; see `circuits.masks.KINDS`): `head` (per-head ou
 projection, `attn.hook_z`), `head_compat` (a d_model/n_heads slice of the attention block's output, the
 official SafeSeek code's "head"), `neuron` (`mlp.hook_post`), `q|k|v` (one channel of a head's query,
 key or value), `attn_out|mlp_out` (one residual channel written by a sub-layer), `resid_pre|resid_mid|
-resid_post` (one residual channel).
+resid_post` (one residual channel). Edge-attribution circuits (`circuits.eap`) use graph nodes: `embed`
+(the input embeddings), `head` (a whole head: its output, and its query input), `kv` (a key/value head
+of a grouped-query model: its key and value inputs), `mlp` (a whole MLP) and `logits`; their edges carry
+a `label` naming the input they enter ("q", "k", "v", or "" for an MLP or the logits) and a signed weight
+(the edge's attribution score).
 
     >>> c = Circuit(nodes=[Node(0, "head", 2)], metrics={"task_loss": 0.1})
     >>> Circuit.from_dict(c.to_dict()) == c
@@ -31,7 +35,8 @@ from pathlib import Path
 
 FORMAT = "interp-circuit"
 VERSION = 1
-NODE_KINDS = ("head", "head_compat", "neuron", "q", "k", "v", "attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post")
+NODE_KINDS = ("head", "head_compat", "neuron", "q", "k", "v", "attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post",
+              "embed", "mlp", "kv", "logits")
 
 
 class CircuitFormatError(ValueError):
@@ -60,6 +65,8 @@ class Edge:
     src: int
     dst: int
     weight: float
+    label: str = ""
+    """Which input of dst the edge enters ("q", "k", "v"); empty when dst has one input."""
 
 
 @dataclass
@@ -126,7 +133,8 @@ class Circuit:
             "format": FORMAT,
             "version": VERSION,
             "nodes": [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in self.nodes],
-            "edges": [{"src": e.src, "dst": e.dst, "weight": float(e.weight)} for e in self.edges],
+            "edges": [{"src": e.src, "dst": e.dst, "weight": float(e.weight), **({"label": e.label} if e.label else {})}
+                      for e in self.edges],
             "metrics": self.metrics,
             "provenance": self.provenance,
             "extra": self.extra,
@@ -143,7 +151,7 @@ class Circuit:
                 raise CircuitFormatError(f"{key} must be a list")
         try:
             nodes = [Node(int_(n["layer"]), n["kind"], int_(n["index"])) for n in d.get("nodes", [])]
-            edges = [Edge(int_(e["src"]), int_(e["dst"]), e["weight"]) for e in d.get("edges", [])]
+            edges = [Edge(int_(e["src"]), int_(e["dst"]), e["weight"], str(e.get("label", ""))) for e in d.get("edges", [])]
         except (KeyError, TypeError) as exc:
             raise CircuitFormatError(f"malformed node or edge (missing or wrong field: {exc})") from None
         return cls(nodes, edges, d.get("metrics", {}), d.get("provenance", {}), d.get("extra", {}))
