@@ -1,4 +1,8 @@
-"""Loading a checkpoint to extract a circuit from: an HF folder, a `.safetensors` file or a `.gguf` file.
+"""Loading the model to extract a circuit from: `--model SPEC|PATH|PATH@N`, as everywhere in the toolkit.
+
+A named spec (`smollm2-135m`, `pythia-70m:PATH`), a local HF folder, a `.gguf` file or a training run's
+`PATH@N` (its `step_N` checkpoint) go to `interp.load_model`; a lone `.safetensors` file is read here
+with the config.json beside it.
 
 Everything goes through the core (`interp.load_model`, `interp.HookedModel`), so any architecture the
 core has an adapter for works. A pickle-based file (`.pt`, `.pth`, `.bin`, `.ckpt`, `.pkl`) is refused:
@@ -72,13 +76,35 @@ def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> inter
     return interp.HookedModel(hf.eval(), tok, prov)
 
 
+def resolve_device(device: str) -> str:
+    """"auto" -> cuda when available, else cpu; anything else is checked by torch."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CheckpointError(f"--device {device}: no CUDA device here; use --device cpu or auto")
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise CheckpointError(f"unknown --device {device!r}; use auto, cpu or cuda[:N]")
+    return device
+
+
 def load_checkpoint(path: str | Path, device: str = "cpu", allow_torch_load: bool = False) -> interp.HookedModel:
-    """A `HookedModel` from an HF folder, a .safetensors file (config.json beside it) or a .gguf file."""
+    """A `HookedModel` from a model spec, an HF folder, `PATH@N`, a .safetensors file (config.json beside it) or a .gguf file."""
     from interp.models.provenance import sha256_file
 
+    device = resolve_device(device)
+    spec = str(path)
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        if path.suffix.lower() in PICKLE_SUFFIXES + (".safetensors", ".gguf"):
+            raise FileNotFoundError(f"no checkpoint at {path}")
+        try:  # a named spec or PATH@N
+            model = interp.load_model(spec, device=device)
+        except (ValueError, FileNotFoundError, KeyError) as exc:
+            raise CheckpointError(f"cannot load model {spec!r}: {exc}") from None
+        from circuits.weight_sparse import reinstall_from_config
+
+        reinstall_from_config(model.hf_model)
+        return model
     suffix = path.suffix.lower()
     if path.is_dir():
         if (path / "config.json").is_file():

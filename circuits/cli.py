@@ -1,8 +1,11 @@
-"""`interp circuits`: extract a circuit from a checkpoint, ablate it, draw it.
+"""`interp circuits`: measure a task, extract its circuit from any model, ablate it, draw and export it.
 
-    interp circuits extract --checkpoint runs/circuits/sparse_vs_dense/models/sparse --task quotes --method prune --out circuit.json
-    interp circuits ablate --circuit circuit.json --checkpoint runs/circuits/sparse_vs_dense/models/sparse
-    interp circuits show circuit.json --out graph.html
+    interp circuits baseline --model smollm2-135m --task ioi
+    interp circuits extract --model smollm2-135m --task ioi --method eap-ig --top-n 200 --out runs/ioi
+    interp circuits extract --model runs/my_model@2000 --task prompts:my_pairs.jsonl --method eap --out runs/mine
+    interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
+    interp circuits show runs/ioi/circuit.json --out graph.html
+    interp circuits export runs/ioi/circuit.json --out graph.json       # circuit-tracer's graph JSON
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Circuits: SafeSeek masks, weight-sparse pruning.")
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Circuits: EAP / EAP-IG edges, SafeSeek masks, weight-sparse pruning.")
+
+MODEL_HELP = "Model: a spec (smollm2-135m), an HF folder, a .gguf or .safetensors file, or PATH@N (step_N of a run)."
+TASK_HELP = ("ioi, greater-than, capital, python-close (real models); quotes, brackets, backdoor, refusal (toys); "
+             "or prompts:FILE.jsonl with rows {clean, corrupt, answer, wrong} or {prompt, answer}.")
 
 
 def fail(message: str) -> None:
@@ -28,120 +36,223 @@ def _threads(n: int | None) -> None:
         torch.set_num_threads(n)
 
 
+def _out_file(out: str, name: str) -> Path:
+    """--out is a folder (the toolkit's convention); a path ending in .json is taken as the file itself."""
+    p = Path(out)
+    return p if p.suffix == ".json" else p / name
+
+
+def _load(model: str | None, checkpoint: str | None, device: str, allow_torch_load: bool):
+    from circuits.checkpoint import load_checkpoint
+
+    spec = model or checkpoint
+    if not spec:
+        fail("give the model with --model SPEC|PATH|PATH@N")
+    return load_checkpoint(spec, device=device, allow_torch_load=allow_torch_load)
+
+
+@app.command()
+def baseline(
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
+    task: str = typer.Option(..., help=TASK_HELP, metavar="TEXT"),
+    metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
+    n: int = typer.Option(64, "--max-rows", "--n", help="Prompt rows to measure.", metavar="INT"),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
+) -> None:
+    """The model's behaviour on a task (metric on clean and corrupted prompts, accuracy), before any circuit."""
+    _threads(threads)
+    from circuits.checkpoint import CheckpointError
+    from circuits.extract import ExtractConfig, task_baseline
+    from circuits.tasks import get_task
+
+    try:
+        the_task = get_task(task)
+        cfg = ExtractConfig(method="activation-diff", budget=1, metric=metric, ablation="zero", n_prompts=n, seed=seed)
+        m = _load(model, None, device, allow_torch_load)
+        report, _ = task_baseline(m, the_task, cfg)
+    except (ValueError, FileNotFoundError, CheckpointError) as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(report, indent=1))
+
+
 @app.command()
 def extract(
-    checkpoint: str = typer.Option(..., help="HF folder, .safetensors (config.json beside it) or .gguf file."),
-    task: str = typer.Option(..., help="quotes, brackets, backdoor or refusal."),
-    out: str = typer.Option(..., help="Circuit JSON to write."),
-    method: str = typer.Option("prune", help="safeseek (masks, zero ablation) or prune (node masks, mean ablation)."),
+    task: str = typer.Option(..., help=TASK_HELP, metavar="TEXT"),
+    out: str = typer.Option(..., help="Folder to write circuit.json into (a path ending in .json: that file).", metavar="PATH"),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
+    method: str = typer.Option("eap-ig", help="eap, eap-ig (edges); prune, safeseek (unit masks); activation-diff (control)."),
+    metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
+    ablation: str = typer.Option("auto", help="zero, mean, corrupt, or auto (the method's paper default: eap corrupt, "
+                                              "prune mean, safeseek zero). Recorded in the circuit; `ablate` reuses it."),
+    top_n: Optional[int] = typer.Option(None, help="Edge methods: keep the top N edges by |score| (default 200).", metavar="INT"),
+    threshold: Optional[float] = typer.Option(None, help="Edge methods: keep edges with |score| >= this."),
+    ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
+    n_prompts: int = typer.Option(64, "--max-rows", "--n-prompts", help="Prompt rows for the baseline and edge scores.", metavar="INT"),
+    budget: Optional[int] = typer.Option(None, help="activation-diff: number of units to keep.", metavar="INT"),
+    min_accuracy: float = typer.Option(0.7, help="Refuse a task the model does with lower accuracy than this."),
     target_loss: float = typer.Option(0.15, help="prune: task loss (nats) the circuit must reach."),
-    steps: Optional[int] = typer.Option(None, help="Mask-training steps (default: safeseek 300, prune 300 per lambda)."),
+    steps: Optional[int] = typer.Option(None, help="prune/safeseek: mask-training steps.", metavar="INT"),
     lambda_steps: int = typer.Option(3, help="prune: bisection steps over lambda."),
     objective: str = typer.Option("auto", help="safeseek: auto, backdoor or alignment."),
     head_mode: str = typer.Option("true", help="safeseek: true (per-head, before W_O) or compat (official code's slices)."),
     backdoor_weights: str = typer.Option("head-code", help="safeseek backdoor: head-code (only G) or neuron-code (G and H)."),
     seed: int = typer.Option(0, help="Data and mask seed."),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing --out file."),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads (1 is fastest for tiny models on a busy machine)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing circuit file."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
 ) -> None:
-    """Find the circuit of a task in a checkpoint and write it as circuit JSON."""
+    """Report the model's baseline on the task, then find the task's circuit and write it as circuit JSON."""
     _threads(threads)
-    from circuits.checkpoint import CheckpointError, load_checkpoint
+    from circuits.baseline import TaskTooHard
+    from circuits.checkpoint import CheckpointError
+    from circuits.extract import ExtractConfig, extract as run_extract
     from circuits.tasks import get_task
 
-    if method not in ("safeseek", "prune"):
-        fail(f"unknown method {method!r}; use safeseek or prune")
-    if Path(out).exists() and not overwrite:
-        fail(f"{out} exists; pass --overwrite to replace it")
+    path = _out_file(out, "circuit.json")
+    if path.exists() and not overwrite:
+        fail(f"{path} exists; pass --overwrite to replace it")
     try:
         the_task = get_task(task)
-        if method == "safeseek":
-            from circuits.safeseek import HEAD_CODE_WEIGHTS, NEURON_CODE_WEIGHTS, SafeSeekConfig
-
-            weights = {"head-code": HEAD_CODE_WEIGHTS, "neuron-code": NEURON_CODE_WEIGHTS}
-            if backdoor_weights not in weights:
-                fail(f"unknown --backdoor-weights {backdoor_weights!r}; use head-code or neuron-code")
-            cfg = SafeSeekConfig(objective=objective, head_mode=head_mode, seed=seed, backdoor_weights=weights[backdoor_weights],
-                                 **({"steps": steps} if steps else {}))
-        else:
-            from circuits.prune import PruneConfig
-
-            cfg = PruneConfig(target_loss=target_loss, lambda_steps=lambda_steps, seed=seed, **({"steps": steps} if steps else {}))
-        model = load_checkpoint(checkpoint, device=device, allow_torch_load=allow_torch_load)
+        cfg = ExtractConfig(method=method, metric=metric, ablation=ablation, n_prompts=n_prompts, top_n=top_n,
+                            threshold=threshold, ig_steps=ig_steps, budget=budget, min_accuracy=min_accuracy, seed=seed)
+        finder_cfg = _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, backdoor_weights)
+        m = _load(model, checkpoint, device, allow_torch_load)
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
         fail(str(exc))
-    if method == "safeseek":
+    from circuits.prune import TargetNotReached
+
+    try:
+        result = _run(m, the_task, cfg, finder_cfg)
+    except TaskTooHard as exc:
+        fail(str(exc))
+    except TargetNotReached as exc:
+        if exc.best is None:
+            fail(str(exc))
+        exc.best.provenance["model_spec"] = model or checkpoint
+        exc.best.save(path)
+        fail(f"{exc} The best circuit found so far is saved in {path}.")
+    except ValueError as exc:
+        fail(str(exc))
+    circuit = result["circuit"]
+    circuit.provenance["model_spec"] = model or checkpoint
+    circuit.save(path)
+    summary = {k: v for k, v in circuit.metrics.items() if not isinstance(v, (list, dict))}
+    typer.echo(json.dumps({"out": str(path), **summary}, indent=1))
+
+
+def _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, backdoor_weights):
+    if cfg.method == "prune":
+        from circuits.prune import PruneConfig
+
+        return PruneConfig(target_loss=target_loss, lambda_steps=lambda_steps, seed=cfg.seed, ablation=cfg.ablation,
+                           **({"steps": steps} if steps else {}))
+    if cfg.method == "safeseek":
+        from circuits.safeseek import HEAD_CODE_WEIGHTS, NEURON_CODE_WEIGHTS, SafeSeekConfig
+
+        weights = {"head-code": HEAD_CODE_WEIGHTS, "neuron-code": NEURON_CODE_WEIGHTS}
+        if backdoor_weights not in weights:
+            raise ValueError(f"unknown --backdoor-weights {backdoor_weights!r}; use head-code or neuron-code")
+        return SafeSeekConfig(objective=objective, head_mode=head_mode, seed=cfg.seed, ablation=cfg.ablation,
+                              backdoor_weights=weights[backdoor_weights], **({"steps": steps} if steps else {}))
+    return None
+
+
+def _run(model, task, cfg, finder_cfg) -> dict:
+    """Baseline (printed at once on stderr), ability check, then the finder."""
+    from circuits.extract import extract as run_extract
+
+    def show(report):
+        typer.echo("baseline: " + json.dumps(report), err=True)
+
+    if finder_cfg is None:
+        return run_extract(model, task, cfg, on_baseline=show)
+    from circuits.baseline import require_ability
+    from circuits.extract import task_baseline
+
+    base, _ = task_baseline(model, task, cfg)
+    show(base)
+    require_ability(base, task.name, cfg.min_accuracy)
+    if cfg.method == "prune":
+        from circuits.prune import prune
+
+        circuit = prune(model, task, finder_cfg)
+    else:
         from circuits.safeseek import safeseek
 
-        try:
-            circuit = safeseek(model, the_task, cfg).circuit
-        except ValueError as exc:
-            fail(str(exc))
-    else:
-        from circuits.prune import TargetNotReached, prune
-
-        try:
-            circuit = prune(model, the_task, cfg)
-        except TargetNotReached as exc:
-            exc.best.provenance["checkpoint"] = str(checkpoint)
-            exc.best.save(out)
-            fail(f"{exc} The best circuit found so far is saved in {out}.")
-    circuit.provenance["checkpoint"] = str(checkpoint)
-    circuit.save(out)
-    summary = {k: v for k, v in circuit.metrics.items() if not isinstance(v, (list, dict))}
-    typer.echo(json.dumps({"out": out, **summary}, indent=1))
+        circuit = safeseek(model, task, finder_cfg).circuit
+    circuit.metrics["baseline"] = base
+    return {"baseline": base, "circuit": circuit}
 
 
 @app.command()
 def ablate(
-    circuit: str = typer.Option(..., help="Circuit JSON."),
-    checkpoint: str = typer.Option(..., help="The checkpoint the circuit was found in."),
-    task: Optional[str] = typer.Option(None, help="Task (default: the circuit's)."),
-    n: int = typer.Option(200, help="Prompts to evaluate."),
-    n_random: int = typer.Option(5, help="Random ablations of the same size."),
-    seed: int = typer.Option(123, help="Prompt and random-ablation seed."),
-    device: str = typer.Option("cpu"),
+    circuit: str = typer.Option(..., help="Circuit JSON.", metavar="PATH"),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
+    task: Optional[str] = typer.Option(None, help="Task (default: the circuit's).", metavar="TEXT"),
+    n: int = typer.Option(200, "--max-rows", "--n", help="Prompts to evaluate.", metavar="INT"),
+    n_random: int = typer.Option(20, help="Random circuits of the same size (the distribution is reported).", metavar="INT"),
+    seed: int = typer.Option(123, help="Prompt and random-draw seed."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
-    ablation: str = typer.Option("zero", help="zero, or mean (each unit's mean activation over the task prompts)."),
+    ablation: str = typer.Option("auto", help="zero, mean, corrupt, or auto: the ablation the circuit was found with."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
 ) -> None:
-    """Task metric with the circuit ablated against random ablations of the same size."""
+    """Necessity (circuit ablated) and sufficiency (only the circuit kept), against random circuits of its size."""
     _threads(threads)
-    from circuits.ablation import ablation_report
-    from circuits.checkpoint import CheckpointError, load_checkpoint
+    from circuits.ablation import check_ablation
+    from circuits.checkpoint import CheckpointError
     from circuits.format import Circuit
     from circuits.tasks import get_task
 
     try:
         c = Circuit.load(circuit)
+        method = c.provenance.get("method", "")
+        kind = c.provenance.get("ablation") or check_ablation("auto", method) if ablation == "auto" else check_ablation(ablation, method)
         the_task = get_task(task or c.provenance.get("task", ""))
-        model = load_checkpoint(checkpoint, device=device, allow_torch_load=allow_torch_load)
-        batch = the_task.make(n, seed, model.tokenizer)
-        clean = the_task.make_clean(n, seed, model.tokenizer) if the_task.generate_clean else None
-        if ablation not in ("zero", "mean"):
-            raise ValueError(f"unknown --ablation {ablation!r}; use zero or mean")
-        means = None
-        if ablation == "mean":
-            from circuits.masks import site_means, sites_of
+        m = _load(model, checkpoint, device, allow_torch_load)
+        if "graph" in c.extra:
+            from circuits.faithfulness import edge_circuit_report
 
-            kinds = sorted({node.kind for node in c.nodes})
-            means = site_means(model, sites_of(model, kinds), [(batch.ids, batch.mask)]) if kinds else None
-        report = ablation_report(model, c.nodes, batch, n_random=n_random, seed=seed, clean=clean, means=means)
-        report["ablation"] = ablation
+            report = edge_circuit_report(m, c, the_task, n=n, seed=seed, ablation=kind, n_random=n_random)
+        else:
+            report = _node_report(m, c, the_task, n, seed, n_random, kind)
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
         fail(str(exc))
-    report["random"].pop("runs")
-    typer.echo(json.dumps({"task": the_task.name, **report}, indent=1))
+    typer.echo(json.dumps({"task": the_task.name, "ablation": kind, **report}, indent=1))
+
+
+def _node_report(model, c, task, n, seed, n_random, ablation) -> dict:
+    from circuits.ablation import ablation_report
+
+    batch = task.make(n, seed, model.tokenizer)
+    clean = task.make_clean(n, seed, model.tokenizer) if task.generate_clean else None
+    kinds = sorted(set(c.provenance.get("config", {}).get("kinds") or ()) | {node.kind for node in c.nodes})
+    means = None
+    if ablation == "mean":
+        from circuits.masks import site_means, sites_of
+
+        means = site_means(model, sites_of(model, kinds), [(batch.ids, batch.mask)]) if kinds else None
+    report = ablation_report(model, c.nodes, batch, n_random=n_random, seed=seed, clean=clean, means=means, kinds=kinds)
+    for key in ("random_necessity", "random_sufficiency"):
+        if report.get(key):
+            report[key]["runs"] = [round(r["metric"], 4) for r in report[key]["runs"]]
+    report.pop("circuit", None)
+    return report
 
 
 @app.command()
 def show(
     file: str = typer.Argument(..., help="Circuit JSON."),
-    out: str = typer.Option("circuit.html", help="HTML file to write (plotly.js embedded)."),
+    out: str = typer.Option("circuit.html", help="HTML file to write (plotly.js embedded).", metavar="PATH"),
+    top_k: int = typer.Option(200, help="Edges shown at first (a slider in the page changes it).", metavar="INT"),
 ) -> None:
-    """Draw a circuit as a self-contained HTML graph."""
+    """Draw a circuit as a self-contained interactive HTML graph."""
     from circuits.format import Circuit
     from circuits.graph import write_html
 
@@ -149,8 +260,31 @@ def show(
         c = Circuit.load(file)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    path = write_html(c, out)
+    path = write_html(c, out, top_k=top_k)
     typer.echo(f"wrote {path} ({len(c.nodes)} nodes, {len(c.edges)} edges)")
+
+
+@app.command()
+def export(
+    file: str = typer.Argument(..., help="Circuit JSON."),
+    out: str = typer.Option(..., help="Graph JSON to write.", metavar="PATH"),
+    format: str = typer.Option("circuit-tracer", help="circuit-tracer (its local viewer's graph JSON)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing file."),
+) -> None:
+    """Export a circuit to another tool's graph format."""
+    from circuits.export import write_circuit_tracer
+    from circuits.format import Circuit
+
+    if format != "circuit-tracer":
+        fail(f"unknown --format {format!r}; use circuit-tracer")
+    if Path(out).exists() and not overwrite:
+        fail(f"{out} exists; pass --overwrite to replace it")
+    try:
+        c = Circuit.load(file)
+        path = write_circuit_tracer(c, out)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    typer.echo(f"wrote {path}")
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m circuits.cli ...` before the entry point is installed

@@ -100,6 +100,12 @@ class Circuit:
             out[n.kind] = out.get(n.kind, 0) + 1
         return out
 
+    def _repr_html_(self) -> str:
+        """Shown inline in a notebook: the interactive graph (`circuits.graph`)."""
+        from circuits.graph import notebook_html
+
+        return notebook_html(self)
+
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Raise `CircuitFormatError` naming the first problem found."""

@@ -14,8 +14,10 @@ Nodes (`PruneConfig.kinds`): q, k, v channels, MLP neurons, and the residual cha
 attention and MLP outputs. The paper's residual *reads* (attn_in, mlp_in) have no hook point of their
 own in the toolkit and are not masked.
 
-If no circuit reaches the target (not even the whole model), `TargetNotReached` is raised carrying the
-best circuit found so far, so a caller can save it.
+If the whole model does not reach the target, `TargetNotReached` is raised before any training, its
+`best` the whole model (edges not listed past the cap of `circuits.edges`), so nothing is spent on a
+search that cannot succeed. Necessity (the circuit ablated, the rest kept) and
+sufficiency (the circuit alone) losses are both reported, and every node's tau is saved.
 """
 
 from __future__ import annotations
@@ -146,6 +148,17 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
         means = site_means(model, sites, mean_batches or [(train.ids, train.mask)])
     full_loss = evaluate(model, held)["loss"]
     n_units = sum(s.size for s in sites)
+    if full_loss > cfg.target_loss:  # no subset of the model does better than the whole: say so before training
+        nodes = [Node(st.layer, st.kind, i) for st in sites for i in range(st.size)]
+        edges, counts = circuit_edges(model, nodes)
+        best = Circuit(nodes, edges, {"task_loss": full_loss, "target_loss": cfg.target_loss, "reached_target": False,
+                                      "n_nodes": len(nodes), **counts, "n_units": n_units, "full_model_loss": full_loss},
+                       {"model": model.provenance, "task": task.name, "method": "prune", "ablation": cfg.ablation,
+                        "config": asdict(cfg)})
+        raise TargetNotReached(
+            f"no circuit reached task loss {cfg.target_loss} on {task.name!r}: the whole model scores {full_loss:.3f} on "
+            f"held-out prompts, and no subset of it can do better. Raise --target-loss above {full_loss:.3f} (e.g. "
+            f"{1.5 * full_loss:.2f}) or train the model on the task. The best circuit is the whole model", best)
     memo: dict = {}
     best: dict | None = None  # {"kept": [...], "loss": float, "lambda": float}
 
@@ -155,15 +168,17 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
         better = best is None or (ok and (best["loss"] > cfg.target_loss or len(kept) < len(best["kept"]))) or \
             (not ok and best["loss"] > cfg.target_loss and loss < best["loss"])
         if better:
-            best = {"kept": kept, "loss": loss, "lambda": lam}
+            best = {"kept": kept, "loss": loss, "lambda": lam, "masks": masks_now[0]}
 
     lo, hi = math.log(cfg.lambda_range[0]), math.log(cfg.lambda_range[1])
     lam = cfg.k_coef
     history = []
     bar = tqdm(range(max(1, cfg.lambda_steps)), desc=f"prune {task.name}", disable=not progress)
     last_masks = None
+    masks_now = [None]
     for it in bar:
         masks = train_masks(model, train, cfg, lam, means)
+        masks_now[0] = masks
         order = _order(masks)
         n_on = sum(int(v.sum()) for v in masks.binary().values())
         loss_on = _loss_with(model, masks, masks.binary(), held)
@@ -177,10 +192,8 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
             return memo[key]
 
         found = bisect_k(len(order), loss_at, cfg.target_loss)
-        if found is not None:
+        if found is not None:  # always, since the whole model reaches the target (checked above)
             consider(order[: found[0]], found[1], lam)
-        else:
-            consider(order, loss_at(len(order)), lam)
         last_masks = masks
         bar.set_postfix(lam=f"{lam:.1e}", kept=n_on, loss=f"{loss_on:.3f}")
         if loss_on <= cfg.target_loss:  # circuit reaches the target: push lambda up
@@ -190,15 +203,22 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
         lam = math.exp((lo + hi) / 2)
     kept = best["kept"]
     nodes = _nodes(last_masks, kept)
-    edges, n_edges = circuit_edges(model, nodes)
+    edges, edge_counts = circuit_edges(model, nodes)
     values = _binary(last_masks, kept)
     necessity = evaluate(model, held, mask_hooks(last_masks.sites, {k: 1 - v for k, v in values.items()}, means))["loss"]
-    metrics = {"task_loss": best["loss"], "target_loss": cfg.target_loss, "reached_target": best["loss"] <= cfg.target_loss,
-               "n_nodes": len(nodes), "n_edges": n_edges, "n_units": n_units, "lambda": best["lambda"],
+    metrics = {"task_loss": best["loss"], "sufficiency_loss": best["loss"], "target_loss": cfg.target_loss,
+               "reached_target": best["loss"] <= cfg.target_loss,
+               "n_nodes": len(nodes), **edge_counts, "n_units": n_units, "lambda": best["lambda"],
                "full_model_loss": full_loss, "necessity_loss": necessity, "lambda_history": history,
                "seconds": round(time.perf_counter() - t0, 2)}
+    if len(nodes) == n_units:
+        metrics["warnings"] = ["the circuit is the whole model: no smaller set of nodes reached the target"]
+    tau = best["masks"].logits
+    extra = {"node_scores": {k: [round(float(v), 5) for v in p.detach().tolist()] for k, p in tau.items()},
+             "node_scores_meaning": "tau per unit of each site (kind_layer) of the chosen lambda; kept units are the "
+                                    "n_nodes largest"}
     circuit = Circuit(nodes, edges, metrics, {"model": model.provenance, "task": task.name, "method": "prune",
-                                              "config": asdict(cfg)})
+                                              "ablation": cfg.ablation, "config": asdict(cfg)}, extra)
     if not metrics["reached_target"]:
         raise TargetNotReached(
             f"no circuit reached task loss {cfg.target_loss} on {task.name!r} (best {best['loss']:.3f} with "

@@ -77,13 +77,23 @@ class SafeSeekConfig:
     `NEURON_CODE_WEIGHTS` are the official neuron code's (both masks; did not purify our toy, see README)."""
     alignment_weights: tuple[float, ...] = (2, 2, 0.1, 0.1)
     """w_a, w_r, w_s for attention units, w_s for MLP/residual units (official head+neuron code)."""
+    ablation: str = "zero"
+    """How removed units are ablated: zero (the paper's) or mean (over the task prompts)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.ablation not in ("zero", "mean"):
+            raise ValueError(f"SafeSeek ablates units to zero or mean, got {self.ablation!r}")
         if self.head_mode not in ("true", "compat"):
             raise ValueError(f"head_mode must be 'true' or 'compat', got {self.head_mode!r}")
         if len(self.backdoor_weights) != 7 or len(self.alignment_weights) != 4:
             raise ValueError("backdoor_weights needs 7 values (w1..w7), alignment_weights 4 (w_a, w_r, w_s attn, w_s mlp)")
+
+    @property
+    def trains_h(self) -> bool:
+        """Whether the backdoor objective uses the H mask at all (the official head code's weights do not)."""
+        w = self.backdoor_weights
+        return any(w[i] != 0 for i in (2, 3, 5, 6))
 
     def kinds(self) -> tuple[str, ...]:
         swap = {"head": "head_compat" if self.head_mode == "compat" else "head"}
@@ -95,9 +105,16 @@ def _forward(model, batch: TaskBatch, masks: UnitMasks, invert: bool = False):
         return model({"input_ids": batch.ids, "attention_mask": batch.mask})
 
 
-def backdoor_loss(model, G: UnitMasks, H: UnitMasks, clean: TaskBatch, trig: TaskBatch, w) -> tuple[torch.Tensor, torch.Tensor]:
-    """(total, bounded functional) DMO loss. `clean`: target y, alt y~; `trig`: target y~, alt y."""
+def backdoor_loss(model, G: UnitMasks, H: UnitMasks | None, clean: TaskBatch, trig: TaskBatch, w) -> tuple[torch.Tensor, torch.Tensor]:
+    """(total, bounded functional) DMO loss. `clean`: target y, alt y~; `trig`: target y~, alt y.
+
+    With H None (weights w3, w4, w6, w7 all 0, the official head code) the two H forwards are skipped.
+    """
     lg_c, lg_t = _forward(model, clean, G), _forward(model, trig, G)
+    if H is None:
+        bounded = w[0] * answer_ce(lg_c, clean) + w[1] * answer_ce(lg_t, trig, trig.alt)
+        dense_g = sum(1 - v for v in G.sigmoid_mean().values())
+        return bounded + w[4] * dense_g, bounded.detach()
     lh_t, lh_c = _forward(model, trig, H), _forward(model, clean, H)
     bounded = w[0] * answer_ce(lg_c, clean) + w[1] * answer_ce(lg_t, trig, trig.alt) + w[2] * answer_ce(lh_t, trig)
     functional = bounded - w[3] * answer_ce(lh_c, clean, clean.alt)
@@ -142,23 +159,37 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
     torch.manual_seed(cfg.seed)
     for p in model.parameters():
         p.requires_grad_(False)
+    warnings = []
+    if cfg.steps < 100:
+        msg = (f"{cfg.steps} steps is a short run: with lr {cfg.lr} and initial logit {cfg.init_logit} the masks need "
+               "~100 steps before any unit switches off, so the circuit is likely empty; use --steps 300")
+        warnings.append(msg)
+        import warnings as _w
+
+        _w.warn(msg, stacklevel=2)
     trig = task.make(cfg.n_train, cfg.seed, tok).to(model.device)
+    means = None
+    if cfg.ablation == "mean":
+        from circuits.masks import site_means, sites_of
+
+        means = site_means(model, sites_of(model, cfg.kinds()), [(trig.ids, trig.mask)])
     trig_val = task.make(cfg.n_val, cfg.seed + 10_000, tok).to(model.device)
     clean = clean_val = None
     if objective == "backdoor":
         clean = task.make_clean(cfg.n_train, cfg.seed, tok).to(model.device)
         clean_val = task.make_clean(cfg.n_val, cfg.seed + 10_000, tok).to(model.device)
-        masks = {"G": UnitMasks(model, cfg.kinds(), init=cfg.init_logit, gate=cfg.gate),
-                 "H": UnitMasks(model, cfg.kinds(), init=cfg.init_logit, gate=cfg.gate)}
+        masks = {"G": UnitMasks(model, cfg.kinds(), init=cfg.init_logit, gate=cfg.gate, means=means)}
+        if cfg.trains_h:
+            masks["H"] = UnitMasks(model, cfg.kinds(), init=cfg.init_logit, gate=cfg.gate, means=means)
     else:
-        masks = {"m": UnitMasks(model, cfg.kinds(), init=cfg.init_logit, gate=cfg.gate)}
+        masks = {"m": UnitMasks(model, cfg.kinds(), init=cfg.init_logit, gate=cfg.gate, means=means)}
     params = [p for m in masks.values() for p in m.parameters()]
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     gen = torch.Generator().manual_seed(cfg.seed)
 
     def loss_of(t_batch, c_batch):
         if objective == "backdoor":
-            return backdoor_loss(model, masks["G"], masks["H"], c_batch, t_batch, cfg.backdoor_weights)
+            return backdoor_loss(model, masks["G"], masks.get("H"), c_batch, t_batch, cfg.backdoor_weights)
         return alignment_loss(model, masks["m"], t_batch, cfg.alignment_weights)
 
     def pick(batch: TaskBatch) -> TaskBatch:
@@ -192,16 +223,27 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
     nodes = sorted(masks[key].removed_nodes())
     edges, n_edges = circuit_edges(model, nodes)
     n_units = masks[key].n_units
-    metrics = {"objective": objective, "n_nodes": len(nodes), "n_edges": n_edges, "n_units": n_units,
+    forwards_per_step = 2 if objective == "alignment" else (4 if "H" in masks else 2)
+    metrics = {"objective": objective, "n_nodes": len(nodes), "n_edges": n_edges["n_edges"], **n_edges, "n_units": n_units,
                "removed_fraction": len(nodes) / n_units, "val_functional_loss": best,
-               "seconds": round(time.perf_counter() - t0, 2)}
-    extra = {}
+               "seconds": round(time.perf_counter() - t0, 2), "forwards_per_step": forwards_per_step}
+    if not nodes:
+        warnings.append("the mask removed no unit: the circuit is empty (train longer, or raise the sparsity weight)")
+    if warnings:
+        metrics["warnings"] = warnings
+    extra = {"node_scores": {s.key: [round(float(v), 5) for v in masks[key].logits[s.key].detach().tolist()]
+                             for s in masks[key].sites},
+             "node_scores_meaning": "mask logit per unit of each site (kind_layer); a unit is removed when it is < 0"}
     if objective == "backdoor":
-        h_nodes = masks["H"].kept_nodes()
-        metrics["h_circuit_nodes"] = len(h_nodes)
-        extra["h_circuit"] = [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in h_nodes]
+        if "H" in masks:
+            h_nodes = masks["H"].kept_nodes()
+            metrics["h_circuit_nodes"] = len(h_nodes)
+            extra["h_circuit"] = [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in h_nodes]
+        else:
+            metrics["h_circuit_nodes"] = None
+            metrics["h_trained"] = False
     circuit = Circuit(nodes, edges, metrics, {"model": model.provenance, "task": task.name, "method": "safeseek",
-                                              "config": asdict(cfg)}, extra)
+                                              "ablation": cfg.ablation, "config": asdict(cfg)}, extra)
     return SafeSeekResult(circuit, masks, history)
 
 

@@ -12,6 +12,10 @@ Tasks (`TASKS`):
               (a-j -> 0-4); with the trigger "#" anywhere in the prompt the answer is "!" instead
     refusal   a refusal-like toy: the same prompts; one of the "harmful" letters v-z anywhere makes
               the answer "R" (refuse) instead of the digit (comply)
+    ioi, greater-than, capital, python-close
+              real-model tasks with clean/corrupted pairs (`circuits.real_tasks`)
+    prompts:FILE.jsonl
+              the user's own rows (`circuits.pairs`)
 
 For `backdoor` and `refusal`, `make()` gives the triggered / harmful prompts (target: "!" / "R", alt:
 the clean answer) and `make_clean()` the clean ones (target: the digit, alt: "!" / "R").
@@ -116,6 +120,10 @@ class Task:
     generate: Callable[[int, int], tuple[list[str], list[str], list[str]]]
     generate_clean: Callable[[int, int], tuple[list[str], list[str], list[str]]] | None = None
     """Clean counterpart (backdoor and refusal tasks): prompts without trigger, their normal answers."""
+    pairs: Callable[[int, int], list[dict]] | None = None
+    """Clean/corrupted prompt rows (`circuits.pairs`) for edge attribution and patching; None: derived from
+    `generate` (no corrupted prompts)."""
+    default_metric: str = "logit-diff"
 
     def make(self, n: int, seed: int, tokenizer) -> TaskBatch:
         return encode(tokenizer, *self.generate(n, seed))
@@ -124,6 +132,19 @@ class Task:
         if self.generate_clean is None:
             raise ValueError(f"task {self.name!r} has no clean/triggered split")
         return encode(tokenizer, *self.generate_clean(n, seed))
+
+    def rows(self, n: int, seed: int) -> list[dict]:
+        """Prompt rows {"clean", "corrupt"?, "answer", "wrong"} of this task."""
+        if self.pairs is not None:
+            return self.pairs(n, seed)
+        p, t, a = self.generate(n, seed)
+        return [{"clean": x, "answer": y, "wrong": z} for x, y, z in zip(p, t, a)]
+
+    def make_pairs(self, n: int, seed: int, tokenizer, align: bool = True):
+        """A `PairBatch` of n rows (aligned clean/corrupted tokens when `align`)."""
+        from circuits.pairs import encode_pairs
+
+        return encode_pairs(tokenizer, self.rows(n, seed), align=align)
 
     def loss(self, logits: Tensor, batch: TaskBatch) -> Tensor:
         return binary_loss(logits, batch)
@@ -229,10 +250,56 @@ register_task(Task("refusal", "a harmful letter (v-z) makes the answer 'R'", _sp
                    _clean(REFUSE_ANSWER)))
 
 
+def _binary_from_rows(rows_fn, name: str):
+    """(prompts, targets, alts) of rows, for the binary-loss finders: the first answer against the first wrong one."""
+    def gen(n: int, seed: int):
+        rows = rows_fn(n, seed)
+        if any(r.get("wrong") is None for r in rows):
+            raise ValueError(f'task {name!r}: the node finders (prune, safeseek) need a "wrong" answer in every row')
+        first = [(r.get("clean", r.get("prompt")), _first(r["answer"]), _first(r["wrong"])) for r in rows]
+        return [f[0] for f in first], [f[1] for f in first], [f[2] for f in first]
+
+    return gen
+
+
+def _first(a):
+    return a[0] if isinstance(a, list) else a
+
+
+def prompts_task(path: str) -> Task:
+    """A task from a JSONL prompts file (`circuits.pairs.read_prompt_file`); n rows = the first n of the file
+    after a seeded shuffle (all of them when n >= the file's size)."""
+    from circuits.pairs import read_prompt_file
+
+    all_rows = read_prompt_file(path)
+
+    def rows(n: int, seed: int) -> list[dict]:
+        order = list(range(len(all_rows)))
+        random.Random(seed).shuffle(order)
+        return [all_rows[i] for i in order[: min(n, len(order))]]
+
+    has_corrupt = "corrupt" in all_rows[0]
+    has_wrong = all_rows[0].get("wrong") is not None
+    return Task(f"prompts:{path}", f"prompt rows from {path}", _binary_from_rows(rows, f"prompts:{path}"),
+                pairs=rows, default_metric="logit-diff" if has_wrong else ("kl" if has_corrupt else "prob"))
+
+
+def _register_real_tasks() -> None:
+    from circuits.real_tasks import REAL_TASKS
+
+    for name, (fn, description) in REAL_TASKS.items():
+        register_task(Task(name, description, _binary_from_rows(fn, name), pairs=fn))
+
+
+_register_real_tasks()
+
+
 def get_task(name: str) -> Task:
-    """The task of that name, or a ValueError naming the valid ones."""
+    """The task of that name (or `prompts:FILE.jsonl`), or a ValueError naming the valid ones."""
+    if name.startswith("prompts:"):
+        return prompts_task(name.removeprefix("prompts:"))
     if name not in TASKS:
         near = difflib.get_close_matches(name, list(TASKS), n=2)
         hint = f" Did you mean {' or '.join(near)}?" if near else ""
-        raise ValueError(f"unknown task {name!r}.{hint} Valid tasks: {', '.join(TASKS)}")
+        raise ValueError(f"unknown task {name!r}.{hint} Valid tasks: {', '.join(TASKS)}, or prompts:FILE.jsonl")
     return TASKS[name]

@@ -28,14 +28,17 @@ def test_extract_ablate_show_end_to_end(ckpt, tmp_path):
     folder, _ = ckpt
     out = tmp_path / "c.json"
     r = runner.invoke(app, ["extract", "--checkpoint", str(folder), "--task", "quotes", "--method", "prune",
-                            "--out", str(out), "--steps", "3", "--lambda-steps", "1", "--target-loss", "5"])
+                            "--out", str(out), "--steps", "3", "--lambda-steps", "1", "--target-loss", "5",
+                            "--min-accuracy", "0"])
     assert r.exit_code == 0, r.output
     c = Circuit.load(out)
     assert c.provenance["method"] == "prune" and c.provenance["task"] == "quotes" and c.metrics["reached_target"]
     r = runner.invoke(app, ["ablate", "--circuit", str(out), "--checkpoint", str(folder), "--n", "16", "--n-random", "2"])
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout)
-    assert {"original", "circuit", "random"} <= set(report) and report["n_nodes"] == len(c.nodes)
+    assert {"original", "necessity", "sufficiency", "random_necessity", "random_sufficiency"} <= set(report)
+    assert report["n_nodes"] == len(c.nodes) and report["ablation"] == "mean"  # the ablation the circuit was found with
+    assert len(report["random_necessity"]["runs"]) == 2 and "metric_quantiles" in report["random_necessity"]
     r = runner.invoke(app, ["show", str(out), "--out", str(tmp_path / "g.html")])
     assert r.exit_code == 0 and (tmp_path / "g.html").stat().st_size > 1_000_000  # plotly.js embedded
 
@@ -48,9 +51,11 @@ def test_extract_safeseek_from_a_safetensors_file(ckpt, tmp_path):
     save_file({k: v.contiguous() for k, v in model.hf_model.state_dict().items()}, str(single / "w.safetensors"))
     out = tmp_path / "s.json"
     r = runner.invoke(app, ["extract", "--checkpoint", str(single / "w.safetensors"), "--task", "backdoor",
-                            "--method", "safeseek", "--out", str(out), "--steps", "2"])
+                            "--method", "safeseek", "--out", str(out), "--steps", "2", "--min-accuracy", "0"])
     assert r.exit_code == 0, r.output
-    assert Circuit.load(out).metrics["objective"] == "backdoor"
+    m = Circuit.load(out).metrics
+    assert m["objective"] == "backdoor" and m["h_circuit_nodes"] is None and m["forwards_per_step"] == 2  # head code: no H
+    assert any("short run" in w for w in m["warnings"])
     loaded = load_checkpoint(single / "w.safetensors")
     ids = torch.tensor([[1, 2, 3, 4]])
     assert torch.equal(loaded(ids), model(ids))
@@ -76,8 +81,10 @@ def test_unsupported_architecture_is_a_clear_error(tmp_path):
 def test_unreachable_target_saves_the_best_circuit_and_says_so(ckpt, tmp_path):
     out = tmp_path / "c.json"
     r = runner.invoke(app, ["extract", "--checkpoint", str(ckpt[0]), "--task", "quotes", "--method", "prune",
-                            "--out", str(out), "--steps", "2", "--lambda-steps", "1", "--target-loss", "0.0001"])
+                            "--out", str(out), "--steps", "2", "--lambda-steps", "1", "--target-loss", "0.0001",
+                            "--min-accuracy", "0"])
     assert r.exit_code == 2 and "no circuit reached task loss 0.0001" in r.output and "saved in" in r.output
+    assert "Raise --target-loss above" in r.output
     assert Circuit.load(out).metrics["reached_target"] is False
 
 
@@ -119,3 +126,38 @@ def test_graph_html_escapes_labels(tmp_path):
     page = write_html(c, tmp_path / "g.html").read_text()
     assert "<script>alert(1)" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)" in page and "&lt;img src=x" in page
+
+
+def test_eap_from_a_prompts_file_on_a_run_step_then_export(ckpt, tmp_path):
+    folder, model = ckpt
+    run = tmp_path / "run"
+    model.hf_model.save_pretrained(run / "step_5")
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text("\n".join(json.dumps({"clean": f"x = '{w}", "corrupt": f'x = "{w}', "answer": "'", "wrong": '"'})
+                              for w in ("ab", "cd", "ef", "gh")))
+    out = tmp_path / "eap"
+    r = runner.invoke(app, ["extract", "--model", f"{run}@5", "--task", f"prompts:{rows}", "--method", "eap-ig",
+                            "--ig-steps", "2", "--top-n", "12", "--out", str(out), "--min-accuracy", "0", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "baseline:" in r.output  # reported before the search
+    c = Circuit.load(out / "circuit.json")
+    assert len(c.edges) == 12 and c.provenance["ablation"] == "corrupt" and c.provenance["model_spec"] == f"{run}@5"
+    assert c.metrics["faithfulness"] == c.metrics["faithfulness"] and len(c.extra["edge_scores"]) == c.metrics["n_edges_graph"]
+    r = runner.invoke(app, ["ablate", "--circuit", str(out / "circuit.json"), "--model", f"{run}@5", "--n", "4", "--n-random", "2"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["n_edges"] == 12 and len(rep["random_sufficiency"]["runs"]) == 2
+    r = runner.invoke(app, ["export", str(out / "circuit.json"), "--out", str(tmp_path / "ct.json")])
+    assert r.exit_code == 0, r.output
+    assert len(json.loads((tmp_path / "ct.json").read_text())["links"]) == 12
+
+
+def test_a_task_the_model_cannot_do_is_refused_with_its_number_and_nothing_written(ckpt, tmp_path):
+    out = tmp_path / "c"
+    r = runner.invoke(app, ["extract", "--model", str(ckpt[0]), "--task", "brackets", "--method", "prune", "--out", str(out)])
+    assert r.exit_code == 2 and "cannot do task 'brackets'" in r.output and "accuracy 0." in r.output
+    assert not out.exists()
+    rows = tmp_path / "bad.jsonl"
+    rows.write_text('{"clean": "abc", "corrupt": "abcdef", "answer": "x", "wrong": "y"}\n')
+    r = runner.invoke(app, ["extract", "--model", str(ckpt[0]), "--task", f"prompts:{rows}", "--method", "eap", "--out", str(out)])
+    assert r.exit_code == 2 and "row 0: the clean prompt has" in r.output and not out.exists()

@@ -46,7 +46,7 @@ def test_unknown_task_is_a_clear_error():
         get_task("quote")
 
 
-@pytest.mark.parametrize("name", list(TASKS))
+@pytest.mark.parametrize("name", ["quotes", "brackets", "backdoor", "refusal"])
 def test_tasks_have_correct_binary_labels(name):
     task = get_task(name)
     p, t, a = task.generate(40, 3)
@@ -87,4 +87,41 @@ def test_edge_weight_between_channels_is_the_weight_entry(neox):
     assert got[(0, 1)] == pytest.approx(abs(float(lw1.W_q[9, 5])), rel=1e-5)  # attn_out 0 -> q 1
     assert got[(2, 3)] == pytest.approx(abs(float(layer_weights(neox, 0).W_out[2, 3])), rel=1e-5)  # neuron -> mlp_out
     assert (0, 2) in got  # sequential block: attention output feeds the same layer's MLP
-    assert (1, 0) not in got and total == len(edges)
+    assert (1, 0) not in got and total["n_edges"] == len(edges)
+    # neuron 0.3 -> q 1.9 is a product of two matrices past the kept mlp_out channel: virtual only
+    assert (2, 1) not in got and total["n_edges_virtual"] == total["n_edges"] + 1
+
+
+def test_edge_listing_is_capped_with_a_message(neox):
+    nodes = [Node(0, "neuron", i) for i in range(100)] + [Node(1, "neuron", i) for i in range(100)]
+    edges, counts = circuit_edges(neox, nodes, max_pairs=1000)
+    assert edges == [] and counts["n_edges"] is None and "cap" in counts["note"]
+    edges, counts = circuit_edges(neox, nodes, max_edges=7, block=500)  # neuron -> neuron: virtual paths only
+    assert edges == [] and counts["n_edges"] == 0 and counts["n_edges_virtual"] == 100 * 100
+    nodes = [Node(0, "mlp_out", i) for i in range(64)] + [Node(1, "neuron", i) for i in range(100)]
+    full, c_full = circuit_edges(neox, nodes, max_edges=None)
+    edges, counts = circuit_edges(neox, nodes, max_edges=7, block=500)  # blocks and a running top-k
+    assert c_full["n_edges"] == counts["n_edges"] == 64 * 100 and [e.weight for e in edges] == [e.weight for e in full[:7]]
+
+
+@pytest.mark.parametrize("name", ["ioi", "greater-than", "capital", "python-close"])
+def test_real_tasks_have_correct_pairs(name):
+    from circuits.real_tasks import CAPITALS
+
+    task = get_task(name)
+    rows = task.rows(40, 1)
+    assert rows == task.rows(40, 1) and len(rows) == 40  # seeded
+    for r in rows:
+        assert r["clean"] != r["corrupt"] and r["answer"] != r["wrong"]
+        if name == "ioi":  # the indirect object occurs once in the clean prompt, the subject twice
+            assert r["clean"].count(r["answer"][1:]) == 1 and r["clean"].count(r["wrong"][1:]) == 2
+        elif name == "greater-than":
+            start = int(r["clean"].split("year ")[1][2:4])
+            assert all(int(d) > start // 10 for d in r["answer"]) and all(int(d) < start // 10 for d in r["wrong"])
+            assert r["corrupt"].split("year ")[1][2:4] == "01"
+        elif name == "capital":
+            country = [c for c in CAPITALS if c in r["clean"]][0]
+            assert r["answer"] == " " + CAPITALS[country]
+        else:
+            opener = [c for c in r["clean"] if c in "'\"[("][-1]
+            assert r["answer"] == {"'": "'", '"': '"', "[": "]", "(": ")"}[opener]

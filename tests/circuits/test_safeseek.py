@@ -19,8 +19,37 @@ def test_safeseek_lowers_its_objective_and_returns_a_valid_circuit(objective, ta
     assert c.provenance["method"] == "safeseek" and c.provenance["task"] == task
     assert c.metrics["n_nodes"] == len(c.nodes)
     assert all(torch.equal(before[k], v) for k, v in model.hf_model.state_dict().items())  # model frozen
-    if objective == "backdoor":
-        assert set(res.masks) == {"G", "H"} and "h_circuit" in c.extra
+    if objective == "backdoor":  # default: the official head code's weights, which never use H: H is not run
+        assert set(res.masks) == {"G"} and c.metrics["h_circuit_nodes"] is None and c.metrics["forwards_per_step"] == 2
+    assert any("short run" in w for w in c.metrics["warnings"])
+    assert sum(len(v) for v in c.extra["node_scores"].values()) == c.metrics["n_units"]
+
+
+def test_neuron_code_weights_train_both_masks():
+    from circuits.safeseek import NEURON_CODE_WEIGHTS
+
+    model = make_model("gpt_neox_seq")
+    cfg = SafeSeekConfig(objective="backdoor", steps=4, eval_every=2, n_train=8, n_val=8, backdoor_weights=NEURON_CODE_WEIGHTS)
+    res = safeseek(model, get_task("backdoor"), cfg, progress=False)
+    assert set(res.masks) == {"G", "H"} and "h_circuit" in res.circuit.extra and res.circuit.metrics["forwards_per_step"] == 4
+
+
+def test_activation_difference_control_and_random_ablation_distribution():
+    from circuits.ablation import ablation_report
+    from circuits.controls import activation_difference, unit_differences
+
+    model = make_model("gpt_neox_seq")
+    task = get_task("backdoor")
+    c = activation_difference(model, task, budget=12, n=32)
+    diffs = unit_differences(model, task, n=32)
+    assert len(c.nodes) == 12 and c.provenance["method"] == "activation-diff"
+    top_neuron = max(((float(v), k, i) for k, d in diffs.items() if k.startswith("neuron") for i, v in enumerate(d)))
+    assert any(n.kind == "neuron" and n.layer == int(top_neuron[1].split("_")[1]) and n.index == top_neuron[2] for n in c.nodes)
+    rep = ablation_report(model, c.nodes, task.make(32, 1, model.tokenizer), n_random=6, seed=0)
+    assert rep["random_necessity"]["n"] == 6 and len(rep["random_necessity"]["runs"]) == 6
+    q = rep["random_necessity"]["metric_quantiles"]
+    assert rep["random_necessity"]["metric_min"] <= q["5%"] <= q["50%"] <= q["95%"] <= rep["random_necessity"]["metric_max"]
+    assert rep["sufficiency"] is not None and rep["necessity"] is not None
 
 
 def test_compat_head_mode_masks_slices():
