@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from circuits.eap_graph import EdgeGraph, attn_norm, final_norm, head_outputs, mlp_norm, norm_vjp
+from circuits.eap_graph import EdgeGraph, attn_norm, head_outputs, mlp_norm, norm_vjp
 from circuits.metrics import Metric, check_metric, last, metric_rows
 from circuits.pairs import PairBatch
 from circuits.weights import layer_weights
@@ -158,7 +158,7 @@ def _grad_pass(model, graph: EdgeGraph, batch: PairBatch, metric: Metric, lw: di
     if not graph.parallel:
         fwd.append(("blocks.*.hook_resid_mid", keep("mid")))
     bwd = [("blocks.*.attn.hook_q", gkeep("q")), ("blocks.*.attn.hook_k", gkeep("k")), ("blocks.*.attn.hook_v", gkeep("v")),
-           ("blocks.*.mlp.hook_pre", gkeep("pre")), ("ln_final.hook_normalized", gkeep("final"))]
+           ("blocks.*.mlp.hook_pre", gkeep("pre")), (f"blocks.{last_layer}.hook_resid_post", gkeep("final"))]
     if model.adapter.mlp_pre_linear:
         bwd.append(("blocks.*.mlp.hook_pre_linear", gkeep("pre_linear")))
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
@@ -185,7 +185,8 @@ def _grad_pass(model, graph: EdgeGraph, batch: PairBatch, metric: Metric, lw: di
         g_mlp = norm_vjp(mlp_norm(model, layer), x_mlp, g_in[:, :, None])
         _accumulate(scores, deltas, graph, graph.attn_down(layer), g_attn, weight)
         _accumulate(scores, deltas, graph, slice(graph.mlp_down(layer), graph.mlp_down(layer) + 1), g_mlp, weight)
-    g_fin = norm_vjp(final_norm(model), acts[("post", last_layer)], grads[("final", None)].float()[:, :, None])
+    # the last block's output is read by the final norm only: its gradient is the logits node's
+    g_fin = grads[("final", last_layer)].float()[:, :, None]
     _accumulate(scores, deltas, graph, slice(graph.logits_down, graph.logits_down + 1), g_fin, weight)
     return m.detach()
 

@@ -131,6 +131,8 @@ class EdgeGraph:
 def attn_norm(model, layer: int):
     """The norm module in front of layer `layer`'s attention."""
     blk = model.hf_model.get_submodule(f"{model.adapter.layers}.{layer}")
+    if getattr(model.adapter, "attn_norm", None):
+        return blk.get_submodule(model.adapter.attn_norm)
     for name in ATTN_NORMS:
         if hasattr(blk, name):
             return getattr(blk, name)

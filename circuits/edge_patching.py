@@ -9,7 +9,8 @@ output (`ablation="corrupt"`, aligned pairs), its mean over the clean prompts' t
 (`"zero"`). So effects propagate: a head whose inputs were patched writes a changed output, which is
 what the later nodes then see through their kept edges. A head's q/k/v inputs (and an MLP's input) are
 rebuilt by running its own norm on x'_d and adding W (norm(x'_d) - norm(x_d)) to the projection's
-output, so biases and everything else of the real module stay as they are. With every edge ablated and
+output, so biases and everything else of the real module stay as they are; the logits' input is the
+last block's output, patched in place (only the final norm reads it). With every edge ablated and
 `ablation="corrupt"` the run reproduces the corrupted run; with none it is the clean run.
 
     m = patched_metric(model, batch, keep_mask, metric="logit-diff", ablation="corrupt")   # [n] per row
@@ -21,7 +22,7 @@ import torch
 from torch import Tensor
 
 from circuits.eap import _upstream_hooks, _weights, run_upstream, stack_upstream
-from circuits.eap_graph import EdgeGraph, attn_norm, final_norm, mlp_norm
+from circuits.eap_graph import EdgeGraph, attn_norm, mlp_norm
 from circuits.metrics import Metric, last, metric_rows
 from circuits.pairs import PairBatch
 
@@ -119,21 +120,18 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
             return t + (dn @ W.float().T).to(t.dtype)
         return fn
 
-    def final_hook(t, hook):
+    def final_hook(t, hook):  # the last block's output feeds the final norm only: patch it there
         dl = delta(slice(graph.logits_down, graph.logits_down + 1))
-        if dl is None:
-            return None
-        x = resid[("post", graph.n_layers - 1)]
-        return final_norm(model).forward((x.float() - dl[:, :, 0]).to(x.dtype))
+        return None if dl is None else (t.float() - dl[:, :, 0]).to(t.dtype)
 
-    hooks += [("blocks.*.hook_resid_pre", save("pre")), (f"blocks.{graph.n_layers - 1}.hook_resid_post", save("post"))]
+    hooks += [("blocks.*.hook_resid_pre", save("pre"))]
     if not graph.parallel:
         hooks.append(("blocks.*.hook_resid_mid", save("mid")))
     hooks += [("blocks.*.attn.hook_q", qkv_hook("q")), ("blocks.*.attn.hook_k", qkv_hook("k")),
               ("blocks.*.attn.hook_v", qkv_hook("v")), ("blocks.*.mlp.hook_pre", mlp_hook("pre"))]
     if model.adapter.mlp_pre_linear:
         hooks.append(("blocks.*.mlp.hook_pre_linear", mlp_hook("pre_linear")))
-    hooks.append(("ln_final.hook_normalized", final_hook))
+    hooks.append((f"blocks.{graph.n_layers - 1}.hook_resid_post", final_hook))
     return hooks
 
 
