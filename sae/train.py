@@ -73,8 +73,13 @@ class TrainConfig:
     """Never train on the store's last N shards: they stay held out for `interp sae eval` (its default split)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Extra config fields of the architecture (l1_coefficient, c2r_lambda, rank2, coh_lambda, ...)."""
+    device: str = "cpu"
+    """Where the SAE trains: auto, cpu, cuda or cuda:N (not part of the run's identity: a run may resume elsewhere)."""
 
     def __post_init__(self) -> None:
+        from interp.devices import resolve_device
+
+        self.device = resolve_device(self.device)
         _, cfg_cls = training_class(self.arch)  # raises on unknown names
         for name in ("d_sae", "total_tokens", "batch_size", "checkpoint_every"):
             v = getattr(self, name)
@@ -243,7 +248,8 @@ def _check_same_run(out: Path, args: dict[str, Any], protect: bool) -> None:
             f"{old.get('store')}): pass the store it was started on, or use another --out"
         )
     new = _jsonable(args)
-    diff = sorted(k for k in set(same) | set(new) if k not in ("store", "store_identity") and same.get(k) != new.get(k))
+    diff = sorted(k for k in set(same) | set(new)
+                  if k not in ("store", "store_identity", "device") and same.get(k) != new.get(k))
     if diff:
         raise ValueError(f"{out} holds a run with other settings ({diff}); use another --out or delete it")
 
@@ -279,13 +285,15 @@ def train_sae(
     # The store is recorded relative to `out` (interp.portable), so the run and its store can move together.
     args = {**dataclasses.asdict(cfg), "hook": hook, "store": relative_to(store.path, out), "store_identity": identity}
     _check_same_run(out, args, protect=checkpoint.exists(ckpt) or (out / "cfg.json").is_file())
-    sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())
+    sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())  # initialised on CPU: the same
+    sae.cfg.device = cfg.device                                                        # weights on every device
+    sae.to(cfg.device)
     sae.cfg.metadata.hook_name = hook
     sae.cfg.metadata.model_name = store.meta.model
     tcfg = SAETrainerConfig(
         total_training_samples=steps * cfg.batch_size, train_batch_size_samples=cfg.batch_size,
         lr=cfg.lr, lr_end=cfg.lr, dead_feature_window=max(10, min(1000, steps // 4)),
-        feature_sampling_window=max(10, min(2000, steps // 2)),
+        feature_sampling_window=max(10, min(2000, steps // 2)), device=cfg.device,
     )
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
     mean_norm = estimate_norms(store, hook, seed=cfg.seed, shards=shards)
@@ -300,6 +308,8 @@ def train_sae(
     _write_json(out / "train_config.json", args)
     cut = cfg.outlier_norm_multiple * mean_norm if cfg.outlier_norm_multiple else None
 
+    on_gpu = cfg.device.startswith("cuda")
+
     def rows() -> Iterator[torch.Tensor]:
         buf: list[torch.Tensor] = []
         n = 0
@@ -310,7 +320,10 @@ def train_sae(
             n += x.shape[0]
             while n >= cfg.batch_size:
                 allx = torch.cat(buf)
-                yield allx[: cfg.batch_size]
+                batch = allx[: cfg.batch_size]
+                if on_gpu:  # pinned host memory, so the copy overlaps the step (the prefetch thread issues it)
+                    batch = batch.pin_memory().to(cfg.device, non_blocking=True)
+                yield batch
                 buf, n = [allx[cfg.batch_size:]], n - cfg.batch_size
 
     data = prefetch(rows())  # the next batch is read while this step runs
