@@ -37,7 +37,7 @@ class AttentionView:
 
     tokens: list[str]
     """The sequence's tokens as text (any string: it is escaped)."""
-    patterns: Tensor
+    patterns: Tensor = field(repr=False)
     """[layer, head, query, key] attention weights."""
     layers: list[int] = field(default_factory=list)
     """Model layer of each entry of the first axis (default 0..n-1)."""
