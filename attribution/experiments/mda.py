@@ -77,14 +77,14 @@ def build_corpus(n: int, ctx: int, xml_frac: float, seed: int):
     return pool[perm], is_xml[perm]
 
 
-def new_model(seed: int):
+def new_model(seed: int, device: str = "cpu"):
     hf = random_pythia("14m", seed=seed, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                        intermediate_size=512, vocab_size=257, max_position_embeddings=64)
-    return interp.HookedModel(hf, byte_tokenizer())
+    return interp.HookedModel(hf.to(device), byte_tokenizer())  # initialised on the CPU: the same on every device
 
 
 def train_run(args, pool, icl_ids, intervention=None, out=None, save_steps=(), steps=None):
-    model = new_model(args.seed)
+    model = new_model(args.seed, args.device)
 
     def evaluate(hf, step):
         return scores_of(model)
@@ -109,13 +109,14 @@ def baseline(args, out, pool, icl_ids, save_steps) -> dict:
         return json.loads(path.read_text())
     last = out / "baseline" / f"step_{args.steps}"
     if last.exists():
-        evals = [{"step": 0, **scores_of(new_model(args.seed))}]
+        evals = [{"step": 0, **scores_of(new_model(args.seed, args.device))}]
         for s in save_steps:
-            evals.append({"step": s, **scores_of(interp.load_model(str(out / "baseline" / f"step_{s}")))})
+            evals.append({"step": s, **scores_of(interp.load_model(str(out / "baseline" / f"step_{s}"), device=args.device))})
         log = {"evals": evals, "losses": []}
     else:
         _, log = train_run(args, pool, icl_ids, out=out / "baseline", save_steps=save_steps)
-    log["icl_at"] = {str(s): icl_score(interp.load_model(str(out / "baseline" / f"step_{s}")), icl_ids, 8, 60)
+    log["icl_at"] = {str(s): icl_score(interp.load_model(str(out / "baseline" / f"step_{s}"), device=args.device),
+                                       icl_ids, 8, 60)
                      for s in {args.retrain_steps, args.steps} if (out / "baseline" / f"step_{s}").exists()}
     log["icl"] = log["icl_at"][str(args.steps)]
     path.write_text(json.dumps({k: v for k, v in log.items() if k != "stream"}))
@@ -128,7 +129,7 @@ def ranking(args, out, pool, onset, layer, head, probe) -> dict:
     if path.exists():
         r = json.loads(path.read_text())
         return {"scores": torch.tensor(r["scores"]), "order": torch.tensor(r["order"])}
-    ck = interp.load_model(str(out / "baseline" / f"step_{onset}"))
+    ck = interp.load_model(str(out / "baseline" / f"step_{onset}"), device=args.device)
     fit = pool[torch.randperm(len(pool), generator=torch.Generator().manual_seed(args.seed))[:256]]
     rank = rank_training_samples(ck, HeadComponent(layer, head, "qk"), pool, fit_ids=fit, probe=probe, n_probe=32,
                                  half=32, seed=args.seed, tokens=LETTERS)
@@ -166,7 +167,11 @@ def main(argv=None) -> dict:
     p.add_argument("--only", choices=["remove_top", "remove_random", "duplicate_top"], help="run one intervention")
     p.add_argument("--parallel", action="store_true", help="run the three interventions as parallel processes")
     p.add_argument("--quick", action="store_true", help="tiny pool and few steps (smoke test)")
+    p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (models train and are scored there)")
     args = p.parse_args(argv)
+    from interp.devices import resolve_device
+
+    args.device = resolve_device(args.device)
     if args.quick:
         args.pool, args.steps, args.eval_every = 256, 60, 20
     args.retrain_steps = min(args.retrain_steps or args.steps, args.steps)

@@ -86,16 +86,17 @@ def corpus_split(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, folder: Path,
-                  probe_rows: torch.Tensor | None = None, probe_every: int = 0) -> dict:
+                  probe_rows: torch.Tensor | None = None, probe_every: int = 0, device: str = "cpu") -> dict:
     """Train one variant (or load it when already trained); returns its training log summary. With
     `probe_every`, the probes run on `probe_rows` every that many steps (the emergence curve, in
-    `train.json` as "curve"); they do not touch the training randomness."""
+    `train.json` as "curve"); they do not touch the training randomness. `device` is where it trains
+    (the initialisation and the batch order are drawn on the CPU, so they are the same everywhere)."""
     folder.mkdir(parents=True, exist_ok=True)
     done = folder / "model.safetensors"
     if done.exists():
         return json.loads((folder / "train.json").read_text())
     config = small_config(d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, ctx=cfg.ctx_len)
-    model = build_model(variant, config, seed=cfg.seed).train()
+    model = build_model(variant, config, seed=cfg.seed).train().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(cfg.seed)  # same batches for every variant
     losses, curve = [], []
@@ -104,20 +105,21 @@ def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, fold
         for g in opt.param_groups:
             g["lr"] = _lr(cfg, step)
         idx = torch.randint(0, train_rows.shape[0], (cfg.batch_size,), generator=gen)
-        batch = train_rows[idx]
+        batch = train_rows[idx].to(device, non_blocking=True)
         loss = model(input_ids=batch, labels=batch, use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())  # read back after the loop: a float() here would sync the GPU every step
         if probe_every and probe_rows is not None and (step + 1) % probe_every == 0:
             curve.append(_probe_point(variant, model, probe_rows, step + 1))
             model.train()
+    losses = torch.stack(losses).cpu().tolist()
     summary = {"variant": variant, "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
                "seconds": round(time.perf_counter() - t0, 1), "loss_every_100": losses[::100], "curve": curve}
     (folder / "train.json").write_text(json.dumps(summary, indent=1))
-    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
     save_file(state, str(done))
     return summary
 
@@ -167,6 +169,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="tiny run (smoke test): small model and corpus")
     parser.add_argument("--train-only", action="store_true", help="train the variants, measure nothing")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
+    parser.add_argument("--device", default="cpu", help="where the variants train: auto, cpu, cuda or cuda:N "
+                        "(the probes then run on the CPU)")
     parser.add_argument("--probe-every", type=int, default=0, help="run the probes on the held-out rows every N steps "
                         "while training (the emergence curve, saved in train.json)")
     for f in dataclasses.fields(TrainConfig):
@@ -181,15 +185,18 @@ def main(argv=None) -> dict:
     out = Path(args.out)
     _check_settings(out, cfg)
     torch.set_num_threads(args.threads)
+    from interp.devices import resolve_device
+
+    device = resolve_device(args.device)
     train_rows, eval_rows = corpus_split(cfg)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if args.train_only:
-        return {v: train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every) for v in variants}
+        return {v: train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every, device) for v in variants}
     from interp.probes.experiments.measure import measure_variant, decoupling_table
 
     results = {}
     for v in variants:
-        train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every)
+        train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every, device)
         results[v] = measure_variant(load_variant(v, cfg, out / v), eval_rows)
         results[v]["train"] = json.loads((out / v / "train.json").read_text())
     report = {"settings": dataclasses.asdict(cfg), "variants": results, "table": decoupling_table(results)}
