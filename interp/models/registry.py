@@ -194,14 +194,41 @@ def state_sha256(model) -> str:
     return h.hexdigest()
 
 
+MODEL_PLUGINS = "interp.models"
+"""Entry-point group through which a family adds model specs (a function that registers them)."""
+
+
+def _plugin_specs() -> dict[str, str]:
+    """Spec name -> "module:function" of the specs families declare (read from metadata, nothing imported)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=MODEL_PLUGINS)}
+
+
+def _load_plugin(name: str) -> bool:
+    """Import the family that declares spec `name` (its function registers it); True if it is now known."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=MODEL_PLUGINS):
+        if ep.name == name:
+            ep.load()()
+    return name in SPECS
+
+
 def resolve(spec: str) -> tuple[ModelSpec | None, str | None]:
-    """(registered spec, its argument) or (None, local path) for a path; a clear error otherwise."""
+    """(registered spec, its argument) or (None, local path) for a path; a clear error otherwise.
+
+    A name declared by a family (`interp.models` entry points, e.g. `looped-gpt` from attribution)
+    is loaded on first use, so `interp cache --model looped-gpt:PATH` works without importing it first.
+    """
     name, _, arg = spec.partition(":")
+    if name not in SPECS and name in _plugin_specs():
+        _load_plugin(name)
     if name in SPECS:
         return SPECS[name], arg or None
     if os.path.exists(split_step(spec)[0]):
         return None, spec
-    near = difflib.get_close_matches(spec, list(SPECS), n=3, cutoff=0.5)
+    near = difflib.get_close_matches(spec, [*SPECS, *_plugin_specs()], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
     raise ValueError(
         f"unknown model spec {spec!r}.{hint} Valid specs: {', '.join(SPECS)}; "
@@ -243,4 +270,8 @@ def list_models() -> list[dict]:
         ok, where = spec.available()
         rows.append({"spec": spec.name, "available": ok, "weights": spec.weights, "where": where,
                      "description": spec.description})
+    for name, target in _plugin_specs().items():  # declared by a family, not imported yet (that would load torch)
+        if name not in SPECS:
+            rows.append({"spec": name, "available": True, "weights": "see the family", "where": f"from {target}",
+                         "description": f"declared by the {target.split('.')[0]} package (loads on first use)"})
     return rows

@@ -159,3 +159,17 @@ def test_gemma3_from_its_pypi_gguf_parts():
     ids, _ = model.to_tokens("The quick brown fox jumps over the lazy dog. " * 60)  # past the 512-token window
     with torch.no_grad():
         assert torch.equal(model(ids), bare(ids).logits)
+
+
+def test_a_family_model_spec_loads_from_its_entry_point(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    import interp.models.registry as reg
+
+    ep = EntryPoint(name="looped-gpt", value="attribution.looped:register", group=reg.MODEL_PLUGINS)
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: [ep] if group == reg.MODEL_PLUGINS else [])
+    monkeypatch.delitem(reg.SPECS, "looped-gpt", raising=False)
+    rows = {r["spec"]: r for r in reg.list_models()}
+    assert rows["looped-gpt"]["where"] == "from attribution.looped:register"
+    model = interp.load_model("looped-gpt")
+    assert model.provenance["spec"] == "looped-gpt" and "looped-gpt" in reg.SPECS
