@@ -1,9 +1,11 @@
-"""`interp attribute ...`: sharded, resumable attribution jobs (see `attribution.jobs`).
+"""`interp attribute ...`: sharded, resumable attribution jobs (see `attribution.jobs`), and `show` to read them.
 
-    interp attribute --method sdi --model looped-gpt:runs/loop --train tokens:train.safetensors \\
-        --queries tokens:queries.safetensors --out runs/sdi [--executor ray] [--ray-address auto]
+    interp attribute --method tracin --model smollm2-135m --checkpoints runs/ft --train tokens:train.safetensors \\
+        --queries tokens:queries.safetensors --out runs/tracin [--executor ray] [--device cuda] [--dtype bfloat16]
+    interp attribute show runs/tracin [--top 3] [--out DIR]      # top/bottom training examples as text + report.html
 
-Entry point: `attribution.cli:app` (a `typer.Typer` with one command).
+Entry point: `attribution.cli:register` adds the `attribute` group to the core CLI (`attribution.cli:app` is
+the same group on its own).
 """
 
 from __future__ import annotations
@@ -12,60 +14,104 @@ import json
 
 import typer
 
-from attribution.jobs import AttributeConfig, run_attribution
-
-app = typer.Typer(help="Training-data attribution: TracIn, SDI (looped models), EK-FAC (MDA), DRA.",
-                  add_completion=False, no_args_is_help=True)
+app = typer.Typer(help="Training-data attribution: TracIn, SDI (looped models), EK-FAC (MDA), DRA; `show` to read a run.",
+                  add_completion=False, invoke_without_command=True)
 
 
 def _split(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-@app.command("attribute")
+def _fail(e: Exception) -> None:
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(2) from None
+
+
+@app.callback()
 def attribute(
-    method: str = typer.Option(..., help="tracin | sdi | ekfac | dra"),
-    model: str = typer.Option(..., help="Model spec, e.g. looped-gpt:runs/loop, pythia-14m:PATH, a local folder"),
-    train: str = typer.Option(..., help="Training data: tokens:PATH.safetensors or a corpus spec (stdlib-docs, file:PATH, ...)"),
-    queries: str = typer.Option(..., help="Query data (DRA: unsafe targets), same forms as --train"),
-    out: str = typer.Option(..., help="Output folder; a rerun with the same settings resumes"),
-    checkpoints: str = typer.Option("", help="TracIn/SDI: comma-separated checkpoint folders, or one run folder"),
-    lrs: str = typer.Option("", help="TracIn/SDI: comma-separated learning rate per checkpoint (default: training_state.json)"),
-    sketch_dim: int = typer.Option(2048, help="TensorSketch size per parameter tensor; 0 = exact gradients"),
-    modules: str = typer.Option("", help="TracIn/DRA-gradient: comma-separated module-name globs"),
-    component: str = typer.Option("L0H0:qk", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"),
-    probe: str = typer.Option("queries", help="EK-FAC measurement: queries | copy | prev"),
-    fit_samples: int = typer.Option(64, help="EK-FAC: training sequences used to fit the factors"),
-    representation: str = typer.Option("hidden", help="DRA: hidden | gradient"),
-    hook: str = typer.Option("", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
-    raw: bool = typer.Option(False, "--raw", help="DRA: no denoising (the raw-similarity baseline)"),
-    ctx_len: int = typer.Option(64, help="Tokens per sequence for corpus specs"),
-    max_train: int = typer.Option(256, help="Training sequences from a corpus spec"),
-    max_queries: int = typer.Option(8, help="Query sequences from a corpus spec"),
-    shard_size: int = typer.Option(64, help="Training rows per shard (one task)"),
-    batch_size: int = typer.Option(16, help="Sequences per forward/backward"),
-    seed: int = typer.Option(0, help="Sketch hashes, corpus shuffling, label sampling"),
-    device: str = typer.Option("auto", help="cpu | cuda | auto"),
-    executor: str = typer.Option("inprocess", help="inprocess | ray"),
-    ray_address: str = typer.Option(None, help="Ray cluster address; default: start a local Ray"),
-    num_workers: int = typer.Option(None, help="Ray workers for a local Ray"),
+    ctx: typer.Context,
+    method: str = typer.Option(None, metavar="TEXT", help="tracin | sdi | ekfac | dra (required to run a job)"),
+    model: str = typer.Option(None, metavar="SPEC", help="Model spec, e.g. smollm2-135m, looped-gpt:RUN, RUN@N, a local folder"),
+    train: str = typer.Option(None, metavar="SPEC", help="Training data: tokens:PATH.safetensors or a corpus spec (stdlib-docs, file:PATH, ...)"),
+    queries: str = typer.Option(None, metavar="SPEC", help="Query data (DRA: unsafe targets), same forms as --train"),
+    out: str = typer.Option(None, metavar="DIR", help="Output folder; a rerun with the same settings resumes"),
+    checkpoints: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated checkpoints: RUN (all step_N), RUN@N, or folders"),
+    lrs: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated learning rate per checkpoint (default: training_state.json)"),
+    sketch_dim: int = typer.Option(2048, metavar="INT", help="Sketch size per parameter tensor; 0 = exact gradients"),
+    modules: str = typer.Option("", metavar="TEXT", help="TracIn/DRA-gradient: comma-separated module-name globs"),
+    component: str = typer.Option("L0H0:qk", metavar="TEXT", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"),
+    probe: str = typer.Option("queries", metavar="TEXT", help="EK-FAC measurement: queries | copy | prev"),
+    fit_samples: int = typer.Option(64, metavar="INT", help="EK-FAC: training sequences used to fit the factors"),
+    representation: str = typer.Option("hidden", metavar="TEXT", help="DRA: hidden | gradient"),
+    hook: str = typer.Option("", metavar="TEXT", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
+    raw: bool = typer.Option(False, "--raw", help="DRA: no denoising at all (the raw-similarity baseline)"),
+    center: bool = typer.Option(True, "--center/--no-center", help="DRA: subtract the training pool's mean"),
+    whiten: bool = typer.Option(False, "--whiten/--no-whiten",
+                                help="DRA: whiten with the pool covariance (off by default: it lowered AUPRC 0.758 -> 0.508 "
+                                     "on SmolLM2, attribution/README.md)"),
+    neutral_removal: float = typer.Option(0.0, metavar="FLOAT", help="DRA hidden: fraction of target tokens dropped as neutral"),
+    select_dims: str = typer.Option("auto", metavar="TEXT", help="DRA: dimension selection: auto (leave-one-target-out), all, or K"),
+    adam_state: str = typer.Option("", metavar="PATH", help="DRA gradient: checkpoint folder with adam_state.safetensors "
+                                                           "(LESS-style Adam-normalised gradients)"),
+    ctx_len: int = typer.Option(64, metavar="INT", help="Tokens per sequence for corpus specs"),
+    max_train: int = typer.Option(256, metavar="INT", help="Training sequences from a corpus spec"),
+    max_queries: int = typer.Option(8, metavar="INT", help="Query sequences from a corpus spec"),
+    shard_size: int = typer.Option(64, metavar="INT", help="Training rows per shard (one task)"),
+    batch_size: int = typer.Option(16, metavar="INT", help="Sequences per forward/backward"),
+    seed: int = typer.Option(0, metavar="INT", help="Sketch hashes, corpus shuffling, label sampling"),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs (auto: CUDA when present)"),
+    dtype: str = typer.Option("float32", metavar="float32|bfloat16", help="Model dtype; features and scores accumulate in float32"),
+    executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
+    ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
+    num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray (CUDA: one per GPU)"),
 ) -> None:
     """Score every training sequence against every query; write a resumable attribution store."""
+    if ctx.invoked_subcommand is not None:
+        return
+    missing = [f"--{n}" for n, v in (("method", method), ("model", model), ("train", train), ("queries", queries),
+                                     ("out", out)) if not v]
+    if missing:
+        _fail(ValueError(f"missing {', '.join(missing)}: `interp attribute --method M --model SPEC --train DATA "
+                         "--queries DATA --out DIR` runs a job; `interp attribute show RUN` reads one"))
+    from attribution.jobs import AttributeConfig, run_attribution
+
     try:
+        dims = None if select_dims == "all" else select_dims if select_dims == "auto" else int(select_dims)
         cfg = AttributeConfig(
             method=method, model=model, train=train, queries=queries, out=out, checkpoints=_split(checkpoints),
             lrs=[float(x) for x in _split(lrs)] or None, sketch_dim=sketch_dim, modules=_split(modules),
             component=component, probe=probe, fit_samples=fit_samples, representation=representation, hook=hook,
-            denoise=not raw, ctx_len=ctx_len, max_train=max_train, max_queries=max_queries, shard_size=shard_size,
-            batch_size=batch_size, seed=seed, device=device, executor=executor, ray_address=ray_address,
-            num_workers=num_workers)
+            denoise=not raw, center=center, whiten=whiten, neutral_removal=neutral_removal, select_dims=dims,
+            adam_state=adam_state, ctx_len=ctx_len, max_train=max_train, max_queries=max_queries,
+            shard_size=shard_size, batch_size=batch_size, seed=seed, device=device, dtype=dtype, executor=executor,
+            ray_address=ray_address, num_workers=num_workers)
         summary = run_attribution(cfg)
     except (ValueError, FileNotFoundError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+        _fail(e)
     typer.echo(json.dumps(summary, indent=1))
 
 
+@app.command("show")
+def show(
+    run: str = typer.Argument(..., metavar="RUN", help="Output folder of a finished `interp attribute` run"),
+    top: int = typer.Option(3, metavar="INT", help="Training examples shown per query, at each end"),
+    out: str = typer.Option(None, metavar="DIR", help="Folder for report.html (default: RUN)"),
+    width: int = typer.Option(100, metavar="INT", help="Characters of text per example in the console"),
+) -> None:
+    """Print, per query, the top and bottom training examples with text and scores; write report.html."""
+    from attribution.report import html_report, text_report
+
+    try:
+        if top <= 0:
+            raise ValueError(f"--top must be positive, got {top}")
+        report = text_report(run, top=top, width=width)
+        path = html_report(run, out, top=max(top, 10))
+    except (ValueError, FileNotFoundError) as e:
+        _fail(e)
+    typer.echo(report)
+    typer.echo(f"\nHTML: {path}")
+
+
 def register(app_: typer.Typer) -> None:
-    """Add `attribute` to another Typer app (e.g. the core `interp` CLI)."""
-    app_.command("attribute")(attribute)
+    """Add the `attribute` group (job + `show`) to another Typer app (e.g. the core `interp` CLI)."""
+    app_.add_typer(app, name="attribute")

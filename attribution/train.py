@@ -105,15 +105,20 @@ def train_lm(
         if eval_every and step % eval_every == 0:
             evaluate(step)
         if step in save_steps and out is not None:
-            save_checkpoint(model, Path(out) / f"step_{step}", lr=opt.param_groups[0]["lr"], step=step)
+            save_checkpoint(model, Path(out) / f"step_{step}", lr=opt.param_groups[0]["lr"], step=step, optimizer=opt)
     model.eval()
     log["seconds"] = time.perf_counter() - t0
     log["stream"] = stream
     return log
 
 
-def save_checkpoint(model: nn.Module, folder: Path, lr: float, step: int) -> None:
-    """`save_pretrained` plus the learning rate in force (TracIn's eta for this checkpoint)."""
+def save_checkpoint(model: nn.Module, folder: Path, lr: float, step: int, optimizer=None) -> None:
+    """`save_pretrained` plus the learning rate in force (TracIn's eta for this checkpoint) and, given the
+    optimiser, its Adam moments (`adam_state.safetensors`, for LESS-style normalised gradients)."""
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
+    if optimizer is not None:
+        from attribution.adam import save_adam_state
+
+        save_adam_state(model, optimizer, folder)
     (folder / TRAINING_STATE).write_text(json.dumps({"lr": lr, "step": step}))

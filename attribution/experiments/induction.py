@@ -14,7 +14,7 @@ after ~4,600 steps, this is a smaller vocabulary and width so each run takes min
 - Formation: the best layer-1 head's prefix-matching score (Olsson, `[BOS, r, r]`, r of 24 tokens)
   evaluated every `--eval-every` steps; formed = first step with score >= `--threshold`. The layer-0
   previous-token score is logged to check that the head is a real two-head induction circuit.
-- MDA: at the baseline's onset checkpoint (first eval with score >= `--onset`) EK-FAC on the target
+- MDA: at the baseline's onset checkpoint (the last eval before formation) EK-FAC on the target
   head's W_Q, W_K, copy-target probe; influence of every pool sequence.
 - Arms, each with seeds 0..`--seeds`-1 (seed = init and data order; the ranking comes from seed 0):
   baseline, `remove_top` (k highest), `remove_random` (k random), `remove_bottom` (k most negative),
@@ -108,7 +108,9 @@ def run_arm(args, out: Path, pool, arm: str, seed: int, remove: list[int]) -> di
     if keep_ckpt:
         from safetensors.torch import save_file
 
-        onset = next((c["step"] for c in curve if c["pm"] >= args.onset and c["step"] > 0), curve[-1]["step"])
+        # The checkpoint at or just before formation (spec 2.4): the last eval below the threshold.
+        before = [c["step"] for c in curve if c["step"] > 0 and (formed is None or c["step"] < formed)]
+        onset = before[-1] if before else curve[-1]["step"]
         save_file(states[onset], str(out / "onset.safetensors"))
         res |= {"onset_step": onset, "target_head": curve[-1]["head"]}
     path.write_text(json.dumps(res))
@@ -151,15 +153,16 @@ def main(argv=None) -> dict:
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--pool", type=int, default=2048)
-    p.add_argument("--rep-frac", type=float, default=0.5)
+    p.add_argument("--rep-frac", type=float, default=1.0)
     p.add_argument("--k-frac", type=float, default=0.2)
-    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--steps", type=int, default=2400)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--eval-every", type=int, default=50)
-    p.add_argument("--onset", type=float, default=0.1)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--threshold", type=float, default=0.3)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--only-seed", type=int, default=None,
+                   help="run only this seed's arms (parallel processes: seed 0 makes the ranking, others wait for it)")
     p.add_argument("--quick", action="store_true", help="tiny pool and few steps (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
@@ -168,6 +171,10 @@ def main(argv=None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pool, has = build_pool(args.pool, args.vocab, args.rep_frac, seed=0)
+    if args.only_seed not in (None, 0):
+        run_arm(args, out, pool, "baseline", args.only_seed, [])
+        while not (out / "ranking.json").exists():  # seed 0's process writes it
+            time.sleep(10)
     base0 = run_arm(args, out, pool, "baseline", 0, [])
     scores = ranking(args, out, pool, base0)
     k = int(round(args.k_frac * len(pool)))
@@ -176,11 +183,19 @@ def main(argv=None) -> dict:
                 "remove_random": torch.randperm(len(pool), generator=torch.Generator().manual_seed(7))[:k].tolist()}
     enrichment = {arm: float(has[torch.tensor(rows)].float().mean()) for arm, rows in removals.items() if rows}
     print("share of repeat-holding rows among removed:", enrichment, "base rate", float(has.float().mean()), flush=True)
+    if args.only_seed is not None:
+        for arm in ARMS:
+            run_arm(args, out, pool, arm, args.only_seed, removals[arm])
+        return {}
     table = {}
     for arm in ARMS:
         runs = [run_arm(args, out, pool, arm, s, removals[arm]) for s in range(args.seeds)]
         table[arm] = summarise(runs)
-    result = {"args": vars(args), "k": k, "target": f"L1H{base0['target_head']}", "onset_step": base0["onset_step"],
+    spans = (pool[:, None, :] == pool[:, :, None]).float().mean((1, 2))  # token self-match rate, grows with repeats
+    result = {"args": vars(args), "k": k,
+              "removed_mean_self_match": {arm: float(spans[torch.tensor(r)].mean()) for arm, r in removals.items() if r},
+              "pool_mean_self_match": float(spans.mean()), "ranking_seconds": json.loads((out / "ranking.json").read_text())["seconds"], "target": f"L1H{base0['target_head']}", "onset_step": base0["onset_step"],
+              "pool": "rows with a repeated span" if args.rep_frac >= 1 else f"{args.rep_frac:.0%} rows with a repeated span",
               "repeat_share_removed": enrichment, "repeat_base_rate": float(has.float().mean()), "arms": table}
     (out / "result.json").write_text(json.dumps(result, indent=1))
     for arm, row in table.items():
