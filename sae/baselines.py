@@ -79,11 +79,14 @@ def make_sae(arch: str, d_in: int, d_sae: int, seed: int | None = None, **settin
     return cls(cfg_cls(d_in=d_in, d_sae=d_sae, **{**DEFAULTS.get(arch, {}), **settings}))
 
 
-def load_sae(path: str | Path, device: str = "cpu") -> SAE:
+def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> SAE:
     """Load a checkpoint folder (cfg.json + sae_weights.safetensors) written by this toolkit or sae-lens.
 
-    Training checkpoints load as the training class (so the loss and its settings come back too);
-    inference-only folders (e.g. BatchTopK saved as JumpReLU) through `SAE.load_from_disk`.
+    `inference=True` (default) returns the inference SAE sae-lens would ship (`sae.inference.to_inference`:
+    BatchTopK-family SAEs as JumpReLU with their threshold, so a row's code never depends on its batch).
+    `inference=False` returns the training class (loss and settings; batch-level top-k in `encode`), for
+    resuming or for the explicit batch-level evaluation. Inference-only folders load through
+    `SAE.load_from_disk` either way.
     """
     path = Path(path)
     cfg_file = path / "cfg.json"
@@ -91,7 +94,12 @@ def load_sae(path: str | Path, device: str = "cpu") -> SAE:
         raise FileNotFoundError(f"{path} is not an SAE checkpoint: no cfg.json (train one with `interp sae train`)")
     arch = json.loads(cfg_file.read_text()).get("architecture")
     if arch in SAE_TRAINING_CLASS_REGISTRY:
-        return TrainingSAE.load_from_disk(path, device=device)
+        sae = TrainingSAE.load_from_disk(path, device=device)
+        if inference:
+            from sae.inference import to_inference
+
+            return to_inference(sae)
+        return sae
     return SAE.load_from_disk(path, device=device)
 
 

@@ -58,6 +58,7 @@ def train(
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
     holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
+    exclude: str = typer.Option("positions:0+norm-outliers:10", help="Special rows never trained on (interp.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine)."),
     set_: list[str] = typer.Option([], "--set", help="Architecture setting key=value (repeatable), e.g. c2r_lambda=1."),
     no_resume: bool = typer.Option(False, help="Ignore an existing checkpoint (the folder must then hold no other run)."),
 ) -> None:
@@ -68,7 +69,7 @@ def train(
     try:
         cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=tokens, batch_size=batch_size, lr=lr,
                           seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
-                          settings=_parse_settings(set_))
+                          exclude=exclude, settings=_parse_settings(set_))
         st = ActivationStore.open(store)
         _, report = train_sae(st, cfg, out, resume=not no_resume)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
@@ -77,21 +78,10 @@ def train(
 
 
 def eval_rows(sae_dir: str | Path, store: Any, split: str = "auto") -> tuple[str, Any]:
-    """(split used, global row indices) to score an SAE on: "heldout" = the shards its training run held
-    out (`train_config.json`: holdout_shards), "all" = every row; "auto" = heldout when there are any."""
-    import torch
+    """See `sae.evaluate.eval_rows` (imported lazily: `--help` must not import torch)."""
+    from sae.evaluate import eval_rows as _eval_rows
 
-    from sae.train import split_shards
-
-    if split not in ("auto", "heldout", "all"):
-        raise ValueError(f"--split must be auto, heldout or all, got {split!r}")
-    cfg_file = Path(sae_dir) / "train_config.json"
-    holdout = json.loads(cfg_file.read_text()).get("holdout_shards", 0) if cfg_file.is_file() else 0
-    if split == "heldout" and not holdout:
-        raise ValueError(f"{sae_dir} was trained without held-out shards: train with --holdout-shards N, or use --split all")
-    if split == "all" or not holdout:
-        return "all", torch.arange(len(store))
-    return "heldout", store.shard_rows(split_shards(store, holdout)[1])
+    return _eval_rows(sae_dir, store, split)
 
 
 @app.command("eval")
@@ -99,29 +89,27 @@ def eval_(
     sae: str = typer.Option(..., help="SAE folder (cfg.json + sae_weights.safetensors)."),
     store: str = typer.Option(..., help="ActivationStore with the SAE's hook."),
     hook: Optional[str] = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
-    max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ones of the split)."),
+    max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ordinary rows of the split)."),
     split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."),
+    exclude: Optional[str] = typer.Option(None, help="Special rows to leave out (interp.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10."),
+    codes: str = typer.Option("threshold", help="threshold: inference codes as sae-lens ships them (BatchTopK family as JumpReLU); batch: batch-level top-k (chunk-dependent)."),
     model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
     ce_seqs: int = typer.Option(16, help="Sequences for the spliced-loss metrics."),
     out: Optional[str] = typer.Option(None, help="Also write the metrics JSON here."),
 ) -> None:
-    """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON."""
+    """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
     from interp.store import ActivationStore
     from sae import load_sae
     from sae import metrics as M
-    from sae.train import _check_shapes, _hook
+    from sae.evaluate import evaluate_store, sae_row_filter
 
     try:
-        s = load_sae(sae)
+        s = load_sae(sae, inference=codes != "batch")
         st = ActivationStore.open(store)
-        h = _hook(st, hook or (s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None))
-        _check_shapes(st, h, s.cfg.d_in)
-        used, rows = eval_rows(sae, st, split)
-        x = st.get_rows(rows[:max_rows], hooks=h)[h].float()
-        res: dict[str, Any] = {"sae": sae, "hook": h, "split": used, "rows": len(x),
-                               **M.reconstruction(s, [x[i:i + 4096] for i in range(0, len(x), 4096)])}
+        res: dict[str, Any] = {"sae": sae, **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes)}
         if model:
-            res.update(_spliced(model, s, h, st, ce_seqs, rows))
+            filt = sae_row_filter(sae, st, res["hook"], exclude)
+            res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt))
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     text = json.dumps(M.round_dict(res), indent=1)
@@ -149,12 +137,12 @@ def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
     return torch.stack(seqs[:n_seqs])
 
 
-def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None) -> dict[str, float]:
+def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None, filt: Any = None) -> dict[str, Any]:
     import interp
     from sae import metrics as M
 
     model = interp.load_model(model_spec)
-    return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows))
+    return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows), rows=filt)
 
 
 def logit_effects(model: Any, directions: Any, features: list[int], k: int = 8) -> dict[int, dict[str, list]]:
@@ -196,11 +184,12 @@ def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: Opt
     st = ActivationStore.open(store_dir)
     h = _hook(st, s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None)
     _check_shapes(st, h, s.cfg.d_in)
+    from sae.evaluate import sae_row_filter
+
     rows = st.get_rows(eval_rows(sae_dir, st)[1][:max_rows], hooks=h)  # held-out rows when training kept some
     x = rows[h].float()
     z = M.encode(s, x)
-    norms = x.norm(dim=-1)
-    z[norms > 10 * norms.mean()] = 0  # massive-activation rows (attention sinks) are not SAE inputs: not shown
+    z[~sae_row_filter(sae_dir, st, h).keep(rows)] = 0  # special rows (interp.rows) are not SAE inputs: not shown
     model = None
     spec = model_spec or (st.meta.model if st.meta.model != "synthetic" else None)
     if spec:

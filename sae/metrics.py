@@ -27,7 +27,9 @@ def decoder_directions(sae: Any) -> Tensor:
 
 @torch.no_grad()
 def encode(sae: Any, x: Tensor, batch_size: int = 4096) -> Tensor:
-    """Codes for many rows, in batches (eval mode; BatchTopK bases select over each batch)."""
+    """Codes for many rows, in chunks of `batch_size` (eval mode). With an inference SAE (`load_sae`'s
+    default, `sae.inference.to_inference`) the codes do not depend on the chunking; a BatchTopK-family
+    *training* SAE selects over each chunk (the explicit batch-level option)."""
     sae.eval()
     return torch.cat([sae.encode(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
 
@@ -65,23 +67,38 @@ def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float =
 
 # ---- splicing into a model -----------------------------------------------------------------------------
 @torch.no_grad()
-def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor | None = None, batch_size: int = 8) -> dict[str, float]:
+def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor | None = None, batch_size: int = 8,
+                 rows: Any = None) -> dict[str, float]:
     """Next-token CE with the SAE's reconstruction replacing the hook's activation, against the clean
     model and zero ablation; CE recovered = (CE_zero - CE_sae) / (CE_zero - CE_clean); KL(clean || sae).
-    Position 0 (the attention sink, with massive activations) keeps its clean value in every run."""
+
+    Special rows (`rows`, an `interp.rows.RowFilter`; default: the toolkit's default rule measured on these
+    activations) keep their clean value in the SAE and zero runs: they are never SAE inputs. CE and KL
+    cover every next-token prediction; `spliced_frac` says which share of activations were replaced."""
     from interp.hooked_model import next_token_loss
+    from interp.rows import RowRule
 
     sae.eval()
     mask = torch.ones_like(tokens) if mask is None else mask
+    n_spliced, n_all = [0], [0]
 
-    def replace(fn):
+    def replace(fn, count=False):
         def hook_fn(t, hook):  # noqa: ARG001
-            out = fn(t)
-            out[:, 0] = t[:, 0]
+            nonlocal rows
+            flat = t.reshape(-1, t.shape[-1]).float()
+            pos = torch.arange(t.shape[1]).repeat(t.shape[0])
+            if rows is None:
+                rows = RowRule.parse(None).bind_tensor(flat, pos)
+            keep = rows.keep_tensor(flat, pos).reshape(t.shape[:-1])
+            if count:
+                n_spliced[0] += int(keep.sum())
+                n_all[0] += keep.numel()
+            out = t.clone()
+            out[keep] = fn(t[keep].float()).to(t.dtype)  # only ordinary rows enter the SAE (and any pool in it)
             return out
         return hook_fn
 
-    sae_fn = replace(lambda t: sae(t.reshape(-1, t.shape[-1]).float()).reshape(t.shape).to(t.dtype))
+    sae_fn = replace(lambda r: sae(r), count=True)
     zero_fn = replace(lambda t: torch.zeros_like(t))
     ce = {"clean": 0.0, "sae": 0.0, "zero": 0.0}
     kl, n_tok = 0.0, 0
@@ -102,7 +119,8 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     ce = {k: v / n_tok for k, v in ce.items()}
     den = ce["zero"] - ce["clean"]
     rec = (ce["zero"] - ce["sae"]) / den if abs(den) > 1e-9 else float("nan")
-    return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok}
+    return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok,
+            "spliced_frac": n_spliced[0] / max(n_all[0], 1), "rows": rows.config() if rows is not None else None}
 
 
 # ---- ground truth on synthetic data ---------------------------------------------------------------------

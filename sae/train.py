@@ -2,7 +2,7 @@
 
 The optimisation step is sae-lens's own (`SAETrainer.step`: forward, losses, backward, grad-norm clip,
 Adam, lr and coefficient schedules, dead-latent tracking); this module supplies the data (batches from
-`store.iter_batches`, outliers dropped, scaled so that E||x||² = d_in), progress, checkpoints
+`store.iter_batches`, special rows dropped by the `interp.rows` rule, scaled so that E||x||² = d_in), progress, checkpoints
 (`sae.checkpoint`: safetensors + JSON, no pickle, swapped in so that a kill at any instant recovers),
 resumption (the data stream is replayed to the same row and every random draw of a step comes from a
 (seed, step) generator, so a killed-and-resumed run ends bitwise equal to an uninterrupted one), the
@@ -32,6 +32,7 @@ from sae_lens.training.sae_trainer import SAETrainer
 from tqdm.auto import tqdm
 
 from interp.portable import relative_to
+from interp.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
 from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
 from sae import checkpoint
@@ -60,13 +61,24 @@ class TrainConfig:
     batch_size: int = 4096
     """Rows per step."""
     lr: float = 3e-4
-    """Adam learning rate (constant schedule; sae-lens default)."""
+    """Adam learning rate (peak; see the warmup and decay below)."""
+    lr_warmup_steps: int | None = None
+    """Linear warmup steps; None: min(1000, steps // 10) (dictionary_learning's TopK/BatchTopK trainers warm
+    up for 1000 steps; capped so short runs still spend most steps at the peak)."""
+    lr_decay_frac: float = 0.2
+    """Linear decay to 0 over the last fraction of the steps (dictionary_learning: decay from 80% of training)."""
+    dead_window_tokens: int = 10_000_000
+    """A latent is dead (and AuxK trains it) once it has not fired for this many tokens (dictionary_learning:
+    10M). Runs shorter than the window never mark a latent dead."""
     seed: int = 0
     """Seed of the SAE initialisation and of the data order."""
     normalize: bool = True
     """Scale activations so that E||x||² = d_in (scale estimated on the first batches, folded in at the end)."""
-    outlier_norm_multiple: float | None = 10.0
-    """Drop rows whose norm exceeds this multiple of the mean norm (massive activations); None keeps all."""
+    outlier_norm_multiple: float | None = None
+    """Deprecated (kept for old callers): when set, `exclude` becomes "norm-outliers:<value>"."""
+    exclude: str = DEFAULT_EXCLUDE
+    """Special rows never trained on (`interp.rows` spec: none, bos, positions:0,1, norm-outliers:10, or a
+    '+' combination); the canonical spec and its reference norm are recorded in train_config.json."""
     checkpoint_every: int = 50
     """Steps between checkpoints."""
     holdout_shards: int = 0
@@ -93,7 +105,15 @@ class TrainConfig:
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         m = self.outlier_norm_multiple
         if m is not None and (not _finite(m) or m < 1):
-            raise ValueError(f"outlier_norm_multiple must be >= 1 (a multiple of the mean row norm) or None, got {m!r}")
+            raise ValueError(f"outlier_norm_multiple must be >= 1 (a multiple of the reference row norm) or None, got {m!r}")
+        if m is not None:
+            self.exclude, self.outlier_norm_multiple = f"norm-outliers:{m:g}", None
+        self.exclude = RowRule.parse(self.exclude).spec
+        if not _finite(self.lr_decay_frac) or not 0 <= self.lr_decay_frac < 1 or (
+                self.lr_warmup_steps is not None and self.lr_warmup_steps < 0):
+            raise ValueError(f"lr_decay_frac must be in [0, 1) and lr_warmup_steps >= 0, got {self.lr_decay_frac}, {self.lr_warmup_steps}")
+        if isinstance(self.dead_window_tokens, bool) or not isinstance(self.dead_window_tokens, int) or self.dead_window_tokens < 1:
+            raise ValueError(f"dead_window_tokens must be a positive integer, got {self.dead_window_tokens!r}")
         names = {f.name: f for f in dataclasses.fields(cfg_cls)}
         if "k" in names and self.k is not None:
             k = self.k
@@ -182,8 +202,9 @@ def split_shards(store: ActivationStore, holdout: int) -> tuple[list[int], list[
 
 
 def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
-            shards: list[int] | None = None) -> Iterator[torch.Tensor]:
-    """Endless [batch, d] float32 batches: pass p is shuffled with seed (seed, p); NaN/inf raise."""
+            shards: list[int] | None = None, rows: RowFilter | None = None) -> Iterator[torch.Tensor]:
+    """Endless [<=batch, d] float32 batches (special rows removed by `rows`): pass p is shuffled with seed
+    (seed, p); NaN/inf raise."""
     p = 0
     while True:
         n = 0
@@ -191,8 +212,10 @@ def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
                                     shards=shards):
             x = b[hook].float()
             if not torch.isfinite(x).all():
-                rows = (~torch.isfinite(x).all(-1)).nonzero().flatten()[:5].tolist()
-                raise NonFiniteError(f"non-finite activations in {hook} (pass {p}, batch rows {rows}): the store is damaged or the model overflowed")
+                bad = (~torch.isfinite(x).all(-1)).nonzero().flatten()[:5].tolist()
+                raise NonFiniteError(f"non-finite activations in {hook} (pass {p}, batch rows {bad}): the store is damaged or the model overflowed")
+            if rows is not None:
+                x = x[rows.keep_tensor(x, b.get("pos"))]
             n += 1
             yield x
         if n == 0:  # drop_last left nothing: looping again would spin forever
@@ -201,9 +224,13 @@ def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
 
 
 def estimate_norms(store: ActivationStore, hook: str, n_rows: int = 8192, seed: int = 0,
-                   shards: list[int] | None = None) -> float:
-    """Mean row norm over a sample of the store (used for the outlier cut and the scale)."""
-    x = next(iter(store.iter_batches(min(n_rows, len(store)), hooks=hook, shuffle=True, seed=seed, shards=shards)))[hook].float()
+                   shards: list[int] | None = None, rows: RowFilter | None = None) -> float:
+    """Mean row norm over a sample of the store's ordinary rows (for the input scale E||x||² = d_in)."""
+    b = next(iter(store.iter_batches(min(n_rows, len(store)), hooks=hook, shuffle=True, seed=seed, shards=shards)))
+    x = b[hook].float()
+    if rows is not None:
+        x = x[rows.keep_tensor(x, b.get("pos"))]
+    x = x[torch.isfinite(x).all(-1)]
     return float(x.norm(dim=-1).mean())
 
 
@@ -249,7 +276,7 @@ def _check_same_run(out: Path, args: dict[str, Any], protect: bool) -> None:
         )
     new = _jsonable(args)
     diff = sorted(k for k in set(same) | set(new)
-                  if k not in ("store", "store_identity", "device") and same.get(k) != new.get(k))
+                  if k not in ("store", "store_identity", "device", "rows") and same.get(k) != new.get(k))
     if diff:
         raise ValueError(f"{out} holds a run with other settings ({diff}); use another --out or delete it")
 
@@ -283,20 +310,30 @@ def train_sae(
     checkpoint.recover(ckpt)
     identity = store.identity(hook, train_shards)
     # The store is recorded relative to `out` (interp.portable), so the run and its store can move together.
-    args = {**dataclasses.asdict(cfg), "hook": hook, "store": relative_to(store.path, out), "store_identity": identity}
+    try:
+        recorded = json.loads((out / "train_config.json").read_text()).get("rows") or {}
+    except (OSError, json.JSONDecodeError):
+        recorded = {}
+    rowf = RowRule.parse(cfg.exclude).bind(store, hook, recorded.get("reference_norm"))
+    args = {**dataclasses.asdict(cfg), "hook": hook, "store": relative_to(store.path, out), "store_identity": identity,
+            "rows": rowf.config()}
     _check_same_run(out, args, protect=checkpoint.exists(ckpt) or (out / "cfg.json").is_file())
     sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())  # initialised on CPU: the same
     sae.cfg.device = cfg.device                                                        # weights on every device
     sae.to(cfg.device)
     sae.cfg.metadata.hook_name = hook
     sae.cfg.metadata.model_name = store.meta.model
+    warmup = min(1000, steps // 10) if cfg.lr_warmup_steps is None else cfg.lr_warmup_steps
+    if warmup + int(cfg.lr_decay_frac * steps) > steps:
+        raise ValueError(f"lr_warmup_steps {warmup} + decay {int(cfg.lr_decay_frac * steps)} exceed the {steps} steps")
     tcfg = SAETrainerConfig(
         total_training_samples=steps * cfg.batch_size, train_batch_size_samples=cfg.batch_size,
-        lr=cfg.lr, lr_end=cfg.lr, dead_feature_window=max(10, min(1000, steps // 4)),
+        lr=cfg.lr, lr_end=cfg.lr, lr_warm_up_steps=warmup, lr_decay_steps=int(cfg.lr_decay_frac * steps),
+        dead_feature_window=max(1, cfg.dead_window_tokens // cfg.batch_size),
         feature_sampling_window=max(10, min(2000, steps // 2)), device=cfg.device,
     )
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
-    mean_norm = estimate_norms(store, hook, seed=cfg.seed, shards=shards)
+    mean_norm = estimate_norms(store, hook, seed=cfg.seed, shards=shards, rows=rowf)
     if resume and checkpoint.exists(ckpt):
         checkpoint.load(trainer, ckpt)
         resumed_from = trainer.n_training_steps
@@ -306,16 +343,13 @@ def train_sae(
             trainer.activation_scaler.scaling_factor = (d_in ** 0.5) / mean_norm
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "train_config.json", args)
-    cut = cfg.outlier_norm_multiple * mean_norm if cfg.outlier_norm_multiple else None
 
     on_gpu = cfg.device.startswith("cuda")
 
     def rows() -> Iterator[torch.Tensor]:
         buf: list[torch.Tensor] = []
         n = 0
-        for x in batches(store, hook, cfg.batch_size, cfg.seed, shards):
-            if cut is not None:
-                x = x[x.norm(dim=-1) <= cut]
+        for x in batches(store, hook, cfg.batch_size, cfg.seed, shards, rowf):
             buf.append(x)
             n += x.shape[0]
             while n >= cfg.batch_size:
@@ -362,9 +396,15 @@ def train_sae(
         "tokens_per_second": round((steps - resumed_from) * cfg.batch_size / max(seconds, 1e-9), 1),
         "steady_seconds_per_step": (round((t0 + seconds - t1) / (steps - resumed_from - 1), 4)
                                     if t1 is not None and steps - resumed_from > 1 else None),
-        "scale_factor": scale, "final_losses": last, "heldout_shards": held_out,
+        "scale_factor": scale, "final_losses": last, "heldout_shards": held_out, "rows": rowf.config(),
         "dead_latents": int(trainer.dead_neurons.sum()),
     }
+    if held_out:  # the same numbers `interp sae eval` prints for this folder (same rows, rule and codes)
+        from sae.evaluate import evaluate_store
+        from sae.inference import to_inference
+
+        report["heldout_eval"] = {k: v for k, v in evaluate_store(to_inference(sae), store, out, hook).items()
+                                  if k not in ("hook", "row_rule")}
     _write_json(out / "train_report.json", report)
     return sae, report
 

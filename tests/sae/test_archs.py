@@ -29,11 +29,16 @@ def test_trains_with_sae_lens_and_round_trips(arch, tmp_path):
     for p in sae.parameters():
         assert torch.isfinite(p).all()
     sae.save_model(tmp_path)
-    back = load_sae(tmp_path)
+    back = load_sae(tmp_path, inference=False)
     assert type(back) is type(sae) and arch_name(back) == arch
     x = torch.randn(32, 12)
     sae.eval(); back.eval()
     assert torch.allclose(sae(x), back(x), atol=1e-6)
+    inf = load_sae(tmp_path)  # the inference form: per-row codes; equal to the training forward unless batch-level
+    one_by_one = torch.cat([inf(x[i:i + 1]) for i in range(len(x))])
+    assert torch.allclose(inf(x), one_by_one, atol=1e-5)
+    if not hasattr(sae, "topk_threshold"):
+        assert torch.allclose(inf(x), sae(x), atol=1e-5)
     if arch in OURS:  # sae-lens's own inference loader reads our checkpoints too
         assert ARCHS[arch] in SAE_CLASS_REGISTRY and ARCHS[arch] in SAE_TRAINING_CLASS_REGISTRY
         assert torch.allclose(SAE.load_from_disk(tmp_path)(x), sae(x), atol=1e-6)

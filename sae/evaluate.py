@@ -1,0 +1,100 @@
+"""Score an SAE on store rows the one way: same rows, same special-row rule, same inference codes.
+
+Used by `interp sae eval`, by `train_sae`'s final report and by the SAE dashboard header, so the three
+give the same FVU and L0 for the same SAE (tested). The rows are the split's rows (held-out shards when
+training kept some) minus the special rows of the `interp.rows` rule the SAE was trained with (recorded
+in its `train_config.json`, key `rows`) unless another rule is asked for; the codes are the inference
+codes (`sae.inference`: BatchTopK family as JumpReLU) unless `codes="batch"` asks for batch-level top-k.
+
+    >>> res = evaluate_store(load_sae(d), store, d)        # {"fvu":..., "l0":..., "rows":..., "row_rule": {...}}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from interp.rows import RowFilter, row_filter
+
+CODES = ("threshold", "batch")
+"""threshold: inference codes as shipped (a row's code depends only on the row); batch: the training
+object's batch-level top-k over chunks of `chunk` rows (explicit, for comparison)."""
+
+
+def recorded_rows(sae_dir: str | Path | None) -> dict[str, Any] | None:
+    """The row-rule config the SAE's training run recorded (None when there is none)."""
+    if sae_dir is None:
+        return None
+    f = Path(sae_dir) / "train_config.json"
+    return json.loads(f.read_text()).get("rows") if f.is_file() else None
+
+
+def sae_row_filter(sae_dir: str | Path | None, store: Any, hook: str, exclude: str | None = None) -> RowFilter:
+    """The row filter to score an SAE with: `exclude` if given, else the rule its training recorded
+    (with the same reference norm), else the toolkit default."""
+    rec = recorded_rows(sae_dir)
+    spec = exclude if exclude is not None else (rec or {}).get("exclude")
+    return row_filter(spec, store, hook, rec)
+
+
+def eval_rows(sae_dir: str | Path | None, store: Any, split: str = "auto") -> tuple[str, Tensor]:
+    """(split used, global row indices) to score an SAE on: "heldout" = the shards its training run held
+    out (`train_config.json`: holdout_shards), "all" = every row; "auto" = heldout when there are any."""
+    from sae.train import split_shards
+
+    if split not in ("auto", "heldout", "all"):
+        raise ValueError(f"--split must be auto, heldout or all, got {split!r}")
+    cfg_file = Path(sae_dir) / "train_config.json" if sae_dir is not None else None
+    holdout = json.loads(cfg_file.read_text()).get("holdout_shards", 0) if cfg_file and cfg_file.is_file() else 0
+    if split == "heldout" and not holdout:
+        raise ValueError(f"{sae_dir} was trained without held-out shards: train with --holdout-shards N, or use --split all")
+    if split == "all" or not holdout:
+        return "all", torch.arange(len(store))
+    return "heldout", store.shard_rows(split_shards(store, holdout)[1])
+
+
+def kept_rows(store: Any, hook: str, rows: Tensor, filt: RowFilter, max_rows: int) -> dict[str, Tensor]:
+    """The first `max_rows` ordinary rows among `rows` (index columns included)."""
+    got = store.get_rows(rows[: max_rows + max_rows // 4 + 256], hooks=hook)
+    keep = filt.keep(got)
+    out = {k: v[keep][:max_rows] for k, v in got.items()}
+    if len(out[hook]) < max_rows and len(rows) > len(keep):  # many rows dropped: read everything
+        got = store.get_rows(rows, hooks=hook)
+        keep = filt.keep(got)
+        out = {k: v[keep][:max_rows] for k, v in got.items()}
+    out["n_read"] = torch.tensor(int(keep.numel()))
+    out["n_excluded"] = torch.tensor(int((~keep).sum()))
+    return out
+
+
+@torch.no_grad()
+def evaluate_rows(sae: Any, x: Tensor, codes: str = "threshold", chunk: int = 4096) -> dict[str, float]:
+    """FVU, L0, dead/dense fractions of `sae` on rows `x` (already filtered), in chunks of `chunk`."""
+    from sae import metrics as M
+    from sae.inference import to_inference
+
+    if codes not in CODES:
+        raise ValueError(f"codes must be one of {CODES}, got {codes!r}")
+    s = to_inference(sae) if codes == "threshold" else sae.eval()
+    return M.reconstruction(s, [x[i : i + chunk].float() for i in range(0, len(x), chunk)])
+
+
+def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str | None = None, split: str = "auto",
+                   max_rows: int = 32_768, exclude: str | None = None, codes: str = "threshold",
+                   chunk: int = 4096) -> dict[str, Any]:
+    """`interp sae eval`'s numbers: which rows, which rule, which codes, and the metrics."""
+    from sae.train import _check_shapes, _hook
+
+    h = _hook(store, hook or (sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in store.hooks else None))
+    _check_shapes(store, h, sae.cfg.d_in)
+    used, rows = eval_rows(sae_dir, store, split)
+    filt = sae_row_filter(sae_dir, store, h, exclude)
+    got = kept_rows(store, h, rows, filt, max_rows)
+    x = got[h].float()
+    res = evaluate_rows(sae, x, codes, chunk)
+    return {"hook": h, "split": used, "codes": codes, "row_rule": filt.config(),
+            "rows_excluded": int(got["n_excluded"]), **res}
