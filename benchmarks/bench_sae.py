@@ -145,7 +145,7 @@ def main() -> None:
                 # toolkit: the whole train_sae path (timing from its report: the step loop only)
                 cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
                                   checkpoint_every=10_000, settings={k: v for k, v in settings.items() if k != "k"},
-                                  normalize=False, outlier_norm_multiple=None)
+                                  normalize=False, exclude="none")
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 times[name]["toolkit"].append(rep_["steady_seconds_per_step"])  # after a first step, like the others
                 # sae-lens trainer on in-memory batches

@@ -8,6 +8,7 @@ loading) and refuses a name that is taken.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,14 +16,76 @@ from sae_lens import register_sae_class, register_sae_training_class
 from sae_lens.registry import SAE_CLASS_REGISTRY, SAE_TRAINING_CLASS_REGISTRY
 from sae_lens.saes.batchtopk_sae import BatchTopKTrainingSAE, BatchTopKTrainingSAEConfig
 from sae_lens.saes.standard_sae import StandardTrainingSAE, StandardTrainingSAEConfig
-from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
+from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig, act_times_W_dec, calculate_topk_aux_acts
+
+AUXK_STYLES = ("official", "sae_lens")
+"""official: BatchTopK's own AuxK (Bussmann et al.; dictionary_learning's `BatchTopKTrainer`): the dead
+latents' top-(d_in/2) reconstruction error of the residual, divided by the residual's variance, weight
+1/32. sae_lens: sae-lens's TopK AuxK (unnormalised, scaled by min(n_dead/k_aux, 1), weight 1)."""
+
+
+def auxk_loss(style: str, coefficient: float, residual: torch.Tensor, recons: torch.Tensor, n_dead: int, k_aux: int) -> torch.Tensor:
+    """The AuxK term from the residual e = x - x̂ (detached) and the dead latents' reconstruction ê."""
+    err = (recons - residual).pow(2).sum(dim=-1).mean()
+    if style == "official":
+        denom = (residual - residual.mean(0, keepdim=True)).pow(2).sum(dim=-1).mean()
+        return coefficient * (err / denom.clamp_min(1e-12)).nan_to_num(0.0)
+    return coefficient * min(n_dead / max(k_aux, 1), 1.0) * err
+
+
+@dataclass(kw_only=True)
+class AuxKFields:
+    """AuxK style of the BatchTopK family (mixed into its configs)."""
+
+    auxk_style: str = "official"
+    """'official' (normalised by the residual variance; use aux_loss_coefficient 1/32, the default here) or
+    'sae_lens' (sae-lens's unnormalised form; its coefficient is 1)."""
+
+    def _check_auxk(self) -> None:
+        if self.auxk_style not in AUXK_STYLES:
+            raise ValueError(f"auxk_style must be one of {AUXK_STYLES}, got {self.auxk_style!r}")
+
+
+class AuxKMixin:
+    """BatchTopK-family AuxK in the chosen style (sae-lens's `calculate_topk_aux_loss` replaced)."""
+
+    def aux_recons(self, auxk_acts: torch.Tensor) -> torch.Tensor:
+        """What the dead latents' codes reconstruct (no bias); PolySAE overrides this."""
+        return act_times_W_dec(auxk_acts, self.W_dec, self.cfg.rescale_acts_by_decoder_norm)
+
+    def calculate_topk_aux_loss(self, sae_in, sae_out, hidden_pre, dead_neuron_mask):  # type: ignore[no-untyped-def]
+        if dead_neuron_mask is None or (n_dead := int(dead_neuron_mask.sum())) == 0:
+            return sae_out.new_tensor(0.0)
+        residual = (sae_in - sae_out).detach()
+        k_aux = sae_in.shape[-1] // 2
+        acts = calculate_topk_aux_acts(min(k_aux, n_dead), hidden_pre, dead_neuron_mask)
+        return auxk_loss(self.cfg.auxk_style, self.cfg.aux_loss_coefficient, residual, self.aux_recons(acts), n_dead, k_aux)
+
+
+def _batchtopk_base() -> tuple[type, type]:
+    def post_init(self) -> None:  # type: ignore[no-untyped-def]
+        coerce_metadata(self)
+        BatchTopKTrainingSAEConfig.__post_init__(self)
+        self._check_auxk()
+
+    cfg_cls = dataclass(type("TkBatchTopKConfig", (BatchTopKTrainingSAEConfig, AuxKFields), {
+        "__doc__": "sae-lens's BatchTopK with the official AuxK by default.",
+        "__annotations__": {"aux_loss_coefficient": float},
+        "aux_loss_coefficient": 1 / 32,
+        "architecture": classmethod(lambda cls: "tk_batchtopk"),
+        "__post_init__": post_init,
+    }))
+    cls = type("TkBatchTopKSAE", (AuxKMixin, BatchTopKTrainingSAE), {"__doc__": cfg_cls.__doc__})
+    return cls, cfg_cls
+
 
 BASES: dict[str, tuple[type, type]] = {
     "relu": (StandardTrainingSAE, StandardTrainingSAEConfig),
     "topk": (TopKTrainingSAE, TopKTrainingSAEConfig),
-    "batchtopk": (BatchTopKTrainingSAE, BatchTopKTrainingSAEConfig),
+    "batchtopk": _batchtopk_base(),
 }
-"""Encoder/sparsity families a variant can be built on (our name -> sae-lens training class, config)."""
+"""Encoder/sparsity families a variant can be built on (our name -> training class, config). The
+BatchTopK base is sae-lens's with the official AuxK (1/32, normalised) as default (`auxk_style`)."""
 
 
 def register(name: str, cls: type, cfg_cls: type) -> None:
@@ -35,6 +98,9 @@ def register(name: str, cls: type, cfg_cls: type) -> None:
         raise ValueError(f"an SAE architecture named {name!r} is already registered with sae-lens")
     register_sae_class(name, cls, cfg_cls)
     register_sae_training_class(name, cls, cfg_cls)
+
+
+register("tk_batchtopk", *BASES["batchtopk"]) if "tk_batchtopk" not in SAE_TRAINING_CLASS_REGISTRY else None
 
 
 def as_loss_dict(losses: Any) -> dict[str, torch.Tensor]:

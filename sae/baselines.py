@@ -23,7 +23,7 @@ import sae.polysae  # noqa: F401  (registers poly*)
 ARCHS: dict[str, str] = {
     "relu": "standard",
     "topk": "topk",
-    "batchtopk": "batchtopk",
+    "batchtopk": "tk_batchtopk",
     "c2r": "c2r",
     "c2r_topk": "c2r_topk",
     "c2r_relu": "c2r_relu",
@@ -34,7 +34,8 @@ ARCHS: dict[str, str] = {
     "coh_topk": "coh_topk",
     "coh_batchtopk": "coh_batchtopk",
 }
-"""Toolkit name -> sae-lens architecture name. `relu` is sae-lens's "standard" (ReLU + L1)."""
+"""Toolkit name -> sae-lens architecture name. `relu` is sae-lens's "standard" (ReLU + L1); `batchtopk` is
+sae-lens's BatchTopK with the official AuxK default (`sae._bases`), registered as "tk_batchtopk"."""
 
 BASELINE_OF: dict[str, str] = {
     "c2r": "batchtopk", "c2r_topk": "topk", "c2r_relu": "relu",
@@ -106,4 +107,4 @@ def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> S
 def arch_name(sae: SAE) -> str:
     """The toolkit name of a loaded SAE ("relu" for sae-lens's "standard")."""
     a = sae.cfg.architecture()
-    return {v: k for k, v in ARCHS.items()}.get(a, a)
+    return {v: k for k, v in ARCHS.items()}.get(a, {"batchtopk": "batchtopk"}.get(a, a))

@@ -7,8 +7,9 @@ i, its nearest decoder neighbour j(i) by cosine (searched within random chunks o
     L_C2R = (1/n) sum_i max(0, cos(d_i, d_j(i)))^2 * (||F[:, i]||_2 + ||F[:, j(i)]||_2)^alpha
 
 where F [batch, n] are the codes used for decoding and the norms run over the batch. It is added every
-m-th step with weight lambda * m (official code: lambda 5, alpha 1, m 5, start 0), on top of any base
-SAE loss. The chunking permutation comes from a generator seeded by (c2r_seed, step), not from the
+m-th step with weight lambda * m (official code: lambda 5, alpha 1, m 5, start 0, batch 2048), on top of
+any base SAE loss. Because the batch norms grow as sqrt(batch), the term is normalised to the official
+batch of 2048 (`c2r_ref_batch`): lambda 5 here is the official lambda 5 at every batch size. The chunking permutation comes from a generator seeded by (c2r_seed, step), not from the
 global RNG, so a run killed and resumed from a checkpoint draws the same permutations as an
 uninterrupted one (bitwise equal weights). Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`, `c2r_relu`.
 
@@ -81,8 +82,14 @@ class C2RFields:
     """Latents per random chunk in the neighbour search (exact when d_sae <= this)."""
     c2r_seed: int = 0
     """Seed of the chunking permutations; step t draws from a generator seeded by (c2r_seed, t)."""
+    c2r_ref_batch: int | None = 2048
+    """The penalty's batch norms ||F_:,i|| grow as sqrt(batch): the term is multiplied by
+    (c2r_ref_batch / batch)^(alpha/2), so lambda means at any batch size what it means at the official
+    batch of 2048 (lambda 5 is "the official lambda" here). None: the raw term (grows with the batch)."""
 
     def _check_c2r(self) -> None:
+        if self.c2r_ref_batch is not None and self.c2r_ref_batch < 1:
+            raise ValueError(f"c2r_ref_batch must be a positive batch size or None, got {self.c2r_ref_batch}")
         if self.c2r_lambda < 0 or self.c2r_interval < 1 or self.c2r_start < 0 or self.c2r_chunk_size < 2:
             raise ValueError(
                 "C²R needs c2r_lambda >= 0, c2r_interval >= 1, c2r_start >= 0 and c2r_chunk_size >= 2, got "
@@ -99,6 +106,8 @@ class C2RMixin:
         w = c2r_weight(step_input.n_training_steps, cfg.c2r_lambda, cfg.c2r_interval, cfg.c2r_start)
         if w:
             g = step_generator(cfg.c2r_seed, step_input.n_training_steps)
+            if cfg.c2r_ref_batch is not None:
+                w = w * (cfg.c2r_ref_batch / feature_acts.shape[0]) ** (cfg.c2r_alpha / 2)
             losses["c2r_loss"] = w * c2r_loss(feature_acts, self.W_dec, cfg.c2r_alpha, cfg.c2r_chunk_size, g)
         return losses
 

@@ -73,8 +73,9 @@ def coh_normalised(M: Tensor, scale: str = "sqdist", detach_scale: bool = True) 
     return {"var_r": t["var_r"] / d_cols, "cov_c": t["cov_c"] / d_cols, "cov_r": t["cov_r"] / d_rows, "var_c": t["var_c"] / d_rows}
 
 
-def _topk_mean(x: Tensor, k: int) -> Tensor:
-    return x.topk(min(max(k, 1), x.numel())).values.mean()
+def _topk_reduce(x: Tensor, k: int, reduction: str = "sum") -> Tensor:
+    top = x.topk(min(max(k, 1), x.numel())).values
+    return top.sum() if reduction == "sum" else top.mean()
 
 
 def coh_loss(
@@ -84,14 +85,17 @@ def coh_loss(
     col_frac: float = 0.25,
     scale: Literal["sqdist", "none"] = "sqdist",
     detach_scale: bool = True,
+    reduction: Literal["sum", "mean"] = "sum",
 ) -> Tensor:
-    """L_Coh for one batch: hinge at tau, mean of the k_R worst rows and k_C worst columns per term."""
+    """L_Coh for one batch: hinge at tau, summed (the paper's definition) over the k_R worst rows and the
+    k_C worst columns of each term; `reduction="mean"` averages them instead (then lambda must be
+    k_R or k_C times larger to mean the same)."""
     t = coh_normalised(M, scale, detach_scale)
     k_r, k_c = math.ceil(row_frac * M.shape[0]), math.ceil(col_frac * M.shape[1])
     h = lambda x: (x - tau).clamp_min(0)  # noqa: E731
     return (
-        _topk_mean(h(t["var_r"]), k_r) + _topk_mean(h(t["var_c"]), k_c)
-        + _topk_mean(h(t["cov_r"]), k_r) + _topk_mean(h(t["cov_c"]), k_c)
+        _topk_reduce(h(t["var_r"]), k_r, reduction) + _topk_reduce(h(t["var_c"]), k_c, reduction)
+        + _topk_reduce(h(t["cov_r"]), k_r, reduction) + _topk_reduce(h(t["cov_c"]), k_c, reduction)
     )
 
 
@@ -119,10 +123,15 @@ class CohFields:
     """k_C = ceil(col_frac * d_sae) worst columns enter each column term (not given in the paper)."""
     coh_scale: str = "sqdist"
     """Normalisation: "sqdist" (mean squared pairwise distance, detached) or "none"."""
+    coh_reduction: str = "sum"
+    """How the k_R / k_C worst terms combine: "sum" (the paper's L_Coh, so its lambda means the same here)
+    or "mean" (this toolkit's earlier choice; lambda ~k times larger for the same effect)."""
 
     def _check_coh(self) -> None:
         if self.coh_lambda < 0 or self.coh_tau < 0 or not (0 < self.coh_row_frac <= 1 and 0 < self.coh_col_frac <= 1):
             raise ValueError("Coh needs coh_lambda >= 0, coh_tau >= 0 and fractions in (0, 1]")
+        if self.coh_reduction not in ("sum", "mean"):
+            raise ValueError(f"coh_reduction must be 'sum' or 'mean', got {self.coh_reduction!r}")
         if self.coh_scale not in ("sqdist", "none"):
             raise ValueError(f"coh_scale must be 'sqdist' or 'none', got {self.coh_scale!r}")
 
@@ -136,7 +145,8 @@ class CohMixin:
         if cfg.coh_lambda:
             M = feature_acts.to_dense() if feature_acts.is_sparse else feature_acts
             losses["coh_loss"] = cfg.coh_lambda * coh_loss(
-                M.reshape(-1, M.shape[-1]).float(), cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale
+                M.reshape(-1, M.shape[-1]).float(), cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale,
+                reduction=cfg.coh_reduction,
             )
         return losses
 

@@ -28,7 +28,7 @@ from jaxtyping import Float
 from sae_lens.saes.topk_sae import calculate_topk_aux_acts
 from torch import Tensor, nn
 
-from sae._bases import BASES, as_loss_dict, coerce_metadata, register
+from sae._bases import auxk_loss, BASES, as_loss_dict, coerce_metadata, register
 
 
 @dataclass(kw_only=True)
@@ -159,9 +159,9 @@ class PolyMixin:
             return sae_out.new_zeros(())
         residual = (step_input.sae_in - sae_out).detach()
         k_aux = step_input.sae_in.shape[-1] // 2
-        scale = min(n_dead / k_aux, 1.0)
         acts = calculate_topk_aux_acts(min(k_aux, n_dead), hidden_pre, dead)
-        return self.cfg.aux_loss_coefficient * scale * (self.poly_terms(acts) - residual).pow(2).sum(-1).mean()
+        style = getattr(self.cfg, "auxk_style", "sae_lens")  # the BatchTopK base carries the official style
+        return auxk_loss(style, self.cfg.aux_loss_coefficient, residual, self.poly_terms(acts), n_dead, k_aux)
 
     def process_state_dict_for_saving(self, state_dict: dict[str, Any]) -> None:
         super().process_state_dict_for_saving(state_dict)

@@ -53,7 +53,7 @@ def test_nan_in_activations_stops_with_clear_error_and_keeps_good_checkpoint(tmp
     x[3000:3100] = float("nan")
     store = write_store(tmp_path / "store", x, rows_per_shard=1024)
     cfg = TrainConfig(arch="c2r", d_sae=32, k=4, total_tokens=256 * 40, batch_size=256, checkpoint_every=1,
-                      outlier_norm_multiple=None, normalize=False)
+                      exclude="none", normalize=False)
     with pytest.raises(NonFiniteError, match="non-finite activations"):
         train_sae(store, cfg, tmp_path / "run", progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
