@@ -109,9 +109,12 @@ def bare_step_fn(sae, lr: float = 3e-4):
         if arch.startswith("c2r"):
             wt = c2r_weight(state["step"], cfg.c2r_lambda, cfg.c2r_interval, cfg.c2r_start)
             if wt:
+                if cfg.c2r_ref_batch is not None:  # normalised to the official batch (sae.c2r)
+                    wt = wt * (cfg.c2r_ref_batch / x.shape[0]) ** (cfg.c2r_alpha / 2)
                 loss = loss + wt * c2r_loss(z, W_dec, cfg.c2r_alpha, cfg.c2r_chunk_size)
         if arch.startswith("coh") and cfg.coh_lambda:
-            loss = loss + cfg.coh_lambda * coh_loss(z, cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale)
+            loss = loss + cfg.coh_lambda * coh_loss(z, cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale,
+                                                 reduction=cfg.coh_reduction)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()

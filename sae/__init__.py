@@ -8,9 +8,13 @@ Importing the package registers the architectures with sae-lens (`register_sae_c
 from sae.baselines import ARCHS, BASELINE_OF, UnknownArchitectureError, arch_name, load_sae, make_sae
 from sae.c2r import c2r_loss
 from sae.coherence import coh_loss, coh_terms
+from sae.inference import to_inference
 from sae.polysae import PolyMixin
+from sae.pretrained import check_compatible, from_pretrained
+from sae.steer import ablate, spliced, steer
 
 __all__ = [
     "ARCHS", "BASELINE_OF", "UnknownArchitectureError", "arch_name", "load_sae", "make_sae",
-    "c2r_loss", "coh_loss", "coh_terms", "PolyMixin",
+    "c2r_loss", "coh_loss", "coh_terms", "PolyMixin", "to_inference", "from_pretrained", "check_compatible",
+    "steer", "ablate", "spliced",
 ]

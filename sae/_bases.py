@@ -15,6 +15,9 @@ import torch
 from sae_lens import register_sae_class, register_sae_training_class
 from sae_lens.registry import SAE_CLASS_REGISTRY, SAE_TRAINING_CLASS_REGISTRY
 from sae_lens.saes.batchtopk_sae import BatchTopKTrainingSAE, BatchTopKTrainingSAEConfig
+from sae_lens.saes.gated_sae import GatedTrainingSAE, GatedTrainingSAEConfig
+from sae_lens.saes.jumprelu_sae import JumpReLUTrainingSAE, JumpReLUTrainingSAEConfig
+from sae_lens.saes.matryoshka_batchtopk_sae import MatryoshkaBatchTopKTrainingSAE, MatryoshkaBatchTopKTrainingSAEConfig
 from sae_lens.saes.standard_sae import StandardTrainingSAE, StandardTrainingSAEConfig
 from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig, act_times_W_dec, calculate_topk_aux_acts
 
@@ -83,9 +86,37 @@ BASES: dict[str, tuple[type, type]] = {
     "relu": (StandardTrainingSAE, StandardTrainingSAEConfig),
     "topk": (TopKTrainingSAE, TopKTrainingSAEConfig),
     "batchtopk": _batchtopk_base(),
+    "jumprelu": (JumpReLUTrainingSAE, JumpReLUTrainingSAEConfig),
+    "gated": (GatedTrainingSAE, GatedTrainingSAEConfig),
+    "matryoshka_batchtopk": (MatryoshkaBatchTopKTrainingSAE, MatryoshkaBatchTopKTrainingSAEConfig),
 }
-"""Encoder/sparsity families a variant can be built on (our name -> training class, config). The
-BatchTopK base is sae-lens's with the official AuxK (1/32, normalised) as default (`auxk_style`)."""
+"""Encoder/sparsity families a variant can be built on (our name -> training class, config): sae-lens's
+own training SAEs; the BatchTopK base is sae-lens's with the official AuxK (1/32, normalised) as default
+(`auxk_style`). Matryoshka keeps sae-lens's AuxK."""
+
+
+def make_variant(name: str, base: str, mixin: type, fields: type, check: str, prefix: str,
+                 extra_cfg: dict[str, Any] | None = None, extra_cls: dict[str, Any] | None = None) -> tuple[type, type]:
+    """Build and register `name` = `mixin` (losses/decoder) over base `base`, with config fields `fields`
+    (validated by `fields.<check>()` after the base's own checks). A new base for every variant is one
+    entry in `BASES` plus one `make_variant` line per variant."""
+    base_cls, base_cfg = BASES[base]
+
+    def post_init(self) -> None:  # type: ignore[no-untyped-def]
+        coerce_metadata(self)
+        base_cfg.__post_init__(self)
+        getattr(self, check)()
+
+    ns: dict[str, Any] = {
+        "__doc__": f"Config of {name}: a {base} SAE with {prefix}.",
+        "architecture": classmethod(lambda cls: name),
+        "__post_init__": post_init,
+        **(extra_cfg or {}),
+    }
+    cfg_cls = dataclass(type(f"{prefix}{base_cfg.__name__}", (base_cfg, fields), ns))
+    cls = type(f"{prefix}{base_cls.__name__}", (mixin, base_cls), {"__doc__": f"{base} SAE + {prefix}.", **(extra_cls or {})})
+    register(name, cls, cfg_cls)
+    return cls, cfg_cls
 
 
 def register(name: str, cls: type, cfg_cls: type) -> None:

@@ -24,9 +24,14 @@ ARCHS: dict[str, str] = {
     "relu": "standard",
     "topk": "topk",
     "batchtopk": "tk_batchtopk",
+    "jumprelu": "jumprelu",
+    "gated": "gated",
+    "matryoshka": "matryoshka_batchtopk",
     "c2r": "c2r",
     "c2r_topk": "c2r_topk",
     "c2r_relu": "c2r_relu",
+    "c2r_jumprelu": "c2r_jumprelu",
+    "c2r_matryoshka": "c2r_matryoshka",
     "poly": "poly",
     "poly_batchtopk": "poly_batchtopk",
     "poly_relu": "poly_relu",
@@ -38,13 +43,14 @@ ARCHS: dict[str, str] = {
 sae-lens's BatchTopK with the official AuxK default (`sae._bases`), registered as "tk_batchtopk"."""
 
 BASELINE_OF: dict[str, str] = {
-    "c2r": "batchtopk", "c2r_topk": "topk", "c2r_relu": "relu",
+    "c2r": "batchtopk", "c2r_topk": "topk", "c2r_relu": "relu", "c2r_jumprelu": "jumprelu", "c2r_matryoshka": "matryoshka",
     "poly": "topk", "poly_batchtopk": "batchtopk", "poly_relu": "relu",
     "coh": "relu", "coh_topk": "topk", "coh_batchtopk": "batchtopk",
 }
 """Each variant's baseline: the same encoder without the variant's change."""
 
 DEFAULTS: dict[str, dict[str, Any]] = {"relu": {"l1_coefficient": 5.0}}
+# Matryoshka nests prefixes of the dictionary: by default four levels, d_sae/8, /4, /2 and all (set by make_sae).
 """Settings that differ from sae-lens's defaults for our use."""
 
 
@@ -75,6 +81,8 @@ def make_sae(arch: str, d_in: int, d_sae: int, seed: int | None = None, **settin
         raise ValueError(f"{arch} has no setting(s) {bad}; valid: {sorted(names - {'metadata'})}")
     if "k" in settings and "k" in names and cfg_cls.__dataclass_fields__["k"].type in (int, "int"):
         settings["k"] = int(settings["k"])
+    if "matryoshka_widths" in names and "matryoshka_widths" not in settings:
+        settings["matryoshka_widths"] = sorted({max(1, d_sae // 8), max(1, d_sae // 4), max(1, d_sae // 2), d_sae})
     if seed is not None:
         torch.manual_seed(seed)
     return cls(cfg_cls(d_in=d_in, d_sae=d_sae, **{**DEFAULTS.get(arch, {}), **settings}))

@@ -11,7 +11,8 @@ m-th step with weight lambda * m (official code: lambda 5, alpha 1, m 5, start 0
 any base SAE loss. Because the batch norms grow as sqrt(batch), the term is normalised to the official
 batch of 2048 (`c2r_ref_batch`): lambda 5 here is the official lambda 5 at every batch size. The chunking permutation comes from a generator seeded by (c2r_seed, step), not from the
 global RNG, so a run killed and resumed from a checkpoint draws the same permutations as an
-uninterrupted one (bitwise equal weights). Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`, `c2r_relu`.
+uninterrupted one (bitwise equal weights). Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`, `c2r_relu`, `c2r_jumprelu`,
+`c2r_matryoshka` (the bases the paper compares against).
 
     >>> from sae.baselines import make_sae
     >>> sae = make_sae("c2r", d_in=64, d_sae=256, k=4, c2r_lambda=1.0)
@@ -25,7 +26,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from sae._bases import BASES, as_loss_dict, coerce_metadata, register
+from sae._bases import as_loss_dict, make_variant
 
 
 def c2r_loss(
@@ -112,26 +113,9 @@ class C2RMixin:
         return losses
 
 
-def _make(base: str, name: str) -> tuple[type, type]:
-    base_cls, base_cfg = BASES[base]
-
-    def post_init(self) -> None:  # type: ignore[no-untyped-def]
-        coerce_metadata(self)
-        base_cfg.__post_init__(self)
-        self._check_c2r()
-
-    cfg_cls = dataclass(
-        type(f"C2R{base_cfg.__name__}", (base_cfg, C2RFields), {
-            "__doc__": f"Config of a {base} SAE trained with the C²R penalty.",
-            "architecture": classmethod(lambda cls: name),
-            "__post_init__": post_init,
-        })
-    )
-    cls = type(f"C2R{base_cls.__name__}", (C2RMixin, base_cls), {"__doc__": f"{base} SAE + C²R penalty."})
-    register(name, cls, cfg_cls)
-    return cls, cfg_cls
-
-
-C2RBatchTopKSAE, C2RBatchTopKConfig = _make("batchtopk", "c2r")
-C2RTopKSAE, C2RTopKConfig = _make("topk", "c2r_topk")
-C2RReLUSAE, C2RReLUConfig = _make("relu", "c2r_relu")
+C2RBatchTopKSAE, C2RBatchTopKConfig = make_variant("c2r", "batchtopk", C2RMixin, C2RFields, "_check_c2r", "C2R")
+C2RTopKSAE, C2RTopKConfig = make_variant("c2r_topk", "topk", C2RMixin, C2RFields, "_check_c2r", "C2R")
+C2RReLUSAE, C2RReLUConfig = make_variant("c2r_relu", "relu", C2RMixin, C2RFields, "_check_c2r", "C2R")
+C2RJumpReLUSAE, C2RJumpReLUConfig = make_variant("c2r_jumprelu", "jumprelu", C2RMixin, C2RFields, "_check_c2r", "C2R")
+C2RMatryoshkaSAE, C2RMatryoshkaConfig = make_variant("c2r_matryoshka", "matryoshka_batchtopk", C2RMixin, C2RFields,
+                                                     "_check_c2r", "C2R")

@@ -95,6 +95,8 @@ def eval_(
     codes: str = typer.Option("threshold", help="threshold: inference codes as sae-lens ships them (BatchTopK family as JumpReLU); batch: batch-level top-k (chunk-dependent)."),
     model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
     ce_seqs: int = typer.Option(16, help="Sequences for the spliced-loss metrics."),
+    suite: str = typer.Option("core", help="core: reconstruction/sparsity (+ CE/KL with --model); saebench: also the first-letter absorption and sparse-probing evals, written in SAEBench's JSON format under <sae>/saebench/ (needs --model)."),
+    words: int = typer.Option(1000, help="Vocabulary words for the saebench suite's first-letter tasks."),
     out: Optional[str] = typer.Option(None, help="Also write the metrics JSON here."),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
@@ -104,18 +106,46 @@ def eval_(
     from sae.evaluate import evaluate_store, sae_row_filter
 
     try:
+        if suite not in ("core", "saebench"):
+            raise ValueError(f"--suite must be core or saebench, got {suite!r}")
+        if suite == "saebench" and not model:
+            raise ValueError("--suite saebench runs the model (first-letter tasks, CE/KL): pass --model")
         s = load_sae(sae, inference=codes != "batch")
         st = ActivationStore.open(store)
         res: dict[str, Any] = {"sae": sae, **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes)}
         if model:
             filt = sae_row_filter(sae, st, res["hook"], exclude)
             res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt))
+        if suite == "saebench":
+            res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words)]
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     text = json.dumps(M.round_dict(res), indent=1)
     if out:
         Path(out).write_text(text + "\n")
     typer.echo(text)
+
+
+_MODELS: dict[str, Any] = {}
+
+
+def _model(spec: str) -> Any:
+    """Load a model once per command (the saebench suite and the spliced loss share it)."""
+    import interp
+
+    if spec not in _MODELS:
+        _MODELS[spec] = interp.load_model(spec)
+    return _MODELS[spec]
+
+
+def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words: int) -> list[Any]:
+    from sae import metrics as M
+    from sae.saebench import write_saebench
+
+    model = _model(model_spec)
+    ws = M.first_letter_words(model.tokenizer, limit=words)
+    fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws), ws, s)
+    return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec)
 
 
 def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
@@ -138,10 +168,9 @@ def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
 
 
 def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None, filt: Any = None) -> dict[str, Any]:
-    import interp
     from sae import metrics as M
 
-    model = interp.load_model(model_spec)
+    model = _model(model_spec)
     return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows), rows=filt)
 
 

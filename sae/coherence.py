@@ -32,7 +32,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from sae._bases import BASES, as_loss_dict, coerce_metadata, register
+from sae._bases import as_loss_dict, make_variant
 
 
 def coh_terms(M: Float[Tensor, "batch latents"], eps: float = 1e-12) -> dict[str, Tensor]:
@@ -151,25 +151,6 @@ class CohMixin:
         return losses
 
 
-def _make(base: str, name: str) -> tuple[type, type]:
-    base_cls, base_cfg = BASES[base]
-
-    def post_init(self) -> None:  # type: ignore[no-untyped-def]
-        coerce_metadata(self)
-        base_cfg.__post_init__(self)
-        self._check_coh()
-
-    ns: dict[str, Any] = {
-        "__doc__": f"Config of a {base} SAE with the coherence regulariser.",
-        "architecture": classmethod(lambda cls: name),
-        "__post_init__": post_init,
-    }
-    cfg_cls = dataclass(type(f"Coh{base_cfg.__name__}", (base_cfg, CohFields), ns))
-    cls = type(f"Coh{base_cls.__name__}", (CohMixin, base_cls), {"__doc__": f"{base} SAE + coherence loss."})
-    register(name, cls, cfg_cls)
-    return cls, cfg_cls
-
-
-CohReLUSAE, CohReLUConfig = _make("relu", "coh")
-CohTopKSAE, CohTopKConfig = _make("topk", "coh_topk")
-CohBatchTopKSAE, CohBatchTopKConfig = _make("batchtopk", "coh_batchtopk")
+CohReLUSAE, CohReLUConfig = make_variant("coh", "relu", CohMixin, CohFields, "_check_coh", "Coh")
+CohTopKSAE, CohTopKConfig = make_variant("coh_topk", "topk", CohMixin, CohFields, "_check_coh", "Coh")
+CohBatchTopKSAE, CohBatchTopKConfig = make_variant("coh_batchtopk", "batchtopk", CohMixin, CohFields, "_check_coh", "Coh")

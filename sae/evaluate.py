@@ -54,6 +54,10 @@ def eval_rows(sae_dir: str | Path | None, store: Any, split: str = "auto") -> tu
         raise ValueError(f"{sae_dir} was trained without held-out shards: train with --holdout-shards N, or use --split all")
     if split == "all" or not holdout:
         return "all", torch.arange(len(store))
+    report = Path(sae_dir) / "train_report.json"
+    held = json.loads(report.read_text()).get("heldout_shards") if report.is_file() else None
+    if held and all(store.has_shard(i) for i in held):  # the shards training held out, even if the store grew
+        return "heldout", store.shard_rows(held)
     return "heldout", store.shard_rows(split_shards(store, holdout)[1])
 
 
@@ -95,6 +99,9 @@ def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str |
     filt = sae_row_filter(sae_dir, store, h, exclude)
     got = kept_rows(store, h, rows, filt, max_rows)
     x = got[h].float()
+    if not len(x) or not bool(torch.isfinite(x).all()):
+        raise ValueError(f"no finite ordinary rows of {h} to score in the {used} split ({int(got['n_excluded'])} "
+                         f"excluded by {filt.spec}): check the store (`interp inspect --verify`) or use --split all")
     res = evaluate_rows(sae, x, codes, chunk)
     return {"hook": h, "split": used, "codes": codes, "row_rule": filt.config(),
             "rows_excluded": int(got["n_excluded"]), **res}

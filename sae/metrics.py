@@ -25,6 +25,25 @@ def decoder_directions(sae: Any) -> Tensor:
         return W / W.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
+def atom_norms(sae: Any) -> Tensor:
+    """[d_sae] norm of what one unit of each code adds to the reconstruction (its linear atom): ||W_dec_i||,
+    1 when the SAE rescales codes by the decoder norm (sae-lens `rescale_acts_by_decoder_norm`), and the
+    linear atoms ||(U C1ᵀ)_i|| for PolySAE."""
+    with torch.no_grad():
+        W = sae.linear_atoms() if hasattr(sae, "linear_atoms") else sae.W_dec
+        n = W.norm(dim=-1)
+        if getattr(sae.cfg, "rescale_acts_by_decoder_norm", False) and not hasattr(sae, "linear_atoms"):
+            n = torch.ones_like(n)
+        return n.detach()
+
+
+def in_input_units(sae: Any, z: Tensor) -> Tensor:
+    """Codes times atom norms: each latent's contribution measured in the input space's units, so
+    scale-dependent metrics (W1, activation magnitudes, interaction statistics) compare SAEs whose
+    decoders are normalised differently (a code c with atom norm s equals a code c·s with a unit atom)."""
+    return z * atom_norms(sae).to(z.dtype)
+
+
 @torch.no_grad()
 def encode(sae: Any, x: Tensor, batch_size: int = 4096) -> Tensor:
     """Codes for many rows, in chunks of `batch_size` (eval mode). With an inference SAE (`load_sae`'s
@@ -210,7 +229,10 @@ def sparse_probe_f1(z_train: Tensor, y_train: Tensor, z_test: Tensor, y_test: Te
 
 
 def mean_w1(z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
-    """Mean over latents of the 1-D Wasserstein distance between the activations on y=1 and y=0 rows."""
+    """Mean over latents of the 1-D Wasserstein distance between the activations on y=1 and y=0 rows.
+
+    W1 scales with the codes: pass codes in input units (`in_input_units(sae, z)`, what `w1_common` does)
+    to compare SAEs; on raw codes an SAE with atoms of norm 18 reads 18x smaller than one with unit atoms."""
     from scipy.stats import wasserstein_distance
 
     y = y.bool()
@@ -222,6 +244,11 @@ def mean_w1(z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
     if not len(pos) or not len(neg):
         raise ValueError("mean_w1 needs rows of both classes")
     return float(sum(wasserstein_distance(pos[:, j], neg[:, j]) for j in range(z.shape[1])) / z.shape[1])
+
+
+def w1_common(sae: Any, z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
+    """`mean_w1` on codes in input units (codes x atom norm): invariant to how the decoder is normalised."""
+    return mean_w1(in_input_units(sae, z), y, max_rows)
 
 
 # ---- PolySAE: interactions vs co-occurrence -------------------------------------------------------------

@@ -28,7 +28,7 @@ from jaxtyping import Float
 from sae_lens.saes.topk_sae import calculate_topk_aux_acts
 from torch import Tensor, nn
 
-from sae._bases import auxk_loss, BASES, as_loss_dict, coerce_metadata, register
+from sae._bases import as_loss_dict, auxk_loss, make_variant
 
 
 @dataclass(kw_only=True)
@@ -193,27 +193,13 @@ class PolyMixin:
 
 
 def _make(base: str, name: str) -> tuple[type, type]:
-    base_cls, base_cfg = BASES[base]
-    ns: dict[str, Any] = {
-        "__doc__": f"Config of a PolySAE on a {base} encoder.",
-        "architecture": classmethod(lambda cls: name),
-    }
+    extra: dict[str, Any] = {}
     if base in ("topk", "batchtopk"):
-        ns["__annotations__"] = {"rescale_acts_by_decoder_norm": bool}
-        ns["rescale_acts_by_decoder_norm"] = False  # the paper's `--no_rescale_by_decoder_norm`
-
-    def post_init(self) -> None:  # type: ignore[no-untyped-def]
-        coerce_metadata(self)
-        base_cfg.__post_init__(self)
-        self._check_poly()
-
-    ns["__post_init__"] = post_init
+        extra["__annotations__"] = {"rescale_acts_by_decoder_norm": bool}
+        extra["rescale_acts_by_decoder_norm"] = False  # the paper's `--no_rescale_by_decoder_norm`
     if base == "batchtopk":
-        ns["get_inference_config_class"] = lambda self: type(self)
-    cfg_cls = dataclass(type(f"Poly{base_cfg.__name__}", (base_cfg, PolyFields), ns))
-    cls = type(f"Poly{base_cls.__name__}", (PolyMixin, base_cls), {"__doc__": f"PolySAE on a {base} encoder."})
-    register(name, cls, cfg_cls)
-    return cls, cfg_cls
+        extra["get_inference_config_class"] = lambda self: type(self)
+    return make_variant(name, base, PolyMixin, PolyFields, "_check_poly", "Poly", extra_cfg=extra)
 
 
 PolyTopKSAE, PolyTopKConfig = _make("topk", "poly")

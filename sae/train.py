@@ -403,8 +403,11 @@ def train_sae(
         from sae.evaluate import evaluate_store
         from sae.inference import to_inference
 
-        report["heldout_eval"] = {k: v for k, v in evaluate_store(to_inference(sae), store, out, hook).items()
-                                  if k not in ("hook", "row_rule")}
+        try:
+            report["heldout_eval"] = {k: v for k, v in evaluate_store(to_inference(sae), store, out, hook).items()
+                                      if k not in ("hook", "row_rule")}
+        except ValueError as e:  # e.g. held-out rows that are all special or damaged: training still succeeded
+            report["heldout_eval"] = {"error": str(e)}
     _write_json(out / "train_report.json", report)
     return sae, report
 

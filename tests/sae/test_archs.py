@@ -9,11 +9,11 @@ from sae_lens.registry import SAE_CLASS_REGISTRY, SAE_TRAINING_CLASS_REGISTRY
 from sae import ARCHS, UnknownArchitectureError, arch_name, load_sae, make_sae
 from sae._bases import register
 
-OURS = [a for a in ARCHS if a not in ("relu", "topk", "batchtopk")]
+OURS = [a for a in ARCHS if a not in ("relu", "topk", "batchtopk", "jumprelu", "gated", "matryoshka")]
 
 
 def _settings(arch):
-    kw = {} if arch in ("relu", "c2r_relu", "coh", "poly_relu") else {"k": 3}
+    kw = {} if arch in ("relu", "c2r_relu", "coh", "poly_relu", "jumprelu", "gated", "c2r_jumprelu") else {"k": 3}
     if arch.startswith("poly"):
         kw.update(rank2=4, rank3=4)
     return kw

@@ -63,3 +63,23 @@ def test_held_out_synthetic_set_shares_the_features_not_the_samples():
     resid = (test.x.T - train.directions.T @ coef).square().sum() / test.x.square().sum()
     assert resid < 0.05
     assert not torch.equal(hierarchical_split(n=10, seed=7).directions, train.directions)
+
+
+def test_w1_in_input_units_is_invariant_to_decoder_scaling():
+    """Scaling a decoder atom by c and its code by 1/c leaves the reconstruction and W1 unchanged."""
+    from sae import make_sae
+
+    torch.manual_seed(0)
+    s = make_sae("relu", 8, 16, seed=0)
+    x = torch.randn(400, 8)
+    y = x[:, 0] > 0
+    with torch.no_grad():
+        z = s.encode(x)
+        before = M.w1_common(s, z, y)
+        c = torch.linspace(0.1, 20, 16)
+        s.W_dec.mul_(c[:, None])
+        z2 = z / c
+        after = M.w1_common(s, z2, y)
+    assert abs(before - after) < 1e-5 * max(1.0, before)
+    raw_before, raw_after = M.mean_w1(z, y), M.mean_w1(z2, y)
+    assert abs(raw_after - raw_before) > 0.1 * raw_before  # raw codes are not invariant
