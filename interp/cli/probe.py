@@ -10,11 +10,13 @@ from pathlib import Path
 
 import typer
 
+from interp.cli import options as O
+
 
 def probe(
-    model: str = typer.Option("smollm2-135m", help="Model spec (see `interp models`)."),
-    data: str = typer.Option("stdlib-docs", help="Corpus: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH."),
-    out: str = typer.Option(..., help="Output folder: report.json and the figures (*.html)."),
+    model: str = O.model(),
+    data: str = O.data(),
+    out: str = O.out(help="Output folder: report.json and the figures (*.html)."),
     n_seq: int = typer.Option(32, help="Sequences scanned."),
     ctx_len: int = typer.Option(128, help="Tokens per sequence."),
     bos: bool = typer.Option(False, help="Put the tokenizer's BOS token at position 0 of every row (Gemma expects it)."),
@@ -33,8 +35,9 @@ def probe(
     cross: bool = typer.Option(True, help="Run the cross ablations (sinks without massive activations and the reverse)."),
     ablation_layer: str = typer.Option("onset", help="Intervention layer: onset (first layer with massive entries in "
                                        ">= half the sequences), first (any entry), or a layer number."),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
-    force: bool = typer.Option(False, help="Overwrite an existing report in --out."),
+    device: str = O.device(),
+    overwrite: bool = O.overwrite(),
+    force: bool = O.hidden("--force", is_flag=True),
 ) -> None:
     """Probe a model for massive activations and attention sinks; writes report.json and figures."""
     from interp.cli.main import fail
@@ -42,7 +45,10 @@ def probe(
     from interp.probes.report import ProbeConfig, headline, run_probes
     from interp.store.atomic import atomic_write_bytes
 
-    folder = Path(out)
+    from interp.cli.errors import check_out_dir
+
+    overwrite = O.deprecated(force, "--force", "--overwrite", overwrite, False)
+    folder = check_out_dir(out)
     try:
         sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())
         cfg = ProbeConfig(data=data, ctx_len=ctx_len, bos=bos, n_seq=n_seq, n_calib=n_calib, n_eval=n_eval,
@@ -50,8 +56,8 @@ def probe(
                           stream_ctx=stream_ctx, stream_window=stream_window, stream_sinks=sinks, n_stream=n_stream,
                           batch_size=batch_size, seed=seed, cross=cross,
                           ablation_layer=ablation_layer)
-        if (folder / "report.json").exists() and not force:
-            raise FileExistsError(f"{folder / 'report.json'} exists; pass --force to overwrite or choose another --out")
+        if (folder / "report.json").exists() and not overwrite:
+            raise FileExistsError(f"{folder / 'report.json'} exists; pass --overwrite to replace it or choose another --out")
         from interp.models import load_model
 
         hooked = load_model(model, device=device)

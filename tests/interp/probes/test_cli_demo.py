@@ -50,9 +50,9 @@ def test_probe_command_writes_report_and_figures(app, model_dir, tmp_path):
         page = (out / f"{name}.html").read_text()
         assert len(page) > 1_000_000  # plotly.js is embedded ...
         assert '<script src="http' not in page  # ... not fetched
-    # an existing report is not overwritten without --force
+    # an existing report is not overwritten without --overwrite
     res = CliRunner().invoke(app, ["probe", "--model", model_dir, "--out", str(out), *ARGS])
-    assert res.exit_code == 2 and "--force" in res.output
+    assert res.exit_code == 2 and "--overwrite" in res.output
 
 
 @pytest.mark.parametrize("bad, message", [
