@@ -54,8 +54,10 @@ def attribute(
     adam_state: str = typer.Option("", metavar="PATH", help="DRA gradient: checkpoint folder with adam_state.safetensors "
                                                            "(LESS-style Adam-normalised gradients)"),
     ctx_len: int = typer.Option(64, metavar="INT", help="Tokens per sequence for corpus specs"),
-    max_train: int = typer.Option(256, metavar="INT", help="Training sequences from a corpus spec"),
-    max_queries: int = typer.Option(8, metavar="INT", help="Query sequences from a corpus spec"),
+    n_train: int = typer.Option(256, "--n-train", metavar="INT", help="Training sequences from a corpus spec"),
+    n_queries: int = typer.Option(8, "--n-queries", metavar="INT", help="Query sequences from a corpus spec"),
+    max_train: int = typer.Option(None, "--max-train", hidden=True, metavar="INT"),
+    max_queries: int = typer.Option(None, "--max-queries", hidden=True, metavar="INT"),
     shard_size: int = typer.Option(64, metavar="INT", help="Training rows per shard (one task)"),
     batch_size: int = typer.Option(16, metavar="INT", help="Sequences per forward/backward"),
     seed: int = typer.Option(0, metavar="INT", help="Sketch hashes, corpus shuffling, label sampling"),
@@ -74,8 +76,13 @@ def attribute(
         _fail(ValueError(f"missing {', '.join(missing)}: `interp attribute --method M --model SPEC --train DATA "
                          "--queries DATA --out DIR` runs a job; `interp attribute show RUN` reads one"))
     from attribution.jobs import AttributeConfig, run_attribution
+    from interp.cli import options as O
+    from interp.cli.errors import check_out_dir
 
     try:
+        max_train = O.deprecated(max_train, "--max-train", "--n-train", n_train, 256)
+        max_queries = O.deprecated(max_queries, "--max-queries", "--n-queries", n_queries, 8)
+        check_out_dir(out)
         dims = None if select_dims == "all" else select_dims if select_dims == "auto" else int(select_dims)
         cfg = AttributeConfig(
             method=method, model=model, train=train, queries=queries, out=out, checkpoints=_split(checkpoints),

@@ -136,12 +136,9 @@ class AttributeConfig:
             raise ValueError(f"--select-dims must be auto, all or a positive K, got {self.select_dims!r}")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
-        if self.device == "auto":
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif not (self.device == "cpu" or self.device.startswith("cuda")):
-            raise ValueError(f"device must be auto, cpu or cuda[:N], got {self.device!r}")
-        elif self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"--device {self.device}: CUDA is not available here; use --device cpu (or auto)")
+        from interp.devices import resolve_device
+
+        self.device = resolve_device(self.device)  # auto -> cuda when present; cuda without CUDA: a clear error
 
     def compat(self) -> dict:
         """The settings that define the scores (a rerun must agree on them to resume)."""
