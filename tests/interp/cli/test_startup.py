@@ -55,3 +55,17 @@ def test_models_prints_headers_and_quantisation():
     assert "Q4_1" in smol and "dequantised" in smol
     assert any(line.startswith("pythia-70m-init ") and "random init" in line for line in lines)
     assert "dequantised weights" in proc.stdout
+
+
+def test_a_broken_family_is_one_error_line_and_the_rest_still_works(monkeypatch):
+    from typer.testing import CliRunner
+
+    from interp.cli.main import app
+    from interp.cli.plugins import LazyCommand, LazyGroup
+
+    monkeypatch.setitem(LazyGroup.lazy, "broken", LazyCommand("broken", "no_such_family_module.cli:app"))
+    runner = CliRunner()
+    res = runner.invoke(app, ["broken", "--help"])
+    assert res.exit_code == 2 and "could not load the command 'broken'" in res.stderr
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0 and "broken" in res.stdout and "models" in res.stdout
