@@ -135,3 +135,25 @@ def test_run_guarded_turns_a_real_disk_full_into_exit_2(capsys):
     with pytest.raises(typer.Exit) as ex:
         errors.run_guarded(write_to_a_full_disk)
     assert ex.value.exit_code == 2 and "error: disk full" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["probe", "--model", "pythia-14m-init", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
+    (["attribute", "--method", "tracin", "--model", "pythia-14m-init", "--train", "stdlib-docs", "--queries",
+      "stdlib-docs", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
+    (["circuits", "extract", "--model", "pythia-14m-init", "--task", "quotes", "--device", "cuda", "--out", "OUT"],
+     ["CUDA", "cpu"]),
+    (["sae", "train", "--store", "NOSTORE", "--arch", "topk", "--out", "OUT"], ["not an activation store"]),
+    (["sae", "train", "--store", "NOSTORE", "--arch", "topkk", "--out", "OUT"], ["unknown SAE architecture", "topk"]),
+    (["dashboard", "--store", "NOSTORE", "--hook", "x", "--out", "OUT"], ["not an activation store"]),
+    (["probe", "--model", "no-such-model", "--out", "OUT"], ["unknown model spec"]),
+])
+def test_family_commands_fail_in_one_line_and_write_nothing(tmp_path, args, needles):
+    import torch
+
+    if torch.cuda.is_available() and "cuda" in args:
+        pytest.skip("this machine has CUDA")
+    out = tmp_path / "out"
+    args = [str(out) if a == "OUT" else str(tmp_path / "nostore") if a == "NOSTORE" else a for a in args]
+    assert_one_error(interp(*args), *needles)
+    assert not out.exists() and not (tmp_path / "nostore").exists()
