@@ -265,6 +265,26 @@ def _checkpoints(cfg: AttributeConfig):
     return checkpoints_from(expand_checkpoints(paths), cfg.lrs)
 
 
+def _ekfac_model(cfg: AttributeConfig, base):
+    """EK-FAC's model: the spec's model, or (with `--checkpoints RUN@N`) that one checkpoint's weights loaded
+    through the architecture's loader into a new model (memoised by path and files; never written to)."""
+    if not cfg.checkpoints:
+        return base
+    from attribution.tracin import Checkpoint, expand_checkpoints
+
+    paths = expand_checkpoints(cfg.checkpoints)
+    if len(paths) != 1:
+        raise ValueError(f"--method ekfac scores at one checkpoint, got {len(paths)} ({', '.join(paths[:3])}...): "
+                         "give --checkpoints RUN@N")
+    from interp import HookedModel
+
+    def build():
+        hf = Checkpoint(paths[0], 0.0).load(base.hf_model)
+        return HookedModel(hf, base.tokenizer, {**base.provenance, "checkpoint": paths[0]})
+
+    return worker_cache(("attribution-ekfac-ckpt", paths[0], _weights_fingerprint(paths[0]), str(base.device)), build)
+
+
 # ------------------------------------------------------------------------------------------- tasks
 @dataclass(frozen=True)
 class ShardTask:
@@ -306,6 +326,7 @@ def score_shard(task: ShardTask) -> object:
         from attribution.influence import HeadComponent, component_gradients, lm_loss
 
         comp = HeadComponent.parse(cfg.component)
+        model = _ekfac_model(cfg, model)
         rows = []
         for i in range(0, len(ids), cfg.batch_size):
             g = component_gradients(model, comp, ids[i:i + cfg.batch_size], None, lm_loss)
@@ -367,6 +388,9 @@ def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict
 
         comp = HeadComponent.parse(cfg.component)
         comp.check(model)
+        model = _ekfac_model(cfg, model)
+        prep["ckpt_paths"] = [model.provenance.get("checkpoint")] if cfg.checkpoints else []
+        prep["lrs"] = [None] if cfg.checkpoints else []
         fit = train[: cfg.fit_samples].to(model.device)
         factors = fit_ekfac(model, comp, fit, batch_size=cfg.batch_size, seed=cfg.seed)
         if cfg.probe == "queries":  # measurement: each query's log-likelihood

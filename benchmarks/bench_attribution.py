@@ -12,6 +12,16 @@
    the whole fused q|k|v projection of the same layer (it cannot slice one head), same data.
 3. Time against the number of training samples for a sketched SDI job (it should be linear: the
    per-sample time is reported for each N, with the ratio of the largest to the smallest).
+4. Crossover: item 1 up to a looped GPT of 12.6M body parameters (d 1024), where exact per-example,
+   per-step features take GBs; the first size at which the sketch is faster / smaller is reported.
+5. `--smollm2-run DIR` (the output of `python -m attribution.experiments.smollm2`): scores per second of
+   `interp attribute` TracIn and EK-FAC jobs on SmolLM2-135M, in-process and on a local Ray with 2
+   workers (score phase: the shards, after the shared preparation), and the ratio Ray / in-process.
+6. GPU rows: with CUDA present, item 1 and 5 repeat on `--device cuda` (`benchmarks/gpu_check.py` runs the
+   attribution GPU job); without CUDA they are reported as not run.
+
+Kronfluence is an optional comparison (item 2): install it without its torchvision dependency,
+`pip install --no-deps kronfluence==1.0.1 && pip install "interp-toolkit[attribution-bench]"` (NOTES.md).
 """
 
 from __future__ import annotations
@@ -27,7 +37,10 @@ import torch
 
 SIZES = {"small": dict(hidden_size=32, num_attention_heads=2, intermediate_size=128),
          "medium": dict(hidden_size=128, num_attention_heads=4, intermediate_size=512),
-         "large": dict(hidden_size=256, num_attention_heads=8, intermediate_size=1024)}
+         "large": dict(hidden_size=256, num_attention_heads=8, intermediate_size=1024),
+         "xl": dict(hidden_size=512, num_attention_heads=8, intermediate_size=2048),
+         "xxl": dict(hidden_size=1024, num_attention_heads=16, intermediate_size=4096)}
+QUICK_SIZES = ("small", "medium", "large")
 
 
 def _model(size: str, loops: int = 4, ctx: int = 64):
@@ -36,31 +49,115 @@ def _model(size: str, loops: int = 4, ctx: int = 64):
     return random_looped_gpt(num_hidden_layers=loops, max_position_embeddings=ctx, **SIZES[size])
 
 
-def one(size: str, mode: str, n_train: int, n_query: int) -> dict:
+def one(size: str, mode: str, n_train: int, n_query: int, device: str = "cpu") -> dict:
     """Featurise n_train + n_query sequences once (exact or sketched); time and peak RSS growth."""
     from attribution.sdi import looped_featurizer, sdi_from_features
     from attribution.tracin import features
 
     torch.set_num_threads(1)
-    model = _model(size)
+    model = _model(size).to(device)
     g = torch.Generator().manual_seed(0)
     train, queries = torch.randint(0, 257, (n_train, 64), generator=g), torch.randint(0, 257, (n_query, 64), generator=g)
     feat = looped_featurizer(model, None if mode == "exact" else 2048)
+    if device != "cpu":
+        torch.cuda.reset_peak_memory_stats()
     features(model, feat, queries[:2])  # warm-up
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     res = sdi_from_features(features(model, feat, train, batch_size=8), features(model, feat, queries, batch_size=8), 1.0)
+    if device != "cpu":
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     n_body = sum(p.numel() for p in model.body_parameters().values())
-    return {"seconds": seconds, "peak_rss_growth_mb": (peak - base) / 1024, "body_params": n_body,
-            "feature_dim": feat.dim(), "checksum": float(res.tracin.sum())}
+    out = {"seconds": seconds, "peak_rss_growth_mb": (peak - base) / 1024, "body_params": n_body,
+           "feature_dim": feat.dim(), "checksum": float(res.tracin.sum())}
+    if device != "cpu":
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
 
 
-def run_one(size, mode, n_train, n_query) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", size, mode, str(n_train), str(n_query)],
-                         capture_output=True, text=True, check=True)
+def run_one(size, mode, n_train, n_query, device="cpu") -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", size, mode, str(n_train), str(n_query), device],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"failed": (out.stderr.strip().splitlines() or ["killed"])[-1][:300], "returncode": out.returncode}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def crossover(sizes, n_train: int, n_query: int, device: str = "cpu") -> dict:
+    """Sketch vs exact at each size (fresh process each); the first size where the sketch wins on time / memory."""
+    key = "peak_cuda_mb" if device != "cpu" else "peak_rss_growth_mb"
+    table = {}
+    for size in sizes:
+        sk, ex = run_one(size, "sketch", n_train, n_query, device), run_one(size, "exact", n_train, n_query, device)
+        row = {"body_params": sk.get("body_params"), "sketch": sk, "exact": ex}
+        if "seconds" in sk and "seconds" in ex:
+            row["time_ratio_exact_over_sketch"] = ex["seconds"] / sk["seconds"]
+            row["memory_ratio_exact_over_sketch"] = max(ex[key], 1e-3) / max(sk[key], 1e-3)
+        table[size] = row
+        print(json.dumps({size: row}), file=sys.stderr, flush=True)
+
+    def first(ratio):
+        return next((s for s, r in table.items() if r.get(ratio, 0) > 1), None)
+
+    return {"rows": table, "sketch_faster_from": first("time_ratio_exact_over_sketch"),
+            "sketch_smaller_from": first("memory_ratio_exact_over_sketch"), "n_train": n_train, "n_query": n_query,
+            "device": device}
+
+
+def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
+    """Scores/s of TracIn and EK-FAC `interp attribute` jobs on the fine-tuned SmolLM2, in-process vs Ray (2 workers)."""
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    import attribution.jobs as jobs
+    from attribution.jobs import AttributeConfig, run_attribution
+    from interp.jobs import clear_worker_cache
+
+    root = Path(run_dir)
+    if not (root / "run").is_dir():
+        return {"skipped": f"no fine-tuning run in {run_dir}: python -m attribution.experiments.smollm2 --out {run_dir}"}
+    timed = {}
+    real = jobs._run_shards
+
+    def timing(cfg, store, train, prep, todo, progress):
+        t0 = time.perf_counter()
+        real(cfg, store, train, prep, todo, progress)
+        timed["score_seconds"] = time.perf_counter() - t0
+
+    jobs._run_shards = timing
+    steps = sorted(int(p.name[5:]) for p in (root / "run").glob("step_*"))
+    common = dict(train=f"tokens:{root / 'train.safetensors'}", queries=f"tokens:{root / 'queries.safetensors'}",
+                  device=device, batch_size=8)
+    methods = {"tracin": dict(model="smollm2-135m", checkpoints=[str(root / "run")], modules=["*layers.2[6-9].self_attn.*"],
+                              sketch_dim=2048),
+               "ekfac": dict(model="smollm2-135m", checkpoints=[f"{root / 'run'}@{steps[-1]}"], component="L27H3:qk", fit_samples=16)}
+    out = {}
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            for method, kw in methods.items():
+                for executor in ("inprocess", "ray"):
+                    clear_worker_cache()
+                    n = len(load_file(str(root / "train.safetensors"))["tokens"])
+                    cfg = AttributeConfig(method=method, out=f"{d}/{method}_{executor}", executor=executor,
+                                          num_workers=2 if executor == "ray" else None, shard_size=(n + 1) // 2,
+                                          **common, **kw)
+                    t0 = time.perf_counter()
+                    summary = run_attribution(cfg, progress=False)
+                    job_s = time.perf_counter() - t0
+                    out[f"{method}_{executor}"] = {"n_train": n, "n_queries": summary["n_queries"], "job_seconds": job_s,
+                                                   "score_seconds": timed["score_seconds"],
+                                                   "scores_per_second": n * summary["n_queries"] / timed["score_seconds"],
+                                                   "train_per_second": n / timed["score_seconds"]}
+                    print(json.dumps({f"{method}_{executor}": out[f"{method}_{executor}"]}), file=sys.stderr, flush=True)
+                out[f"{method}_ray_over_inprocess"] = (out[f"{method}_ray"]["scores_per_second"]
+                                                       / out[f"{method}_inprocess"]["scores_per_second"])
+    finally:
+        jobs._run_shards = real
+    return out
 
 
 def influence_throughput(n_train: int) -> dict:
@@ -171,25 +268,34 @@ def scaling(ns: list[int]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    p.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
+    p.add_argument("--sizes", default=None, help="comma-separated looped-GPT sizes (default: all; --quick: small..large)")
+    p.add_argument("--smollm2-run", default=None, help="fine-tuning output folder for the SmolLM2 job rows")
+    p.add_argument("--only", default=None, help="comma-separated parts: crossover,scaling,influence,smollm2")
     args = p.parse_args()
     if args.one:
-        size, mode, n_train, n_query = args.one
-        print(json.dumps(one(size, mode, int(n_train), int(n_query))))
+        size, mode, n_train, n_query, device = args.one
+        print(json.dumps(one(size, mode, int(n_train), int(n_query), device)))
         return
-    n_train, n_query = (16, 4) if args.quick else (64, 8)
-    sdi = {}
-    for size in SIZES:
-        sk, ex = run_one(size, "sketch", n_train, n_query), run_one(size, "exact", n_train, n_query)
-        sdi[size] = {"body_params": ex["body_params"], "sketch": sk, "exact": ex,
-                     "time_ratio_exact_over_sketch": ex["seconds"] / sk["seconds"],
-                     "memory_ratio_exact_over_sketch": max(ex["peak_rss_growth_mb"], 1e-3)
-                     / max(sk["peak_rss_growth_mb"], 1e-3)}
-        print(json.dumps({size: sdi[size]}), file=sys.stderr, flush=True)
-    report = {"sdi_sketch_vs_exact": sdi}
-    report["time_vs_n_train"] = scaling([8, 16, 32] if args.quick else [16, 32, 64, 128])
-    print(json.dumps(report["time_vs_n_train"]), file=sys.stderr, flush=True)
-    report["influence_throughput"] = influence_throughput(32 if args.quick else 128)
+    parts = set((args.only or "crossover,scaling,influence,smollm2").split(","))
+    sizes = args.sizes.split(",") if args.sizes else list(QUICK_SIZES if args.quick else SIZES)
+    n_train, n_query = (16, 4) if args.quick else (8, 2)
+    report = {}
+    if "crossover" in parts:
+        report["sdi_sketch_vs_exact"] = crossover(sizes, n_train, n_query)
+    if "scaling" in parts:
+        report["time_vs_n_train"] = scaling([8, 16, 32] if args.quick else [16, 32, 64, 128])
+        print(json.dumps(report["time_vs_n_train"]), file=sys.stderr, flush=True)
+    if "influence" in parts:
+        report["influence_throughput"] = influence_throughput(32 if args.quick else 128)
+    if "smollm2" in parts and args.smollm2_run:
+        report["smollm2_jobs"] = smollm2_jobs(args.smollm2_run)
+    if torch.cuda.is_available():
+        report["gpu"] = {"crossover": crossover(sizes, n_train, n_query, "cuda")}
+        if args.smollm2_run:
+            report["gpu"]["smollm2_jobs"] = smollm2_jobs(args.smollm2_run, "cuda")
+    else:
+        report["gpu"] = {"skipped": "no CUDA device here; the GPU rows run where one is present"}
     print(json.dumps(report, indent=1))
 
 

@@ -98,3 +98,24 @@ def test_two_jobs_in_one_process_score_as_in_fresh_processes(tmp_path):
     clear_worker_cache()
     assert torch.equal(shared[1], fresh_dra)
     assert torch.equal(shared[0], fresh_tracin) and torch.equal(shared[2], fresh_tracin)
+
+
+def test_ekfac_at_a_checkpoint_equals_ekfac_on_that_folder(tmp_path):
+    run = tmp_path / "run"
+    _save_run(tiny_hf("llama", seed=3), run, [1, 2])
+    tiny_hf("llama", seed=0).save_pretrained(tmp_path / "model")
+    g = torch.Generator().manual_seed(0)
+    save_tokens(tmp_path / "train.safetensors", torch.randint(0, 257, (6, 10), generator=g), "interp/byte-level")
+    save_tokens(tmp_path / "q.safetensors", torch.randint(0, 257, (2, 10), generator=g), "interp/byte-level")
+    common = dict(method="ekfac", component="L1H3:qk", fit_samples=4, train=f"tokens:{tmp_path / 'train.safetensors'}",
+                  queries=f"tokens:{tmp_path / 'q.safetensors'}", device="cpu", shard_size=3)
+    clear_worker_cache()
+    run_attribution(AttributeConfig(model=str(tmp_path / "model"), checkpoints=[f"{run}@2"], out=str(tmp_path / "a"),
+                                    **common), progress=False)
+    run_attribution(AttributeConfig(model=str(run / "step_2"), out=str(tmp_path / "b"), **common), progress=False)
+    a, b = load_scores(tmp_path / "a")["scores"], load_scores(tmp_path / "b")["scores"]
+    torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="one checkpoint"):
+        run_attribution(AttributeConfig(model=str(tmp_path / "model"), checkpoints=[str(run)], out=str(tmp_path / "c"),
+                                        **common), progress=False)
+    assert not (tmp_path / "c").exists()
