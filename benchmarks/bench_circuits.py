@@ -6,6 +6,12 @@ Prints JSON. (1) On one model, the median time of: a plain forward+backward of t
 weights; a SafeSeek mask step (head + neuron masks, straight-through, backward to the mask logits, Adam);
 a pruning mask step (q/k/v/neuron/attn_out/mlp_out node masks with mean ablation); and the ratios to
 the plain step. (2) Extraction time (SafeSeek and pruning, fixed step counts) for three model sizes.
+(3) With `--eap` (a real model, default smollm2-135m): EAP over every edge of the residual-stream graph
+on N IOI pairs, against per-edge activation patching (exact, `circuits.edge_patching`) timed on a
+random sample of edges and extrapolated to all of them (ratio; the goal is >= 100x); and EAP-IG's time
+for several step counts.
+
+    .venv/bin/python benchmarks/bench_circuits.py --eap --only-eap [--n 64] [--sample 6] [--ig-steps 1,3,5]
 """
 
 from __future__ import annotations
@@ -104,16 +110,65 @@ def extraction(sizes, steps: int) -> list[dict]:
     return out
 
 
+def eap_vs_patching(spec: str, n: int, sample: int, ig_steps: list[int]) -> dict:
+    import interp
+    from circuits.eap import eap, eap_ig
+    from circuits.eap_graph import EdgeGraph
+    from circuits.edge_patching import patched_metric
+
+    model = interp.load_model(spec)
+    batch = get_task("ioi").make_pairs(n, 0, model.tokenizer)
+    graph = EdgeGraph.of(model)
+    t0 = time.perf_counter()
+    scores = eap(model, batch)
+    t_eap = time.perf_counter() - t0
+    gen = torch.Generator().manual_seed(0)
+    flat = torch.nonzero(graph.valid.flatten())[:, 0]
+    picks = flat[torch.randperm(len(flat), generator=gen)[:sample]]
+    cache: dict = {}
+    patched_metric(model, batch, graph.valid, cache=cache, graph=graph)  # the corrupted runs, shared by every edge
+    t0 = time.perf_counter()
+    effects, estimates = [], []
+    for f in picks.tolist():
+        keep = graph.valid.clone().flatten()
+        keep[f] = False
+        effects.append(float(patched_metric(model, batch, keep.view_as(graph.valid), cache=cache, graph=graph)["metric"].mean()))
+        estimates.append(float(scores.scores.flatten()[f]))
+    t_per_edge = (time.perf_counter() - t0) / sample
+    ig = {}
+    for k in ig_steps:
+        t0 = time.perf_counter()
+        eap_ig(model, batch, steps=k)
+        ig[k] = round(time.perf_counter() - t0, 2)
+    return {"model": spec, "n_pairs": n, "n_edges": graph.n_edges, "eap_seconds": round(t_eap, 2),
+            "patching_seconds_per_edge": round(t_per_edge, 2), "patching_edges_sampled": sample,
+            "patching_seconds_all_edges_extrapolated": round(t_per_edge * graph.n_edges, 1),
+            "speedup_eap_vs_patching": round(t_per_edge * graph.n_edges / t_eap, 1),
+            "eap_ig_seconds_by_steps": ig, "sampled_edge_patch_effects": effects, "sampled_edge_eap_estimates": estimates}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--eap", action="store_true", help="also EAP vs per-edge patching on a real model")
+    p.add_argument("--only-eap", action="store_true", help="skip the mask benchmarks")
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--n", type=int, default=64, help="IOI pairs")
+    p.add_argument("--sample", type=int, default=6, help="edges patched one by one")
+    p.add_argument("--ig-steps", default="1,3,5")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    if a.only_eap:
+        steps = [int(x) for x in a.ig_steps.split(",")]
+        print(json.dumps({"threads": a.threads, "eap": eap_vs_patching(a.model, a.n, a.sample, steps)}, indent=1))
+        return
     reps = 3 if a.quick else 10
     steps = 10 if a.quick else 40
     sizes = [(32, 1), (64, 2), (128, 4)] if a.quick else [(64, 2), (128, 4), (256, 6)]
     result = {"threads": a.threads, "overhead": step_overhead(128, 4, 32, reps), "extraction": extraction(sizes, steps)}
+    if a.eap:
+        result["eap"] = eap_vs_patching(a.model, a.n, a.sample, [int(x) for x in a.ig_steps.split(",")])
     print(json.dumps(result, indent=1))
 
 

@@ -1,13 +1,19 @@
-"""circuits: SafeSeek masks and weight-sparse training + pruning, one circuit file format (see circuits/README.md).
+"""circuits: EAP / EAP-IG edge attribution, SafeSeek masks, weight-sparse training + pruning, one circuit file format.
 
-    from circuits import Circuit, get_task, safeseek, SafeSeekConfig, prune, PruneConfig, load_checkpoint
-    model = load_checkpoint("runs/circuits/backdoor/models/backdoored")
-    circuit = safeseek(model, get_task("backdoor"), SafeSeekConfig()).circuit
-    circuit.save("circuit.json")
+    from circuits import eap_ig, get_task, load_checkpoint
+    model = load_checkpoint("smollm2-135m")
+    scores = eap_ig(model, get_task("ioi").make_pairs(32, 0, model.tokenizer), steps=5)
+    scores.to_circuit(top_n=300).save("circuit.json")
+
+See circuits/README.md.
 """
 
 from circuits.ablation import ablation_report
+from circuits.baseline import TaskTooHard, baseline
 from circuits.checkpoint import CheckpointError, load_checkpoint
+from circuits.eap import EdgeScores, eap, eap_ig
+from circuits.extract import ExtractConfig, extract
+from circuits.pairs import PairBatch, encode_pairs
 from circuits.format import Circuit, CircuitFormatError, Edge, Node
 from circuits.masks import UnitMasks
 from circuits.prune import PruneConfig, TargetNotReached, prune
@@ -16,7 +22,8 @@ from circuits.tasks import TASKS, Task, get_task
 from circuits.weight_sparse import WeightSparseConfig, build_model, train_weight_sparse
 
 __all__ = [
-    "TASKS", "CheckpointError", "Circuit", "CircuitFormatError", "Edge", "Node", "PruneConfig", "SafeSeekConfig",
+    "TASKS", "CheckpointError", "Circuit", "CircuitFormatError", "Edge", "EdgeScores", "ExtractConfig", "Node", "PairBatch",
+    "PruneConfig", "SafeSeekConfig", "TaskTooHard", "baseline", "eap", "eap_ig", "encode_pairs", "extract",
     "TargetNotReached", "Task", "UnitMasks", "WeightSparseConfig", "ablation_report", "build_model", "circuit_tuning",
     "get_task", "load_checkpoint", "prune", "safeseek", "train_weight_sparse",
 ]

@@ -137,9 +137,11 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
 
 @torch.no_grad()
 def patched_metric(model, batch: PairBatch, keep: Tensor, metric: Metric = "logit-diff", ablation: str = "corrupt",
-                   means: Tensor | None = None, batch_size: int = 16, graph: EdgeGraph | None = None) -> dict:
-    """Metric per row [n] with only the edges in `keep` (BoolTensor [n_up, n_down]), plus the clean and fully
-    ablated references: {"metric": [n], "clean": [n], "accuracy": [n]}."""
+                   means: Tensor | None = None, batch_size: int = 16, graph: EdgeGraph | None = None,
+                   cache: dict | None = None) -> dict:
+    """Metric and accuracy per row with only the edges in `keep` (BoolTensor [n_up, n_down]) intact:
+    {"metric": [n], "accuracy": [n]}. `cache` (a dict kept by the caller) keeps the corrupted runs' upstream
+    outputs and the clean reference logits between calls on the same batch (a curve's points)."""
     from circuits.metrics import accuracy_rows
 
     if ablation not in EDGE_ABLATIONS:
@@ -151,15 +153,20 @@ def patched_metric(model, batch: PairBatch, keep: Tensor, metric: Metric = "logi
     if ablation == "mean" and means is None:
         means = upstream_means(model, batch, graph, batch_size)
     ablate = (graph.valid & ~keep.bool()).float()
-    out, refs, accs = [], [], []
-    for sub in batch.split(batch_size):
+    cache = {} if cache is None else cache
+    out, accs = [], []
+    for i, sub in enumerate(batch.split(batch_size)):
         sub = sub.to(model.device)
         ref = None
         if metric == "kl":
-            ref = last(model({"input_ids": sub.clean, "attention_mask": sub.clean_mask}), sub.clean_pos)
+            if ("ref", i) not in cache:
+                cache[("ref", i)] = last(model({"input_ids": sub.clean, "attention_mask": sub.clean_mask}), sub.clean_pos)
+            ref = cache[("ref", i)]
         abl = None
         if ablation == "corrupt":
-            abl, _, _ = run_upstream(model, graph, sub.corrupt, sub.corrupt_mask, lw)
+            if ("corrupt", i) not in cache:
+                cache[("corrupt", i)] = run_upstream(model, graph, sub.corrupt, sub.corrupt_mask, lw)[0]
+            abl = cache[("corrupt", i)]
         elif ablation == "mean":
             abl = means.to(model.device)
         with model.hooks(fwd_hooks=_patch_hooks(model, graph, ablate.to(model.device), abl, lw)):

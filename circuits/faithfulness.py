@@ -25,31 +25,41 @@ from circuits.edge_patching import patched_metric, upstream_means
 from circuits.metrics import normalised
 
 
-def _endpoints(model, batch, graph, metric, ablation, means, batch_size) -> tuple[float, float]:
-    full = patched_metric(model, batch, graph.valid, metric, ablation, means, batch_size, graph)["metric"].mean()
-    empty = patched_metric(model, batch, torch.zeros_like(graph.valid), metric, ablation, means, batch_size, graph)["metric"].mean()
+def _endpoints(model, batch, graph, metric, ablation, means, batch_size, cache) -> tuple[float, float]:
+    full = patched_metric(model, batch, graph.valid, metric, ablation, means, batch_size, graph, cache)["metric"].mean()
+    empty = patched_metric(model, batch, torch.zeros_like(graph.valid), metric, ablation, means, batch_size, graph,
+                           cache)["metric"].mean()
     return float(full), float(empty)
 
 
-def _point(model, batch, graph, mask, metric, ablation, means, batch_size, full, empty) -> dict:
-    r = patched_metric(model, batch, mask, metric, ablation, means, batch_size, graph)
+def _point(model, batch, graph, mask, metric, ablation, means, batch_size, full, empty, cache) -> dict:
+    r = patched_metric(model, batch, mask, metric, ablation, means, batch_size, graph, cache)
     m = float(r["metric"].mean())
     return {"n_edges": int((mask & graph.valid).sum()), "metric": m, "faithfulness": normalised(m, full, empty),
             "accuracy": float(r["accuracy"].mean())}
 
 
 def masks_curve(model, batch, graph: EdgeGraph, masks: list[Tensor], metric: str = "logit-diff", ablation: str = "corrupt",
-                batch_size: int = 16) -> dict:
-    """Faithfulness of each edge mask, with the whole-model and all-ablated endpoints."""
-    means = upstream_means(model, batch, graph, batch_size) if ablation == "mean" else None
-    full, empty = _endpoints(model, batch, graph, metric, ablation, means, batch_size)
-    points = [_point(model, batch, graph, m, metric, ablation, means, batch_size, full, empty) for m in masks]
+                batch_size: int = 16, cache: dict | None = None) -> dict:
+    """Faithfulness of each edge mask, with the whole-model and all-ablated endpoints.
+
+    `cache`: pass the same dict to several curves on the same batch to share the corrupted runs, the
+    means and the endpoints."""
+    cache = {} if cache is None else cache  # the corrupted runs are shared by every point
+    key = ("endpoints", metric, ablation)
+    if ablation == "mean" and "means" not in cache:
+        cache["means"] = upstream_means(model, batch, graph, batch_size)
+    means = cache.get("means") if ablation == "mean" else None
+    if key not in cache:
+        cache[key] = _endpoints(model, batch, graph, metric, ablation, means, batch_size, cache)
+    full, empty = cache[key]
+    points = [_point(model, batch, graph, m, metric, ablation, means, batch_size, full, empty, cache) for m in masks]
     return {"full_metric": full, "ablated_metric": empty, "points": points}
 
 
-def edge_curve(model, batch, scores, sizes, metric="logit-diff", ablation="corrupt", batch_size=16) -> dict:
+def edge_curve(model, batch, scores, sizes, metric="logit-diff", ablation="corrupt", batch_size=16, cache=None) -> dict:
     """Faithfulness of the top-n edges of an `EdgeScores` for each n in `sizes`."""
-    return masks_curve(model, batch, scores.graph, [scores.top_mask(n) for n in sizes], metric, ablation, batch_size)
+    return masks_curve(model, batch, scores.graph, [scores.top_mask(n) for n in sizes], metric, ablation, batch_size, cache)
 
 
 def head_edges(graph: EdgeGraph, heads: set[tuple[int, int]]) -> Tensor:
@@ -72,10 +82,10 @@ def head_edges(graph: EdgeGraph, heads: set[tuple[int, int]]) -> Tensor:
 
 
 def node_curve(model, batch, graph: EdgeGraph, head_order: list[tuple[int, int]], sizes, metric="logit-diff",
-               ablation="corrupt", batch_size=16) -> dict:
+               ablation="corrupt", batch_size=16, cache=None) -> dict:
     """Faithfulness of the first k heads of `head_order` (as their induced edges) for each k in `sizes`."""
     masks = [head_edges(graph, set(head_order[:k])) for k in sizes]
-    out = masks_curve(model, batch, graph, masks, metric, ablation, batch_size)
+    out = masks_curve(model, batch, graph, masks, metric, ablation, batch_size, cache)
     for p, k in zip(out["points"], sizes):
         p["n_heads"] = k
     return out

@@ -6,7 +6,7 @@ above the heads, MLPs below). Unit circuits (neurons, channels) go by sub-layer 
 are drawn (L5H3, MLP7, embed, logits). Edges are coloured by their signed weight on a diverging scale
 with a colour bar, and drawn wider the larger |weight|. In the page, a slider keeps the top-k edges by
 |weight| (or a box sets a |weight| threshold), client-side; clicking a node highlights its neighbours
-and edges (click the background to clear). Every label from the model or the user is HTML-escaped and
+and edges (click it again to clear; `graph.html#node=L5H3` opens with that node selected). Every label from the model or the user is HTML-escaped and
 the data are embedded as JSON with `<` escaped, so no text can close the script.
 
     write_html(Circuit.load("circuit.json"), "graph.html")
@@ -128,7 +128,7 @@ function draw() {
   traces.push({type: 'scatter', mode: 'markers', x: mids.map(m => m[0]), y: mids.map(m => m[1]), text: mids.map(m => m[2]),
     hovertemplate: '%{text}<extra></extra>', showlegend: false,
     marker: {size: 6, opacity: 0.01, color: mids.map(m => m[3]), colorscale: SCALE, cmin: -maxAbs, cmax: maxAbs,
-             showscale: true, colorbar: {title: {text: 'edge score'}, thickness: 14}}});
+             showscale: true, colorbar: {title: {text: 'edge score<br>(metric change<br>if patched)'}, thickness: 14}}});
   traces.push({type: 'scatter', mode: 'markers+text', x: idx.map(i => D.nodes[i].x), y: idx.map(i => D.nodes[i].y),
     text: idx.map(i => D.nodes[i].label), textposition: 'top center', customdata: idx, showlegend: false,
     hovertemplate: '%{text}<extra></extra>', textfont: {size: 10},
@@ -139,6 +139,8 @@ function draw() {
     xaxis: {title: 'layer (heads at the layer, MLP at +0.5)', zeroline: false},
     yaxis: {title: 'head index (MLPs below, key/value heads above)', zeroline: false}}, {responsive: true});
 }
+const want = decodeURIComponent((location.hash.match(/node=([^&]+)/) || [])[1] || '');
+if (want) { const i = D.nodes.findIndex(n => n.label === want); if (i >= 0) selected = i; }  // e.g. graph.html#node=L9H6
 slider.addEventListener('input', () => { thr.value = ''; draw(); });
 thr.addEventListener('change', draw);
 draw();

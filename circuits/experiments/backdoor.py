@@ -129,8 +129,13 @@ def precision_recall(found: list[Node], truth: list[Node]) -> dict:
     return {"precision": hit / max(len(f), 1), "recall": hit / max(len(t), 1), "found": len(f), "planted": len(t)}
 
 
+N_RANDOM = 20
+"""Random removals of the circuit's size per SafeSeek run (their whole distribution is reported)."""
+
+
 def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, progress: bool = True) -> dict:
-    from circuits.ablation import ablation_hooks
+    from circuits.ablation import ablation_hooks, random_nodes
+    from circuits.controls import activation_difference
 
     setup()
     task = get_task("backdoor")
@@ -154,18 +159,25 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
         tag = f"{mode}_{weights_name}"
         found.circuit.save(out / f"circuit_{tag}.json")
         nodes = found.circuit.nodes
-        rep = ablation_report(model, nodes, test_trig, n_random=5, clean=test_clean)
+        rep = ablation_report(model, nodes, test_trig, n_random=N_RANDOM, clean=test_clean)
         asr = lambda hooks: rate(model, test_trig, hooks)  # noqa: E731
+        rand_asr = sorted(asr(ablation_hooks(model, random_nodes(model, nodes, s))) for s in range(N_RANDOM))
         r = {"removed_units": len(nodes), "removed_fraction": found.circuit.metrics["removed_fraction"],
              "asr_after": asr(ablation_hooks(model, nodes)),
              "clean_acc_after": rate(model, test_clean, ablation_hooks(model, nodes)),
-             "asr_random_ablation": [asr(ablation_hooks(model, n)) for n in
-                                     [__import__("circuits.ablation", fromlist=["x"]).random_nodes(model, nodes, s) for s in range(5)]],
-             "binary": {k: rep[k] for k in ("original", "circuit")},
+             # the whole distribution over random removals of the same size, not one draw
+             "asr_random_ablation": rand_asr,
+             "asr_random_ablation_below_0.5": sum(a < 0.5 for a in rand_asr) / max(len(rand_asr), 1),
+             "binary": {k: rep[k] for k in ("original", "necessity", "sufficiency")},
              "h_circuit_units": found.circuit.metrics.get("h_circuit_nodes")}
         h_nodes = [Node(**d) for d in found.circuit.extra.get("h_circuit", [])]
         r["asr_h_only"] = rate(model, test_trig, ablation_hooks(model, h_nodes, keep_only=True)) if h_nodes else None
         r["weights"] = list(weights)
+        if nodes:  # the spec's control: top-|activation difference| units at the same budget
+            control = activation_difference(model, task, budget=len(nodes), kinds=cfg.kinds())
+            r["control_activation_diff"] = {"asr_after": asr(ablation_hooks(model, control.nodes)),
+                                            "clean_acc_after": rate(model, test_clean, ablation_hooks(model, control.nodes)),
+                                            "vs_planted": precision_recall(control.nodes, PLANTED)}
         if True:
             r["vs_planted"] = precision_recall(nodes, PLANTED)
             r["vs_planted_neurons"] = precision_recall([n for n in nodes if n.kind == "neuron"], PLANTED[1:])

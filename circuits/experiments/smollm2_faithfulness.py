@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-SIZES = (10, 30, 100, 300, 1000, 3000, 10000)
-HEAD_SIZES = (5, 10, 20, 40, 80, 160)
+SIZES = (30, 100, 300, 1000, 3000, 10000)
+HEAD_SIZES = (5, 10, 20, 40, 80)
 
 
 def _log(msg: str) -> None:
@@ -36,12 +36,13 @@ def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps
     res: dict = {"task": task_name, "n_prompts": n, "baseline": baseline(model, batch)}
     _log(f"{task_name} baseline {res['baseline']}")
     curves = {}
+    cache: dict = {}  # corrupted runs and endpoints shared by every curve of this task
     for name, fn in (("eap", lambda: eap(model, batch)), ("eap-ig", lambda: eap_ig(model, batch, steps=5))):
         t0 = time.perf_counter()
         scores = fn()
         secs = time.perf_counter() - t0
-        sizes = [s for s in SIZES if s < scores.graph.n_edges] + [scores.graph.n_edges]
-        curve = edge_curve(model, batch, scores, sizes)
+        sizes = [s for s in SIZES if s < scores.graph.n_edges]  # the whole graph is the curve's endpoint (1.0)
+        curve = edge_curve(model, batch, scores, sizes, cache=cache)
         curve["score_seconds"] = round(secs, 1)
         curve["minimal_edges_80"] = minimal_size(curve["points"], 0.8)
         curves[name] = curve
@@ -50,18 +51,21 @@ def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps
     graph = scores.graph
     res["n_edges_graph"] = graph.n_edges
     rand = {}
-    for size in (100, 1000, 3000):
-        c = masks_curve(model, batch, graph, random_masks(graph, size, draws, seed=size))
-        rand[size] = [round(p["faithfulness"], 4) for p in c["points"]]
+    rsizes = (300, 3000)
+    c = masks_curve(model, batch, graph, [m for size in rsizes for m in random_masks(graph, size, draws, seed=size)],
+                    cache=cache)
+    for j, size in enumerate(rsizes):
+        rand[size] = [round(p["faithfulness"], 4) for p in c["points"][j * draws:(j + 1) * draws]]
         _log(f"{task_name} random {size}: {rand[size]}")
     res["random"] = rand
+    res["full_metric"], res["ablated_metric"] = c["full_metric"], c["ablated_metric"]
     if node_methods:
-        curves.update(_node_methods(model, task, batch, graph, steps, out))
+        curves.update(_node_methods(model, task, batch, graph, steps, out, cache))
     res["curves"] = curves
     return res
 
 
-def _node_methods(model, task, batch, graph, steps: int, out: Path) -> dict:
+def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict) -> dict:
     from circuits.faithfulness import minimal_size, node_curve
     from circuits.prune import PruneConfig, prune
     from circuits.safeseek import SafeSeekConfig, safeseek
@@ -75,8 +79,8 @@ def _node_methods(model, task, batch, graph, steps: int, out: Path) -> dict:
     order = sorted(((float(v), int(k.split("_")[1]), h) for k, p in logits.items() for h, v in enumerate(p.detach().tolist())))
     head_order = [(layer, h) for _, layer, h in order]  # most removed (lowest logit) first: the circuit's core
     res.circuit.save(out / f"{task.name}_safeseek.json")
-    sizes = list(HEAD_SIZES) + [len(head_order)]
-    c = node_curve(model, batch, graph, head_order, sizes)
+    sizes = list(HEAD_SIZES)
+    c = node_curve(model, batch, graph, head_order, sizes, cache=cache)
     c.update({"score_seconds": round(time.perf_counter() - t0, 1), "n_removed": res.circuit.metrics["n_nodes"],
               "minimal_edges_80": minimal_size(c["points"], 0.8)})
     curves["safeseek"] = c
@@ -89,7 +93,7 @@ def _node_methods(model, task, batch, graph, steps: int, out: Path) -> dict:
     order = sorted(((-v, int(k.split("_")[1]), h) for k, vals in tau.items() for h, v in enumerate(vals)))
     head_order = [(layer, h) for _, layer, h in order]  # largest tau (kept first) first
     circuit.save(out / f"{task.name}_prune.json")
-    c = node_curve(model, batch, graph, head_order, sizes)
+    c = node_curve(model, batch, graph, head_order, sizes, cache=cache)
     c.update({"score_seconds": round(time.perf_counter() - t0, 1), "n_kept": circuit.metrics["n_nodes"],
               "task_loss": circuit.metrics["task_loss"], "minimal_edges_80": minimal_size(c["points"], 0.8)})
     curves["prune"] = c
@@ -124,10 +128,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--n", type=int, default=32)
+    ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--tasks", default="ioi,greater-than")
     ap.add_argument("--node-tasks", default="ioi", help="tasks that also get SafeSeek and pruning curves")
-    ap.add_argument("--steps", type=int, default=60, help="SafeSeek and pruning mask steps")
+    ap.add_argument("--steps", type=int, default=30, help="SafeSeek and pruning mask steps")
     ap.add_argument("--draws", type=int, default=3, help="random circuits per size")
     args = ap.parse_args()
     torch.set_num_threads(1)

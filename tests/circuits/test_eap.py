@@ -184,3 +184,18 @@ def test_edge_circuit_round_trip(tmp_path):
 def test_graph_size_matches_the_eap_ig_paper_for_gpt2_small():
     g = EdgeGraph(n_layers=12, n_heads=12, n_kv=12, parallel=False, qkv=True)
     assert g.n_edges == 32_491
+
+
+def test_head_sets_become_the_edges_among_them():
+    from circuits.faithfulness import head_edges, minimal_size
+
+    g = EdgeGraph(n_layers=2, n_heads=4, n_kv=2, parallel=False)
+    all_heads = {(layer, h) for layer in range(2) for h in range(4)}
+    assert torch.equal(head_edges(g, all_heads), g.valid)
+    none = head_edges(g, set())
+    assert not none[[g.head_up(0, h) for h in range(4)]].any() and not none[:, g.attn_down(1)].any()
+    assert none[0, g.mlp_down(0)] and none[g.mlp_up(0), g.logits_down]
+    one = head_edges(g, {(1, 3)})  # query head 3 of layer 1 and its key/value head (group 1) are kept
+    kept_down = {g.downstream[d] for d in torch.nonzero(one.any(0))[:, 0].tolist()}
+    assert {"a1.h3<q>", "a1.kv1<k>", "a1.kv1<v>"} <= kept_down and "a1.h2<q>" not in kept_down and "a1.kv0<k>" not in kept_down
+    assert minimal_size([{"n_edges": 10, "faithfulness": 0.5}, {"n_edges": 30, "faithfulness": 0.85}], 0.8) == 30
