@@ -124,6 +124,27 @@ def plot(results: dict, path: Path) -> None:
     fig.write_html(path, include_plotlyjs=True)
 
 
+def table(results: dict) -> str:
+    """One markdown table: faithfulness of every method at each size, edges needed for 80%, scoring time."""
+    lines = ["| task | method | " + " | ".join(f"{n:,} edges" for n in SIZES) + " | edges for 0.8 | seconds |",
+             "|---" * (len(SIZES) + 4) + "|"]
+    for t, r in results["tasks"].items():
+        for name, c in r["curves"].items():
+            by = {p["n_edges"]: p["faithfulness"] for p in c["points"]}
+            cells = []
+            for n in SIZES:
+                near = [p for p in c["points"] if (p["n_edges"] == n if name in ("eap", "eap-ig") else False)]
+                cells.append(f"{near[0]['faithfulness']:.2f}" if near else "")
+            if name not in ("eap", "eap-ig"):  # head rankings: sizes are heads, report (edges: faithfulness)
+                cells = [f"{p['n_heads']} heads = {p['n_edges']:,}: {p['faithfulness']:.2f}" for p in c["points"]][:len(cells)]
+                cells += [""] * (len(SIZES) - len(cells))
+            del by
+            lines.append(f"| {t} | {name} | " + " | ".join(cells) + f" | {c.get('minimal_edges_80')} | {c.get('score_seconds')} |")
+        rand = "; ".join(f"{k} edges: {v}" for k, v in r["random"].items())
+        lines.append(f"| {t} | random (3 draws) | {rand} |" + " |" * (len(SIZES) + 1))
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -133,7 +154,19 @@ def main() -> None:
     ap.add_argument("--node-tasks", default="ioi", help="tasks that also get SafeSeek and pruning curves")
     ap.add_argument("--steps", type=int, default=30, help="SafeSeek and pruning mask steps")
     ap.add_argument("--draws", type=int, default=3, help="random circuits per size")
+    ap.add_argument("--merge", default="", help="comma-separated results.json files of earlier runs (one task each) to "
+                                                "combine into --out's results.json and plot, without running anything")
     args = ap.parse_args()
+    if args.merge:
+        merged = {"model": args.model, "merged_from": args.merge.split(","), "tasks": {}}
+        for f in args.merge.split(","):
+            merged["tasks"].update(json.loads(Path(f).read_text())["tasks"])
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(merged, indent=1))
+        plot(merged, out / "curves.html")
+        print(table(merged))
+        return
     torch.set_num_threads(1)
     import interp
 
