@@ -240,7 +240,7 @@ def mean_w1(z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
     if len(z) > max_rows:
         idx = torch.randperm(len(z), generator=torch.Generator().manual_seed(0))[:max_rows]
         z, y = z[idx], y[idx]
-    pos, neg = z[y].numpy(), z[~y].numpy()
+    pos, neg = z[y].cpu().numpy(), z[~y].cpu().numpy()  # (GPU tensors too)
     if not len(pos) or not len(neg):
         raise ValueError("mean_w1 needs rows of both classes")
     return float(sum(wasserstein_distance(pos[:, j], neg[:, j]) for j in range(z.shape[1])) / z.shape[1])
@@ -255,7 +255,7 @@ def w1_common(sae: Any, z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
 def _spearman(a: Tensor, b: Tensor) -> float:
     from scipy.stats import spearmanr
 
-    r = spearmanr(a.double().numpy(), b.double().numpy()).statistic
+    r = spearmanr(a.double().cpu().numpy(), b.double().cpu().numpy()).statistic
     return float(r) if r == r else 0.0
 
 
@@ -274,7 +274,7 @@ def match_latents(sae: Any, directions: Tensor) -> list[int]:
     from scipy.optimize import linear_sum_assignment
 
     cos = (directions / directions.norm(dim=-1, keepdim=True)) @ decoder_directions(sae).T
-    _, cols = linear_sum_assignment(-cos.numpy())
+    _, cols = linear_sum_assignment(-cos.cpu().numpy())
     return [int(c) for c in cols]
 
 
