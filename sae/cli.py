@@ -174,81 +174,31 @@ def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any
     return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows), rows=filt)
 
 
-def logit_effects(model: Any, directions: Any, features: list[int], k: int = 8) -> dict[int, dict[str, list]]:
-    """Direct effect of each feature's decoder direction on the logits: W_U (g ⊙ d_i), g the final
-    norm's weight when the model has one (the norm's per-token scale is ignored)."""
-    import torch
-
-    hf = model.hf_model
-    W_U = hf.get_output_embeddings().weight.detach().float()
-    g = None
-    for name, mod in hf.named_modules():
-        if name.count(".") <= 1 and name.split(".")[-1] in ("norm", "final_layer_norm", "ln_f") and hasattr(mod, "weight"):
-            g = mod.weight.detach().float()
-    out = {}
-    with torch.no_grad():
-        for f in features:
-            d = directions[f].float() * (g if g is not None else 1.0)
-            eff = W_U @ d
-            top, bot = eff.topk(k), (-eff).topk(k)
-            dec = lambda i: model.tokenizer.decode([int(i)])  # noqa: E731
-            out[f] = {"top": [(dec(i), float(v)) for v, i in zip(top.values, top.indices)],
-                      "bottom": [(dec(i), float(-v)) for v, i in zip(bot.values, bot.indices)]}
-    return out
-
-
-def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: Optional[str] = None, n_features: int = 40,
-                         max_rows: int = 16_384, features: Optional[list[int]] = None) -> Path:
-    """Encode store rows with the SAE and write its latent dashboard (logit effects when a model loads)."""
-    import torch
-
-    import interp
-    from interp.dashboards import TokenRows, write_dashboard
-    from interp.store import ActivationStore
-    from sae import arch_name, load_sae
-    from sae import metrics as M
-    from sae.train import _check_shapes, _hook
-
-    s = load_sae(sae_dir)
-    st = ActivationStore.open(store_dir)
-    h = _hook(st, s.cfg.metadata.hook_name if s.cfg.metadata.hook_name in st.hooks else None)
-    _check_shapes(st, h, s.cfg.d_in)
-    from sae.evaluate import sae_row_filter
-
-    rows = st.get_rows(eval_rows(sae_dir, st)[1][:max_rows], hooks=h)  # held-out rows when training kept some
-    x = rows[h].float()
-    z = M.encode(s, x)
-    z[~sae_row_filter(sae_dir, st, h).keep(rows)] = 0  # special rows (interp.rows) are not SAE inputs: not shown
-    model = None
-    spec = model_spec or (st.meta.model if st.meta.model != "synthetic" else None)
-    if spec:
-        try:
-            model = interp.load_model(spec)
-        except Exception as exc:  # noqa: BLE001 - dashboards still work with token ids
-            typer.echo(f"warning: could not load model {spec!r} ({exc}); showing token ids", err=True)
-    tok = rows["tokens"].tolist()
-    text = [model.tokenizer.decode([t]) for t in tok] if model is not None else [f"[{t}]" for t in tok]
-    freq = (z > 0).float().mean(0)
-    if features is None:
-        live = (freq > 0).nonzero().flatten()
-        features = live[freq[live].argsort(descending=True)][:n_features].tolist()
-    effects = logit_effects(model, M.decoder_directions(s), features) if model is not None else None
-    return write_dashboard(out, z, TokenRows(text, rows["seq"], rows["pos"]), features=features, logit_effects=effects,
-                           title=f"{arch_name(s)} SAE on {h} ({st.meta.model})")
+from sae.dashboard import render_sae_dashboard  # noqa: E402  (re-exported: `interp demo` and notebooks use it)
 
 
 @app.command()
 def dashboard(
-    sae: str = typer.Option(..., help="SAE folder."),
-    store: str = typer.Option(..., help="ActivationStore with the SAE's hook (and its token ids)."),
-    out: str = typer.Option(..., help="HTML file to write (self-contained; opens offline)."),
-    model: Optional[str] = typer.Option(None, help="Model spec for token text and logit effects (default: the store's model)."),
-    n_features: int = typer.Option(40, help="Latents with a page (most frequent first)."),
-    max_rows: int = typer.Option(16_384, help="Store rows to scan."),
+    sae: str = typer.Option(..., metavar="PATH", help="SAE folder."),
+    store: str = typer.Option(..., metavar="PATH", help="ActivationStore with the SAE's hook (and its token ids)."),
+    out: str = typer.Option(..., metavar="PATH", help="Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline)."),
+    model: Optional[str] = typer.Option(None, metavar="SPEC", help="Model spec for the tokenizer, the unembedding and --text (default: the store's model)."),
+    features: Optional[str] = typer.Option(None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."),
+    top: int = typer.Option(50, metavar="INT", help="Pages for the first N latents in --order."),
+    order: str = typer.Option("interpretable", help="interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index."),
+    max_rows: int = typer.Option(65_536, metavar="INT", help="Rows to read (the first ones of the split `sae eval` uses)."),
+    exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.rows spec; default: the toolkit's rule)."),
+    text: Optional[str] = typer.Option(None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing dashboard folder."),
 ) -> None:
-    """Write a feature dashboard of the SAE's latents over store rows."""
+    """Write a dashboard folder of the SAE's latents: index (FVU, L0, dead/dense, density), pages, JSON exports."""
+    from interp.cli.dashboard import prepare_out
+    from interp.dashboards import parse_features
+
     try:
-        path = render_sae_dashboard(sae, store, out, model, n_features, max_rows)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        feats = parse_features(features)
+        prepare_out(out, overwrite)
+        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text)
+    except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         _fail(exc)
     typer.echo(f"wrote {path}")

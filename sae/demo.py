@@ -36,5 +36,5 @@ def step(model: Any, workdir: Path) -> dict:
     x = store.get_rows(torch.arange(min(len(store), 4096)), hooks=hook)[hook].float()
     x = x[x.norm(dim=-1) <= 10 * x.norm(dim=-1).mean()]  # attention-sink rows are not SAE inputs
     rec = M.round_dict(M.reconstruction(sae, [x]))
-    dash = render_sae_dashboard(str(out), str(store_dir), str(out / "dashboard.html"), n_features=16, max_rows=4096)
+    dash = render_sae_dashboard(str(out), str(store_dir), str(out / "dashboard"), n_features=16, max_rows=4096)
     return {"sae": str(out), "train": report, "metrics": rec, "dashboard": str(dash)}

@@ -1,10 +1,13 @@
-"""`interp dashboard`: a feature dashboard of any "feature x token" activations in a store.
+"""`interp dashboard`: feature dashboards of any "feature x token" activations in a store.
 
-    interp dashboard --store runs/demo/store --hook blocks.15.mlp.hook_post --out dash.html   # neurons as features
-    interp dashboard --store runs/demo/store --acts latents.safetensors --out dash.html       # precomputed [rows, F]
+    interp dashboard --store runs/demo/store --hook blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as features
+    interp dashboard --store runs/demo/store --acts latents.safetensors --out runs/dash_acts        # precomputed [rows, F]
+    interp dashboard ... --features 12,345            # pages for these features only
+    interp dashboard ... --top 100 --order max        # pages for the first 100 by max activation
+    interp dashboard ... --text "The cat sat on the mat."   # also out/text.html: every feature on your text
 
-SAE latents: `interp sae dashboard --sae DIR --store DIR --out FILE` (the SAE family encodes the rows
-and calls the same renderer).
+SAE latents: `interp sae dashboard --sae DIR --store DIR --out DIR` (same options; adds FVU/L0, decoder
+neighbours and logit effects). Only the tokenizer is loaded (the model only for `--text`).
 """
 
 from __future__ import annotations
@@ -14,47 +17,163 @@ from typing import Optional
 import typer
 
 
+def dashboard_options_help() -> dict[str, str]:
+    """Help texts shared with `interp sae dashboard`, so both commands read the same."""
+    return {
+        "out": "Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline).",
+        "features": "Comma-separated feature indices to give a page, e.g. 12,345 (default: --top N in --order).",
+        "top": "Pages for the first N features in --order.",
+        "order": "interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index.",
+        "max_rows": "Store rows to read (the first ones of the split).",
+        "exclude": "Special rows to leave out of the statistics (interp.rows spec), e.g. none, bos, positions:0,1, norm-outliers:10.",
+        "text": "Also write text.html: every feature's activations on this text (loads the model).",
+        "model": "Model spec for the tokenizer (and --text) (default: the store's model).",
+        "overwrite": "Replace an existing dashboard folder.",
+    }
+
+
+def prepare_out(out: str, overwrite: bool) -> None:
+    """Refuse to write into a file, a non-dashboard folder, or (without --overwrite) an existing dashboard."""
+    from pathlib import Path
+
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder for the dashboard")
+    if p.is_dir() and any(p.iterdir()):
+        if not (p / "dashboard.json").exists():
+            raise ValueError(f"--out {out} is a folder with other content; give a new or empty folder")
+        if not overwrite:
+            raise ValueError(f"--out {out} already holds a dashboard; add --overwrite to replace it")
+
+
 def register(app: typer.Typer) -> None:
+    H = dashboard_options_help()
+
     @app.command()
     def dashboard(
-        store: str = typer.Option(..., help="ActivationStore folder (its token ids give the text)."),
-        out: str = typer.Option(..., help="HTML file to write (self-contained, opens offline)."),
-        hook: Optional[str] = typer.Option(None, help="Use this hook's channels as the features (rows must be vectors)."),
-        acts: Optional[str] = typer.Option(None, help="safetensors file with an 'acts' tensor [rows, features] aligned with the store's first rows."),
-        model: Optional[str] = typer.Option(None, help="Model spec for the tokenizer (default: the store's model)."),
-        n_features: int = typer.Option(40, help="Features with a page (most frequent first)."),
-        max_rows: int = typer.Option(16_384, help="Store rows to use."),
+        store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (its token ids give the text)."),
+        out: str = typer.Option(..., metavar="PATH", help=H["out"]),
+        hook: Optional[str] = typer.Option(None, help="Use this hook's channels as the features (values are not clamped)."),
+        acts: Optional[str] = typer.Option(None, metavar="PATH", help="safetensors file with an 'acts' tensor [rows, features] aligned with the store's first rows."),
+        model: Optional[str] = typer.Option(None, metavar="SPEC", help=H["model"]),
+        features: Optional[str] = typer.Option(None, metavar="TEXT", help=H["features"]),
+        top: int = typer.Option(50, metavar="INT", help=H["top"]),
+        order: str = typer.Option("interpretable", help=H["order"]),
+        max_rows: int = typer.Option(65_536, metavar="INT", help=H["max_rows"]),
+        exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.rows)."),
+        text: Optional[str] = typer.Option(None, metavar="TEXT", help=H["text"]),
+        overwrite: bool = typer.Option(False, help=H["overwrite"]),
     ) -> None:
-        """Write a feature dashboard (top contexts, quantile examples, histogram, co-activation)."""
-        import torch
-        from safetensors.torch import load_file
-
-        import interp
-        from interp.dashboards import TokenRows, write_dashboard
-        from interp.store import ActivationStore
-
+        """Write a feature dashboard folder: sortable index, one page per chosen feature, JSON exports."""
         try:
-            if (hook is None) == (acts is None):
-                raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
-            st = ActivationStore.open(store)
-            n = min(len(st), max_rows)
-            rows = st.get_rows(torch.arange(n), hooks=[hook] if hook else [])
-            if hook:
-                if len(st.hooks[hook]) != 1:
-                    raise ValueError(f"{hook} rows have shape {list(st.hooks[hook])}; a dashboard needs vectors")
-                feats = rows[hook].float().clamp_min(0)
-            else:
-                feats = load_file(acts)["acts"].float()[:n]
-                if feats.shape[0] != n:
-                    raise ValueError(f"--acts has {feats.shape[0]} rows but {n} store rows are used")
-            try:
-                tok = interp.load_model(model or st.meta.model).tokenizer
-                text = [tok.decode([t]) for t in rows["tokens"].tolist()]
-            except Exception:  # noqa: BLE001 - fall back to ids
-                text = [f"[{t}]" for t in rows["tokens"].tolist()]
-            path = write_dashboard(out, feats, TokenRows(text, rows["seq"], rows["pos"]),
-                                   title=f"{hook or acts} on {st.meta.model}", max_features=n_features)
+            path = run_dashboard(store, out, hook, acts, model, features, top, order, max_rows, exclude, text, overwrite)
         except (ValueError, FileNotFoundError, KeyError) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {str(exc).strip(chr(39))}", err=True)
             raise typer.Exit(2) from None
         typer.echo(f"wrote {path}")
+
+
+def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, model: str | None, features: str | None,
+                  top: int, order: str, max_rows: int, exclude: str | None, text: str | None, overwrite: bool):
+    """The body of `interp dashboard` (checks everything before writing anything)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from interp.dashboards import DashboardConfig, StoreSource, TensorSource, Vocab, collect, load_tokenizer, parse_features, write_folder
+    from interp.dashboards.build import check_features
+    from interp.store import ActivationStore
+
+    if (hook is None) == (acts is None):
+        raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
+    if max_rows < 1:
+        raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
+    cfg = DashboardConfig(features=parse_features(features), top=top, order=order,
+                          title=f"{hook or acts} on {model or '?'}")
+    prepare_out(out, overwrite)
+    st = ActivationStore.open(store)
+    n = min(len(st), max_rows)
+    head: dict[str, str] = {"store": str(st.path)}
+    if hook:
+        filt = row_filter(exclude, st, hook)
+        src = StoreSource(st, hook, rows=torch.arange(n), row_filter=filt)
+        n_feat = st.hooks[hook][0]
+        head["rows rule"] = filt.spec if filt is not None else "none"
+    else:
+        if exclude:
+            raise ValueError("--exclude applies to --hook rows; with --acts, zero the rows you want left out in the file")
+        a = load_file(acts)
+        if "acts" not in a:
+            raise ValueError(f"{acts} holds {sorted(a)}, not an 'acts' tensor [rows, features]")
+        a = a["acts"].float()[:n]
+        if a.dim() != 2 or a.shape[0] != n:
+            raise ValueError(f"--acts has shape {tuple(a.shape)} but {n} store rows are used: give one row per store row")
+        idx = st.get_rows(torch.arange(n), hooks=[])
+        src = TensorSource(a, idx["tokens"].long(), idx["seq"], idx["pos"])
+        n_feat = a.shape[1]
+        head["rows rule"] = "none (precomputed activations)"
+    check_features(cfg.features, n_feat)
+    spec = model or st.meta.model
+    cfg.title = f"{hook or acts} · {spec}"
+    tok = _tokenizer(spec)
+    vocab = Vocab(tok)
+    head["model"] = spec
+    head["hook" if hook else "activations"] = hook or acts
+    stats = collect(src, n_feat, cfg.stats)
+    meta = {"ctx_len": st.meta.ctx_len, "dataset": str(st.meta.data.get("source", st.meta.data)), "model_id": spec,
+            "layer": _layer(hook), "sae_set": hook or "acts"}
+    index = write_folder(out, stats, src, vocab, cfg, head=head, export_meta=meta)
+    if text is not None:
+        if not hook:
+            raise ValueError("--text needs --hook (the model computes that hook's rows for your text)")
+        from interp.dashboards.text import TextView, hook_activations
+
+        import interp
+
+        m = interp.load_model(spec)
+        ids, x, pos = hook_activations(m, hook, text)
+        keep = filt.keep_tensor(x, pos) if filt is not None else None
+        pages = set(cfg.features or []) | set(_pages(out))
+        view = TextView(ids, x, vocab, keep, link=lambda g: f"features/{g}.html" if g in pages else None,
+                        note=f"{hook} channels of {spec}; rows rule {head['rows rule']}")
+        from interp.store.atomic import atomic_write_bytes
+        from pathlib import Path
+
+        atomic_write_bytes(Path(out) / "text.html", view.html().encode())
+    return index
+
+
+def row_filter(exclude: str | None, store, hook: str, recorded: dict | None = None):
+    """The shared special-row rule (`interp.rows`) bound to this store and hook (reusing the reference
+    norm an artifact recorded for the same rule); None for 'none'."""
+    from interp.rows import RowRule
+    from interp.rows import row_filter as bind
+
+    if RowRule.parse(exclude).spec == "none":
+        return None
+    return bind(exclude, store, hook, recorded)
+
+
+def _tokenizer(spec: str):
+    import typer as _t
+
+    from interp.dashboards import load_tokenizer
+
+    try:
+        return load_tokenizer(spec)
+    except Exception as exc:  # noqa: BLE001 - a dashboard still works with token ids
+        _t.echo(f"warning: no tokenizer for {spec!r} ({exc}); showing token ids", err=True)
+        return None
+
+
+def _layer(hook: str | None) -> int:
+    import re
+
+    m = re.match(r"blocks\.(\d+)\.", hook or "")
+    return int(m[1]) if m else 0
+
+
+def _pages(out: str) -> list[int]:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(out) / "dashboard.json").read_text())["pages"]

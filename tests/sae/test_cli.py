@@ -26,10 +26,18 @@ def test_train_eval_dashboard(tmp_path):
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "m.json").read_text())
     assert 0 < m["fvu"] < 2 and m["rows"] == 2048
+    # the dashboard reads the rows `sae eval` scores, so its header's FVU and L0 are eval's (the synthetic
+    # store has one token per sequence, all at position 0: the position rule would leave nothing)
     r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"),
-                            "--out", str(tmp_path / "d.html"), "--n-features", "4"])
+                            "--out", str(tmp_path / "d"), "--top", "4", "--exclude", "none"])
     assert r.exit_code == 0, r.output
-    assert "<h2>feature" in (tmp_path / "d.html").read_text()
+    head = json.loads((tmp_path / "d" / "dashboard.json").read_text())["header"]
+    assert float(head["FVU"]) == round(m["fvu"], 4) and float(head["L0 (encoder)"]) == round(m["l0"], 4)
+    assert len(list((tmp_path / "d" / "features").glob("*.html"))) == 4
+    r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"),
+                            "--out", str(tmp_path / "d2"), "--features", "3,32", "--exclude", "none"])
+    assert r.exit_code == 2 and "--features 32 out of range: there are 32 features" in r.output
+    assert not (tmp_path / "d2").exists()
 
 
 def test_clear_errors(tmp_path):

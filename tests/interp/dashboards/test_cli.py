@@ -1,5 +1,7 @@
 """`interp dashboard` (registered by interp.cli.dashboard) on a store's channels."""
 
+import json
+
 import torch
 import typer
 from typer.testing import CliRunner
@@ -12,13 +14,14 @@ def _store(path):
     meta = StoreMeta(model="not-a-model", model_sha256="-", hooks={"h": [6]}, dtype="float32", tokenizer="-", ctx_len=8, data={})
     st = ActivationStore.open_or_create(path, meta, n_shards_planned=1)
     n = 64
-    st.commit_shard(write_shard_file(st.path, 0, {"h": torch.randn(n, 6, generator=torch.Generator().manual_seed(0)),
-                                                  "tokens": torch.arange(n, dtype=torch.int32), "seq": torch.arange(n) // 8,
+    x = torch.randn(n, 6, generator=torch.Generator().manual_seed(0))
+    x[::8] *= 100  # position 0: a massive-activation row, as in real models
+    st.commit_shard(write_shard_file(st.path, 0, {"h": x, "tokens": torch.arange(n, dtype=torch.int32), "seq": torch.arange(n) // 8,
                                                   "pos": (torch.arange(n) % 8).int()}))
-    return st
+    return st, x
 
 
-def test_dashboard_command_on_hook_channels(tmp_path):
+def _app():
     app = typer.Typer()
     register(app)
 
@@ -26,11 +29,43 @@ def test_dashboard_command_on_hook_channels(tmp_path):
     def other() -> None:  # a second command keeps typer in multi-command mode
         pass
 
-    _store(tmp_path / "store")
-    runner = CliRunner()
-    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(tmp_path / "d.html")])
+    return app
+
+
+def test_dashboard_command_on_hook_channels(tmp_path):
+    _, x = _store(tmp_path / "store")
+    runner, app = CliRunner(), _app()
+    out = tmp_path / "d"
+    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out), "--features", "1,3"])
     assert r.exit_code == 0, r.output
-    page = (tmp_path / "d.html").read_text()
-    assert "feature 0" in page and "[7]" in page  # token ids shown when no tokenizer loads
-    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "e.html")])
-    assert r.exit_code == 2 and "exactly one of --hook" in r.output
+    summary = json.loads((out / "dashboard.json").read_text())
+    assert summary["pages"] == [1, 3] and summary["header"]["rows rule"].startswith("positions:0")
+    rec = json.loads((out / "features" / "1.json").read_text())
+    kept = x[torch.arange(64) % 8 != 0, 1]
+    assert rec["n_rows"] == 56 and rec["signed"] and rec["min"] == float(kept.min())  # not clamped, sink rows out
+    assert rec["count"] == int((kept > 0).sum())
+    assert "[7]" in (out / "index.html").read_text() or "[7]" in (out / "features" / "1.html").read_text()  # ids without a tokenizer
+    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out)])
+    assert r.exit_code == 2 and "--overwrite" in r.output
+    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out), "--overwrite",
+                            "--exclude", "none", "--top", "2", "--order", "max"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "dashboard.json").read_text())
+    assert summary["header"]["rows rule"] == "none" and len(summary["pages"]) == 2
+    assert sorted(p.name for p in (out / "features").glob("*.html")) == sorted(f"{f}.html" for f in summary["pages"])
+
+
+def test_clear_errors_write_nothing(tmp_path):
+    _store(tmp_path / "store")
+    runner, app = CliRunner(), _app()
+    cases = [
+        (["--hook", "h", "--features", "2,6"], "--features 6 out of range: there are 6 features"),
+        (["--hook", "h", "--features", "a,b"], "comma-separated integers"),
+        (["--hook", "h", "--order", "best"], "--order must be one of"),
+        (["--hook", "h", "--exclude", "sinks"], "bad row rule"),
+        ([], "exactly one of --hook"),
+    ]
+    for args, msg in cases:
+        r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "e"), *args])
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)
+        assert not (tmp_path / "e").exists()

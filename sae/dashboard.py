@@ -1,0 +1,173 @@
+"""Dashboards of SAE latents: the SAE's encoder over store rows, through `interp.dashboards`.
+
+The rows are the ones `interp sae eval` scores (the held-out shards when training kept some, the first
+`max_rows` of them, the shared special-row rule), so the FVU and L0 in the index header equal
+`sae eval`'s for the same SAE and options. Decoder directions give the cosine neighbours; the
+unembedding, read from the weights file without the model, gives logit effects.
+
+    interp sae dashboard --sae runs/sae/c2r --store runs/sae/store_l15 --out runs/sae/c2r/dashboard
+    >>> from sae.dashboard import feature_page
+    >>> feature_page("runs/sae/c2r", 12)          # shows inline in Jupyter (store from train_config.json)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass
+class SaeRows:
+    """An SAE, its store, hook, the rows to read and the row filter: everything a dashboard pass needs."""
+
+    sae: Any
+    store: Any
+    hook: str
+    rows: torch.Tensor
+    split: str
+    row_filter: Any
+    sae_dir: str | None = None
+
+    def source(self) -> Any:
+        from interp.dashboards import StoreSource
+        from sae import metrics as M
+
+        return StoreSource(self.store, self.hook, rows=self.rows, encode=lambda x: M.encode(self.sae, x),
+                           decode=lambda z: self.sae.decode(z), row_filter=self.row_filter)
+
+    def header(self) -> dict[str, str]:
+        from sae import arch_name
+
+        spec = self.row_filter.spec if self.row_filter is not None else "none"
+        return {"SAE": f"{self.sae_dir or '(in memory)'} ({arch_name(self.sae)}, d_sae {self.sae.cfg.d_sae})",
+                "store": str(self.store.path), "hook": self.hook, "split": self.split, "rows rule": spec}
+
+
+def sae_rows(sae: Any, store: Any = None, max_rows: int = 65_536, exclude: str | None = None, split: str = "auto") -> SaeRows:
+    """Resolve an SAE (folder or loaded) and its store (folder, opened, or the one in train_config.json)."""
+    from interp.store import ActivationStore
+    from sae import load_sae
+    from sae.cli import eval_rows
+    from sae.train import _check_shapes, _hook
+
+    sae_dir = None
+    if isinstance(sae, (str, Path)):
+        sae_dir = str(sae)
+        if store is None:
+            cfg = Path(sae) / "train_config.json"
+            store = json.loads(cfg.read_text()).get("store") if cfg.is_file() else None
+            if not store:
+                raise ValueError(f"{sae} does not name its store (no train_config.json): pass store=...")
+        sae = load_sae(sae)
+    if store is None:
+        raise ValueError("pass store=... (the ActivationStore the SAE reads)")
+    st = store if hasattr(store, "get_rows") else ActivationStore.open(store)
+    if max_rows < 1:
+        raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
+    h = _hook(st, sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in st.hooks else None)
+    _check_shapes(st, h, sae.cfg.d_in)
+    used, rows = eval_rows(sae_dir, st, split) if sae_dir else ("all", torch.arange(len(st)))
+    from interp.cli.dashboard import row_filter
+
+    recorded = None
+    if sae_dir and (Path(sae_dir) / "train_config.json").is_file():
+        recorded = json.loads((Path(sae_dir) / "train_config.json").read_text()).get("rows")
+    return SaeRows(sae, st, h, rows[:max_rows], used, row_filter(exclude, st, h, recorded), sae_dir)
+
+
+def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: str | None = None, n_features: int = 50,
+                         max_rows: int = 65_536, features: list[int] | None = None, order: str = "interpretable",
+                         exclude: str | None = None, text: str | None = None, overwrite: bool = True) -> Path:
+    """Encode store rows with the SAE and write its dashboard folder; returns out/index.html."""
+    from interp.cli.dashboard import _layer, _tokenizer
+    from interp.dashboards import DashboardConfig, Vocab, check_features, collect, write_folder
+    from interp.dashboards.logits import load_unembedding
+    from sae import arch_name
+    from sae import metrics as M
+
+    sr = sae_rows(sae_dir, store_dir, max_rows, exclude)
+    d_sae = sr.sae.cfg.d_sae
+    check_features(features, d_sae)
+    cfg = DashboardConfig(features=features, top=n_features, order=order,
+                          title=f"{arch_name(sr.sae)} SAE on {sr.hook} ({sr.store.meta.model})")
+    spec = model_spec or (sr.store.meta.model if sr.store.meta.model != "synthetic" else None)
+    tok = _tokenizer(spec) if spec else None
+    unembed = None
+    if spec:
+        try:
+            unembed = load_unembedding(spec)
+        except Exception as exc:  # noqa: BLE001 - pages still work without logit effects
+            import typer
+
+            typer.echo(f"warning: no unembedding for {spec!r} ({exc}); no logit effects", err=True)
+    if unembed is not None and unembed[0].shape[1] != sr.sae.cfg.d_in:
+        unembed = None  # not the residual width (e.g. an MLP hook): logit effects do not apply directly
+    src = sr.source()
+    stats = collect(src, d_sae, cfg.stats)
+    meta = {"ctx_len": sr.store.meta.ctx_len, "dataset": str(sr.store.meta.data.get("source", "")), "model_id": spec or "",
+            "layer": _layer(sr.hook), "sae_set": Path(sae_dir).name}
+    head = {**sr.header(), "model": spec or "(none: token ids)"}
+    index = write_folder(out, stats, src, Vocab(tok), cfg, directions=M.decoder_directions(sr.sae).detach(),
+                         unembedding=unembed, head=head, export_meta=meta)
+    if text is not None:
+        import interp
+        from interp.store.atomic import atomic_write_bytes
+
+        if not spec:
+            raise ValueError("--text needs a model: pass --model SPEC")
+        view = text_view(sr, interp.load_model(spec), text, vocab=Vocab(tok),
+                         pages=set(json.loads((Path(out) / "dashboard.json").read_text())["pages"]))
+        atomic_write_bytes(Path(out) / "text.html", view.html().encode())
+    return index
+
+
+def feature_page(sae: Any, i: int, store: Any = None, max_rows: int = 16_384, exclude: str | None = None,
+                 model: str | None = None) -> Any:
+    """One latent's page, shown inline in Jupyter: `feature_page("runs/sae/c2r", 12)`."""
+    from interp.cli.dashboard import _tokenizer
+    from interp.dashboards import DashboardConfig, Vocab, collect
+    from interp.dashboards import feature_page as _page
+    from interp.dashboards.logits import load_unembedding
+    from sae import metrics as M
+
+    sr = sae_rows(sae, store, max_rows, exclude)
+    from interp.dashboards import check_features
+
+    check_features([i], sr.sae.cfg.d_sae)
+    spec = model or (sr.store.meta.model if sr.store.meta.model != "synthetic" else None)
+    tok = _tokenizer(spec) if spec else None
+    unembed = None
+    if spec:
+        try:
+            unembed = load_unembedding(spec)
+            if unembed[0].shape[1] != sr.sae.cfg.d_in:
+                unembed = None
+        except Exception:  # noqa: BLE001
+            unembed = None
+    src = sr.source()
+    cfg = DashboardConfig()
+    stats = collect(src, sr.sae.cfg.d_sae, cfg.stats, progress=False)
+    rule = sr.row_filter.spec if sr.row_filter is not None else "none"
+    return _page(stats, src, i, Vocab(tok), cfg, M.decoder_directions(sr.sae).detach(), unembed,
+                 header=f"{sr.hook} · {stats.n_rows:,} tokens ({sr.split} rows; rows rule {rule})")
+
+
+def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = None, pages: set[int] | None = None,
+              exclude: str | None = None, n_features: int = 12) -> Any:
+    """Every latent's activations on your text (`TextView`, inline in Jupyter). `sae`: folder, SAE, or `SaeRows`."""
+    from interp.dashboards import Vocab
+    from interp.dashboards.text import TextView, hook_activations
+    from sae import metrics as M
+
+    sr = sae if isinstance(sae, SaeRows) else sae_rows(sae, store, 1, exclude)
+    ids, x, pos = hook_activations(model, sr.hook, text)
+    z = M.encode(sr.sae, x)
+    keep = sr.row_filter.keep_tensor(x, pos) if sr.row_filter is not None else None
+    rule = sr.row_filter.spec if sr.row_filter is not None else "none"
+    link = (lambda g: f"features/{g}.html" if g in pages else None) if pages else None
+    return TextView(ids, z, vocab or Vocab(model.tokenizer), keep, n_features, link,
+                    note=f"latents of the SAE on {sr.hook}; rows rule {rule}")
