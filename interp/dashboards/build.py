@@ -111,12 +111,9 @@ def records(stats: FeatureStats, source: Any, vocab: Vocab, features: list[int],
     """Records of `features` (contexts fetched in one batch)."""
     sc = stats.cfg
     fetch = ContextFetcher(source, sc.before, sc.after)
-    rows = []
-    for f in features:
-        for tr in (stats.top, stats.sample, stats.bottom):
-            if tr is not None:
-                rows += [int(r) for r in tr.row[f] if r >= 0]
-    fetch.prefetch(rows)
+    fs = torch.tensor(features, dtype=torch.long)
+    rows = torch.cat([tr.row[fs].flatten() for tr in (stats.top, stats.sample, stats.bottom) if tr is not None])
+    fetch.prefetch(rows[rows >= 0].tolist())
     nb = decoder_neighbours(directions, features, cfg.n_neighbours) if directions is not None else {}
     lg = {}
     if unembedding is not None and directions is not None:
@@ -133,11 +130,15 @@ def index_rows(stats: FeatureStats, source: Any, vocab: Vocab, order: list[int],
     from interp.dashboards.features import density_class
 
     centre = ContextFetcher(source, 0, 0)
-    centre.prefetch([int(r) for r in stats.top.row.flatten() if r >= 0])
+    rows = stats.top.row
+    centre.prefetch(rows[rows >= 0].tolist())
+    top_rows = rows.tolist()
     out = []
     for f in order:
         toks: list[str] = []
-        for _, r, _ in stats.top.entries(f):
+        for r in top_rows[f]:
+            if r < 0:
+                break
             s = vocab.show(centre._cache[r][0])
             if s not in toks:
                 toks.append(s)
@@ -185,10 +186,11 @@ def write_folder(out: str | Path, stats: FeatureStats, source: Any, vocab: Vocab
     recs = records(stats, source, vocab, pages, cfg, directions, unembedding, names)
     hdr = header(stats, source, cfg.dense, head)
     meta = export_meta or {}
-    feat_dir = out / "features"
-    if feat_dir.exists() and overwrite:
+    out.mkdir(parents=True, exist_ok=True)
+    feat_dir = out / ".features.partial"  # filled, then renamed over features/ (one rename, no fsync per page)
+    if feat_dir.exists():
         shutil.rmtree(feat_dir)
-    feat_dir.mkdir(parents=True, exist_ok=True)
+    feat_dir.mkdir()
     page_set = set(pages)
     link = lambda g: f"{g}.html" if g in page_set else None  # noqa: E731
     rule = str(hdr.get("rows rule", ""))
@@ -196,11 +198,17 @@ def write_folder(out: str | Path, stats: FeatureStats, source: Any, vocab: Vocab
     exported = []
     for f, rec in recs.items():
         frag = feature_fragment(rec, link=link, header=note, index_href="../index.html")
-        atomic_write_bytes(feat_dir / f"{f}.html", page_html(frag, f"{rec['name']} · {cfg.title}").encode())
-        atomic_write_bytes(feat_dir / f"{f}.json", json.dumps(rec).encode())
+        (feat_dir / f"{f}.html").write_text(page_html(frag, f"{rec['name']} · {cfg.title}"), encoding="utf-8")
+        (feat_dir / f"{f}.json").write_text(json.dumps(rec), encoding="utf-8")
         np_rec = to_neuronpedia(rec, ctx_len=int(meta.get("ctx_len", 0)), dataset=str(meta.get("dataset", "")))
-        atomic_write_bytes(feat_dir / f"{f}.neuronpedia.json", json.dumps(np_rec).encode())
+        (feat_dir / f"{f}.neuronpedia.json").write_text(json.dumps(np_rec), encoding="utf-8")
         exported.append(np_rec)
+    final = out / "features"
+    if final.exists():
+        if not overwrite:
+            raise FileExistsError(f"{final} exists; pass overwrite=True to replace it")
+        shutil.rmtree(final)
+    feat_dir.rename(final)
     batch = neuronpedia_batch(exported, str(meta.get("model_id", "")), int(meta.get("layer", 0)), str(meta.get("sae_set", "")))
     atomic_write_bytes(out / "neuronpedia_batch.json", json.dumps(batch).encode())
     rows = index_rows(stats, source, vocab, order, page_set, cfg.dense, names)

@@ -20,6 +20,7 @@ A context is {value, row, seq, pos, target, tokens [ids], values [activation per
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -71,7 +72,11 @@ class ContextFetcher:
         self._cache: dict[int, tuple[int, int, int]] = {}
 
     def prefetch(self, rows: list[int]) -> None:
-        want = sorted({r + o for r in rows for o in range(-self.before, self.after + 1) if r + o >= 0} - set(self._cache))
+        r = torch.tensor(sorted(set(rows)), dtype=torch.long)
+        if not len(r):
+            return
+        want = (r[:, None] + torch.arange(-self.before, self.after + 1)[None]).flatten().unique()
+        want = [w for w in want[want >= 0].tolist() if w not in self._cache]
         limit = len(self.source.store) if hasattr(self.source, "store") else self.source.n_rows
         want = [w for w in want if w < limit]
         if not want:
@@ -80,22 +85,25 @@ class ContextFetcher:
         for w, t, s, p in zip(want, got["tokens"].tolist(), got["seq"].tolist(), got["pos"].tolist()):
             self._cache[w] = (t, s, p)
 
-    def context(self, value: float, row: int, win: Tensor) -> dict[str, Any]:
-        _, s0, p0 = self._cache[row]
+    def context(self, value: float, row: int, win: list[float]) -> dict[str, Any]:
+        cache = self._cache
+        _, s0, p0 = cache[row]
         toks, vals, target = [], [], None
         for k, o in enumerate(range(-self.before, self.after + 1)):
-            got = self._cache.get(row + o)
-            if got is None or got[1] != s0 or got[2] != p0 + o or math.isnan(float(win[k])):
+            got = cache.get(row + o)
+            w = win[k]
+            if got is None or w != w or got[1] != s0 or got[2] != p0 + o:  # w != w: NaN, no token there
                 continue
             if o == 0:
                 target = len(toks)
             toks.append(got[0])
-            vals.append(round(float(win[k]), 4))
+            vals.append(round(w, 4))
         return {"value": round(value, 4), "row": row, "seq": s0, "pos": p0, "target": target, "tokens": toks, "values": vals}
 
 
-def distinct(contexts: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The first `n` contexts whose text windows (token ids) differ from every earlier one."""
+def distinct(contexts: Iterable[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The first `n` contexts whose text windows (token ids) differ from every earlier one (`contexts`
+    may be a generator: it is consumed only as far as needed)."""
     seen, out = set(), []
     for c in contexts:
         key = tuple(c["tokens"])
@@ -124,8 +132,8 @@ def feature_record(
     }
     edges, counts = stats.hist.trimmed(f) if stats.hist is not None else (torch.zeros(2), torch.zeros(1))
     rec["histogram"] = {"edges": [round(float(e), 5) for e in edges], "counts": counts.tolist()}
-    rec["top"] = distinct([fetch.context(v, r, w) for v, r, w in stats.top.entries(f)], n_top)
-    rec["bottom"] = (distinct([fetch.context(v, r, w) for v, r, w in stats.bottom.entries(f)], n_top)
+    rec["top"] = distinct((fetch.context(v, r, w) for v, r, w in stats.top.entries(f)), n_top)
+    rec["bottom"] = (distinct((fetch.context(v, r, w) for v, r, w in stats.bottom.entries(f)), n_top)
                      if stats.bottom is not None else [])
     rec["buckets"] = _buckets(stats, f, fetch, n_groups, per_group)
     rec["positions"] = {"rows": stats.pos_rows.tolist(), "fires": stats.pos_counts[f].tolist()}
@@ -162,7 +170,7 @@ def _buckets(stats: FeatureStats, f: int, fetch: ContextFetcher, n_groups: int, 
     for g in range(n_groups - 1, -1, -1):
         lo, hi = float(qs[g]), float(qs[g + 1])
         inside = [s for s in sample if lo <= s[0] <= hi] if g == 0 else [s for s in sample if lo < s[0] <= hi]
-        ex = distinct([fetch.context(v, r, w) for v, r, w in inside], per_group)
+        ex = distinct((fetch.context(v, r, w) for v, r, w in inside), per_group)
         out.append({"lo": round(lo, 5), "hi": round(hi, 5), "fraction": round(1 / n_groups, 4), "examples": ex})
     return out
 

@@ -165,14 +165,14 @@ class FeatureStats:
         m = r < take
         r, f, v = r[m], f[m], v[m]
         self.coact_sum += torch.bincount(f, weights=v.double(), minlength=F)
-        if F <= 1024:  # a dense product is cheaper than listing pairs when there are few features
+        c = torch.bincount(r, minlength=take)
+        if int(c.square().sum()) * 50 > take * F * F:  # dense rows: a matrix product beats listing the pairs
             fires = torch.zeros(take, F)
             fires[r, f] = 1.0
             self.coact += fires.T @ fires
             fires[r, f] = v
             self.coact_prod += fires.T @ fires
             return
-        c = torch.bincount(r, minlength=take)
         cr = c[r]
         a = torch.repeat_interleave(torch.arange(len(r)), cr)  # each active entry once per entry in its row
         first = (c.cumsum(0) - c)[r]  # index of the row's first active entry (entries come row-major)

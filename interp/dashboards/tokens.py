@@ -63,6 +63,7 @@ class Vocab:
         self._text: dict[int, str] = {}
         self._show: dict[int, str] = {}
         self._piece: dict[int, str] = {}
+        self._title: dict[int, str] = {}
 
     def piece(self, i: int) -> str:
         """The tokenizer's own name for the token (e.g. `Ġthe`, `Ċ`, `<0x0A>`)."""
@@ -107,7 +108,9 @@ class Vocab:
 
     def title(self, i: int) -> str:
         """Hover text: id, the tokenizer's piece and the decoded string, as Python reprs."""
-        return f"id {i} · piece {self.piece(i)!r} · text {self.text(i)!r}"
+        if i not in self._title:
+            self._title[i] = f"id {i} · piece {self.piece(i)!r} · text {self.text(i)!r}"
+        return self._title[i]
 
 
 def load_tokenizer(spec: str | None) -> Any | None:
@@ -128,7 +131,7 @@ def load_tokenizer(spec: str | None) -> Any | None:
             return AutoTokenizer.from_pretrained(str(folder))
         return byte_tokenizer()
     name = spec.split(":", 1)[0]
-    if name.startswith("pythia-") and ":" not in spec:
+    if name.startswith("pythia-") and name.endswith("-init"):
         from interp.data import byte_tokenizer
 
         return byte_tokenizer()

@@ -55,7 +55,7 @@ class TopTracker:
         self.row[dst_f, dst_r] = row_all[src]
         self.win[dst_f, dst_r] = win_all[src]
 
-    def entries(self, f: int) -> list[tuple[float, int, Tensor]]:
-        """(value, row id, window) of feature `f`'s winners, best key first."""
+    def entries(self, f: int) -> list[tuple[float, int, list[float]]]:
+        """(value, row id, window values; NaN = no token) of feature `f`'s winners, best key first."""
         live = self.row[f] >= 0
-        return [(float(v), int(r), w) for v, r, w in zip(self.val[f][live], self.row[f][live], self.win[f][live])]
+        return list(zip(self.val[f][live].tolist(), self.row[f][live].tolist(), self.win[f][live].tolist()))

@@ -76,9 +76,9 @@ def test_windows_hold_the_feature_values_around_the_row():
     p = r % 20
     for k, o in enumerate(range(-2, 2)):
         if 0 <= p + o < 20:
-            assert float(win[k]) == float(z[r + o, 2])
+            assert win[k] == float(z[r + o, 2])
         else:
-            assert torch.isnan(win[k])
+            assert win[k] != win[k]  # NaN: no token there
 
 
 def test_pair_coactivation_equals_dense_product():
