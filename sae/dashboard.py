@@ -31,13 +31,15 @@ class SaeRows:
     split: str
     row_filter: Any
     sae_dir: str | None = None
+    max_rows: int | None = None
+    """Ordinary rows to cover (the first ones of `rows`), as `interp sae eval --max-rows`."""
 
     def source(self) -> Any:
         from interp.dashboards import StoreSource
         from sae import metrics as M
 
         return StoreSource(self.store, self.hook, rows=self.rows, encode=lambda x: M.encode(self.sae, x),
-                           decode=lambda z: self.sae.decode(z), row_filter=self.row_filter)
+                           decode=lambda z: self.sae.decode(z), row_filter=self.row_filter, max_kept=self.max_rows)
 
     def header(self) -> dict[str, str]:
         from sae import arch_name
@@ -76,7 +78,7 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 65_536, exclude: str |
     recorded = None
     if sae_dir and (Path(sae_dir) / "train_config.json").is_file():
         recorded = json.loads((Path(sae_dir) / "train_config.json").read_text()).get("rows")
-    return SaeRows(sae, st, h, rows[:max_rows], used, row_filter(exclude, st, h, recorded), sae_dir)
+    return SaeRows(sae, st, h, rows, used, row_filter(exclude, st, h, recorded), sae_dir, max_rows)
 
 
 def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: str | None = None, n_features: int = 50,
@@ -165,8 +167,10 @@ def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = N
 
     sr = sae if isinstance(sae, SaeRows) else sae_rows(sae, store, 1, exclude)
     ids, x, pos = hook_activations(model, sr.hook, text)
-    z = M.encode(sr.sae, x)
-    keep = sr.row_filter.keep_tensor(x, pos) if sr.row_filter is not None else None
+    keep = sr.row_filter.keep_tensor(x, pos) if sr.row_filter is not None else torch.ones(len(x), dtype=torch.bool)
+    z = torch.zeros(len(x), sr.sae.cfg.d_sae)
+    if bool(keep.any()):  # special rows never enter the encoder (a batch-level top-k would give them the latents)
+        z[keep] = M.encode(sr.sae, x[keep]).float()
     rule = sr.row_filter.spec if sr.row_filter is not None else "none"
     link = (lambda g: f"features/{g}.html" if g in pages else None) if pages else None
     return TextView(ids, z, vocab or Vocab(model.tokenizer), keep, n_features, link,

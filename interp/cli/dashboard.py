@@ -24,7 +24,7 @@ def dashboard_options_help() -> dict[str, str]:
         "features": "Comma-separated feature indices to give a page, e.g. 12,345 (default: --top N in --order).",
         "top": "Pages for the first N features in --order.",
         "order": "interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index.",
-        "max_rows": "Store rows to read (the first ones of the split).",
+        "max_rows": "Ordinary rows to cover (the first ones of the split, special rows not counted), as `interp sae eval --max-rows`.",
         "exclude": "Special rows to leave out of the statistics (interp.rows spec), e.g. none, bos, positions:0,1, norm-outliers:10.",
         "text": "Also write text.html: every feature's activations on this text (loads the model).",
         "model": "Model spec for the tokenizer (and --text) (default: the store's model).",
@@ -95,7 +95,7 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
     head: dict[str, str] = {"store": str(st.path)}
     if hook:
         filt = row_filter(exclude, st, hook)
-        src = StoreSource(st, hook, rows=torch.arange(n), row_filter=filt)
+        src = StoreSource(st, hook, row_filter=filt, max_kept=max_rows)
         n_feat = st.hooks[hook][0]
         head["rows rule"] = filt.spec if filt is not None else "none"
     else:

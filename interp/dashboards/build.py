@@ -158,7 +158,7 @@ def header(stats: FeatureStats, source: Any, dense: float, extra: dict[str, Any]
     """Header numbers: rows covered and the rule, features, dead/dense counts, L0 and FVU (when the source reconstructs)."""
     freq = stats.freq
     h: dict[str, Any] = dict(extra or {})
-    h["rows covered"] = f"{stats.n_rows:,} of {source.n_rows:,} tokens read"
+    h["rows covered"] = f"{stats.n_rows:,} ordinary rows ({getattr(source, 'n_special', 0):,} special rows left out)"
     h["features"] = f"{stats.n_features:,}"
     h["dead"] = f"{int((freq == 0).sum()):,} ({100 * float((freq == 0).double().mean()):.3g}%)"
     h[f"dense (> {100 * dense:g}%)"] = f"{int((freq > dense).sum()):,} ({100 * float((freq > dense).double().mean()):.3g}%)"

@@ -165,7 +165,9 @@ def _buckets(stats: FeatureStats, f: int, fetch: ContextFetcher, n_groups: int, 
         qs = torch.quantile(vals.double(), torch.linspace(0, 1, n_groups + 1, dtype=torch.float64))
     else:
         qs = stats.hist.quantile(f, torch.linspace(0, 1, n_groups + 1))
-    qs[0], qs[-1] = min(float(qs[0]), min(v for v, _, _ in sample)), float(stats.max_value[f])
+    lo_v, hi_v = float(stats.min_active[f]), float(stats.max_value[f])
+    qs = qs.clamp(min=lo_v, max=hi_v)  # interpolation inside a bin may step outside the data's range
+    qs[0], qs[-1] = lo_v, hi_v
     out = []
     for g in range(n_groups - 1, -1, -1):
         lo, hi = float(qs[g]), float(qs[g + 1])

@@ -34,7 +34,7 @@ CSS = """
 .idash .badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px; color: #fff; vertical-align: middle; }
 .idash .b-dead { background: #7f8c8d; } .idash .b-rare { background: #16a085; } .idash .b-sparse { background: #27ae60; }
 .idash .b-common { background: #2980b9; } .idash .b-dense { background: #c0392b; }
-.idash svg.chart { width: 100%; height: auto; max-width: 560px; display: block; }
+.idash svg.chart { width: 100%; height: auto; max-width: 560px; display: block; margin-top: 0.9em; }
 .idash svg .ct { font-size: 12px; font-weight: 600; fill: #333; } .idash svg .ax { font-size: 10px; fill: #666; }
 .idash .none { color: #999; font-style: italic; }
 """

@@ -77,7 +77,14 @@ class StoreSource:
     row_filter: Any | None = None
     """An `interp.rows.RowFilter` (its `keep_tensor(x, pos)` marks ordinary rows); None keeps every row."""
     chunk_rows: int = 4096
+    max_kept: int | None = None
+    """Stop after this many ordinary rows (those the row filter keeps), as `interp sae eval --max-rows` does;
+    None: read every row of `rows`."""
     recon: Reconstruction = field(default_factory=Reconstruction)
+    n_read: int = 0
+    """Rows read so far (ordinary and special)."""
+    n_special: int = 0
+    """Special rows the row filter left out, among the rows before the `max_kept` limit."""
 
     def __post_init__(self) -> None:
         shape = self.store.hooks.get(self.hook)
@@ -92,7 +99,8 @@ class StoreSource:
 
     @property
     def n_rows(self) -> int:
-        return len(self.rows)
+        """Rows the pass will cover at most (for progress)."""
+        return len(self.rows) if self.max_kept is None else min(len(self.rows), self.max_kept)
 
     def _reads(self) -> Iterator[dict[str, Tensor]]:
         for i in range(0, len(self.rows), self.chunk_rows):
@@ -102,8 +110,10 @@ class StoreSource:
         from interp.store import prefetch
 
         carry: dict[str, Tensor] | None = None
-        start = 0
-        for part in prefetch(self._reads()):
+        start, kept = 0, 0
+        self.n_read = self.n_special = 0
+        reads = prefetch(self._reads())
+        for part in reads:
             n = len(part["seq"])
             part["_row"] = self.rows[start : start + n]
             start += n
@@ -115,24 +125,48 @@ class StoreSource:
             cut = len(seq) if start >= len(self.rows) or not len(other) else int(other[-1]) + 1
             carry = {k: v[cut:] for k, v in part.items()} if cut < len(seq) else None
             if cut:
-                yield self._chunk({k: v[:cut] for k, v in part.items()})
+                ch = self._chunk({k: v[:cut] for k, v in part.items()}, kept)
+                kept += int(ch.keep.sum())
+                yield ch
+                if self.max_kept is not None and kept >= self.max_kept:
+                    reads.close()
+                    return
         if carry is not None:
-            yield self._chunk(carry)
+            yield self._chunk(carry, kept)
 
     def tokens_of(self, rows: Tensor) -> dict[str, Tensor]:
         """Token ids, sequence ids and positions of global rows (for context windows)."""
         got = self.store.get_rows(rows, hooks=[])
         return {"tokens": got["tokens"], "seq": got["seq"], "pos": got["pos"]}
 
-    def _chunk(self, part: dict[str, Tensor]) -> Chunk:
+    def _width(self, x: Tensor) -> int:
+        return int(self.encode(x[:1]).shape[1])
+
+    def _chunk(self, part: dict[str, Tensor], kept_before: int = 0) -> Chunk:
         x = part[self.hook].float()
         keep = (self.row_filter.keep_tensor(x, part["pos"]) if self.row_filter is not None
                 else torch.ones(len(x), dtype=torch.bool))
+        considered = torch.ones_like(keep)
+        if self.max_kept is not None:  # rows past the limit only serve as context
+            before = keep.cumsum(0) - keep.long() + kept_before  # ordinary rows before this one
+            considered = before < self.max_kept
+            keep &= considered
+        self.n_special += int((~keep & considered).sum())
+        self.n_read += len(x)
         with torch.no_grad():
-            z = self.encode(x) if self.encode is not None else x
+            if self.encode is None:
+                z = x
+            elif bool(keep.all()):
+                z = self.encode(x)
+            else:  # special rows never enter the encoder's pool (a batch-level top-k would let them take latents)
+                zk = self.encode(x[keep]) if bool(keep.any()) else None
+                z = torch.zeros(len(x), zk.shape[1] if zk is not None else self._width(x))
+                if zk is not None:
+                    z[keep] = zk.float()
             if self.decode is not None and bool(keep.any()):
-                zk = z[keep]
-                self.recon.add(x[keep], self.decode(zk), zk)
+                every = bool(keep.all())
+                zk, xk = (z, x) if every else (z[keep], x[keep])
+                self.recon.add(xk, self.decode(zk), zk)
         return Chunk(z, part["_row"], part["seq"], part["pos"], part["tokens"], keep)
 
 

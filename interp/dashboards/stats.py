@@ -84,6 +84,8 @@ class FeatureStats:
         self.sum = torch.zeros(F, dtype=torch.float64)
         self.max = torch.full((F,), -float("inf"))
         self.min = torch.full((F,), float("inf"))
+        self.min_active = torch.full((F,), float("inf"))
+        """Smallest value > 0 per feature (the low end of the lowest quantile bucket)."""
         self.l0_sum = 0
         self.signed: bool | None = self.cfg.signed
         self.hist: StreamingHistogram | None = None
@@ -130,6 +132,8 @@ class FeatureStats:
         self.count += torch.bincount(fa, minlength=F)
         self.sum += torch.bincount(fa, weights=va.double(), minlength=F)
         self.l0_sum += int(act.sum())
+        if len(va):
+            self.min_active = torch.minimum(self.min_active, torch.full((F,), float("inf")).scatter_reduce_(0, fa, va, "amin"))
         if len(v):
             self.max = torch.maximum(self.max, torch.full((F,), -float("inf")).scatter_reduce_(0, f, v, "amax"))
             self.min = torch.minimum(self.min, torch.full((F,), float("inf")).scatter_reduce_(0, f, v, "amin"))
@@ -159,7 +163,7 @@ class FeatureStats:
         if self.coact_rows < self.cfg.coact_rows:
             take = min(n, self.cfg.coact_rows - self.coact_rows)
             self._coact(ra, fa, va, take, F)
-            self.coact_rows += take
+            self.coact_rows += take if keep is None else int(keep[:take].sum())
 
     def _coact(self, r: Tensor, f: Tensor, v: Tensor, take: int, F: int) -> None:
         m = r < take
