@@ -186,8 +186,9 @@ def dashboard(
     features: Optional[str] = typer.Option(None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."),
     top: int = typer.Option(50, metavar="INT", help="Pages for the first N latents in --order."),
     order: str = typer.Option("interpretable", help="interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index."),
-    max_rows: int = typer.Option(65_536, metavar="INT", help="Rows to read (the first ones of the split `sae eval` uses)."),
-    exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.rows spec; default: the toolkit's rule)."),
+    max_rows: int = typer.Option(32_768, metavar="INT", help="Ordinary rows to cover: the first ones of the split, as `sae eval --max-rows` (same default)."),
+    split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any (as `sae eval`)."),
+    exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.rows spec); default: the rule the SAE was trained with, else positions:0+norm-outliers:10 (as `sae eval`)."),
     text: Optional[str] = typer.Option(None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."),
     overwrite: bool = typer.Option(False, help="Replace an existing dashboard folder."),
 ) -> None:
@@ -198,7 +199,7 @@ def dashboard(
     try:
         feats = parse_features(features)
         prepare_out(out, overwrite)
-        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text)
+        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split)
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         _fail(exc)
     typer.echo(f"wrote {path}")

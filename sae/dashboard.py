@@ -49,11 +49,12 @@ class SaeRows:
                 "store": str(self.store.path), "hook": self.hook, "split": self.split, "rows rule": spec}
 
 
-def sae_rows(sae: Any, store: Any = None, max_rows: int = 65_536, exclude: str | None = None, split: str = "auto") -> SaeRows:
-    """Resolve an SAE (folder or loaded) and its store (folder, opened, or the one in train_config.json)."""
+def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str | None = None, split: str = "auto") -> SaeRows:
+    """Resolve an SAE (folder or loaded; inference codes as shipped) and its store (folder, opened, or the
+    one its train_config.json names), with the rows and the row filter `interp sae eval` would use."""
     from interp.store import ActivationStore
     from sae import load_sae
-    from sae.cli import eval_rows
+    from sae.evaluate import eval_rows, sae_row_filter
     from sae.train import _check_shapes, _hook
 
     sae_dir = None
@@ -72,18 +73,14 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 65_536, exclude: str |
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
     h = _hook(st, sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in st.hooks else None)
     _check_shapes(st, h, sae.cfg.d_in)
-    used, rows = eval_rows(sae_dir, st, split) if sae_dir else ("all", torch.arange(len(st)))
-    from interp.cli.dashboard import row_filter
-
-    recorded = None
-    if sae_dir and (Path(sae_dir) / "train_config.json").is_file():
-        recorded = json.loads((Path(sae_dir) / "train_config.json").read_text()).get("rows")
-    return SaeRows(sae, st, h, rows, used, row_filter(exclude, st, h, recorded), sae_dir, max_rows)
+    used, rows = eval_rows(sae_dir, st, split)
+    filt = sae_row_filter(sae_dir, st, h, exclude)
+    return SaeRows(sae, st, h, rows, used, None if filt.spec == "none" else filt, sae_dir, max_rows)
 
 
 def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: str | None = None, n_features: int = 50,
-                         max_rows: int = 65_536, features: list[int] | None = None, order: str = "interpretable",
-                         exclude: str | None = None, text: str | None = None, overwrite: bool = True) -> Path:
+                         max_rows: int = 32_768, features: list[int] | None = None, order: str = "interpretable",
+                         exclude: str | None = None, text: str | None = None, overwrite: bool = True, split: str = "auto") -> Path:
     """Encode store rows with the SAE and write its dashboard folder; returns out/index.html."""
     from interp.cli.dashboard import _layer, _tokenizer
     from interp.dashboards import DashboardConfig, Vocab, check_features, collect, write_folder
@@ -91,7 +88,7 @@ def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: str
     from sae import arch_name
     from sae import metrics as M
 
-    sr = sae_rows(sae_dir, store_dir, max_rows, exclude)
+    sr = sae_rows(sae_dir, store_dir, max_rows, exclude, split)
     d_sae = sr.sae.cfg.d_sae
     check_features(features, d_sae)
     cfg = DashboardConfig(features=features, top=n_features, order=order,

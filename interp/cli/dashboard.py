@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         features: Optional[str] = typer.Option(None, metavar="TEXT", help=H["features"]),
         top: int = typer.Option(50, metavar="INT", help=H["top"]),
         order: str = typer.Option("interpretable", help=H["order"]),
-        max_rows: int = typer.Option(65_536, metavar="INT", help=H["max_rows"]),
+        max_rows: int = typer.Option(32_768, metavar="INT", help=H["max_rows"]),
         exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.rows)."),
         text: Optional[str] = typer.Option(None, metavar="TEXT", help=H["text"]),
         overwrite: bool = typer.Option(False, help=H["overwrite"]),

@@ -26,13 +26,14 @@ def test_train_eval_dashboard(tmp_path):
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "m.json").read_text())
     assert 0 < m["fvu"] < 2 and m["rows"] == 2048
-    # the dashboard reads the rows `sae eval` scores, so its header's FVU and L0 are eval's (the synthetic
-    # store has one token per sequence, all at position 0: the position rule would leave nothing)
+    # with the same (default) options the dashboard reads the rows `sae eval` scores, with the same row
+    # rule and codes, so its header's FVU and L0 are eval's
     r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"),
-                            "--out", str(tmp_path / "d"), "--top", "4", "--exclude", "none"])
+                            "--out", str(tmp_path / "d"), "--top", "4"])
     assert r.exit_code == 0, r.output
-    head = json.loads((tmp_path / "d" / "dashboard.json").read_text())["header"]
-    assert float(head["FVU"]) == round(m["fvu"], 4) and float(head["L0 (encoder)"]) == round(m["l0"], 4)
+    summary = json.loads((tmp_path / "d" / "dashboard.json").read_text())
+    assert summary["recon"]["rows"] == m["rows"] and summary["header"]["rows rule"] == m["row_rule"]["exclude"]
+    assert abs(summary["recon"]["fvu"] - m["fvu"]) < 1e-4 and abs(summary["recon"]["l0"] - m["l0"]) < 1e-4
     assert len(list((tmp_path / "d" / "features").glob("*.html"))) == 4
     r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"),
                             "--out", str(tmp_path / "d2"), "--features", "3,32", "--exclude", "none"])
