@@ -42,7 +42,7 @@ def smollm():
     return interp.load_model("smollm2-135m")
 
 
-@pytest.mark.parametrize("arch", ["gpt_neox", "llama"])
+@pytest.mark.parametrize("arch", ["gpt_neox", "llama", "gemma3"])
 def test_bridge_on_tiny_models_matches_and_leaves_ours_untouched(arch):
     model = wrap(arch)
     x = ids(1, 6)
