@@ -10,6 +10,12 @@ Paths timed per variant (interleaved, median of repeats):
 - `bare`: a plain torch loop (functional encode/decode, the variant's loss, backward, grad clip, Adam)
   on the same parameter shapes, no sae-lens objects.
 Prints JSON: tokens/s of each, toolkit/bare ratio, and each variant's cost relative to its baseline.
+
+Also timed: the sae-lens bases added as baselines (JumpReLU, Matryoshka BatchTopK, Gated: `toolkit` and
+`trainer` paths; their losses have no bare re-implementation here), and evaluation throughput: rows/s of
+`sae.evaluate.evaluate_store` (what `interp sae eval` runs: store reads, the row rule, inference codes,
+FVU/L0/dead statistics) against a bare encode-decode pass (in-memory rows, plain matmuls, the same
+threshold), on the same rows of a BatchTopK SAE (goal: eval/bare <= 1.2).
 """
 
 from __future__ import annotations
@@ -41,6 +47,50 @@ VARIANTS = {  # name: (arch, settings)
     "poly": ("poly", {"k": 32, "rank2": 64, "rank3": 64}),
     "coh": ("coh", {}),
 }
+EXTRA_BASES = {  # sae-lens bases added as baselines: toolkit and trainer paths only
+    "jumprelu": ("jumprelu", {}),
+    "matryoshka": ("matryoshka", {"k": 32}),
+    "gated": ("gated", {}),
+}
+
+
+def eval_throughput(d: int, n: int, rows: int, reps: int, tmp: Path) -> dict:
+    """rows/s of `evaluate_store` vs a bare thresholded encode-decode over the same rows."""
+    from interp.store import ActivationStore, StoreMeta
+    from interp.store.shards import write_shard_file
+    from sae.evaluate import evaluate_store
+    from sae.inference import to_inference
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, d, generator=g)
+    per = 8192
+    meta = StoreMeta(model="synthetic", model_sha256="-", hooks={"h": [d]}, dtype="float32", tokenizer="-", ctx_len=128,
+                     data={"name": "bench"})
+    st = ActivationStore.open_or_create(tmp / "evalstore", meta, n_shards_planned=rows // per)
+    for i in range(rows // per):
+        sl = slice(i * per, (i + 1) * per)
+        st.commit_shard(write_shard_file(st.path, i, {"h": x[sl].contiguous(), "tokens": torch.zeros(per, dtype=torch.int32),
+                                                       "seq": torch.arange(rows)[sl] // 128, "pos": (torch.arange(rows)[sl] % 128).to(torch.int32)}))
+    train = make_sae("batchtopk", d, n, seed=0, k=32)
+    train.topk_threshold.fill_(0.5)
+    inf = to_inference(train)
+    W_enc, b_enc, W_dec, b_dec, thr = (t.detach() for t in (inf.W_enc, inf.b_enc, inf.W_dec, inf.b_dec, inf.threshold))
+
+    @torch.no_grad()
+    def bare() -> None:
+        for i in range(0, rows, 4096):
+            xb = x[i:i + 4096]
+            h = (xb - b_dec) @ W_enc + b_enc
+            z = h.relu() * (h > thr)
+            xh = z @ W_dec + b_dec
+            float((xh - xb).square().sum()), float((z > 0).sum())
+
+    ev, bt = [], []
+    for _ in range(reps):
+        t = time.perf_counter(); evaluate_store(inf, st, None, "h", split="all", max_rows=rows, exclude="none"); ev.append(time.perf_counter() - t)
+        t = time.perf_counter(); bare(); bt.append(time.perf_counter() - t)
+    e, b = statistics.median(ev), statistics.median(bt)
+    return {"rows": rows, "eval_rows_per_s": round(rows / e), "bare_rows_per_s": round(rows / b), "eval_over_bare": round(e / b, 3)}
 
 
 def matmul_gflops(B: int, d: int, n: int, reps: int = 5) -> float:
@@ -180,6 +230,19 @@ def main() -> None:
         res["variants"][name] = row
     for name, base in (("c2r", "batchtopk"), ("poly", "topk"), ("coh", "relu")):
         res["variants"][name]["extra_cost_vs_" + base] = round(base_ms[name] / base_ms[base] - 1, 3)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = write_store(Path(tmp) / "store", x, rows_per_shard=B * 4)
+        for name, (arch, settings) in EXTRA_BASES.items():
+            tk = []
+            for rep in range(reps):
+                cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
+                                  checkpoint_every=10_000, normalize=False, exclude="none")
+                _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
+                tk.append(rep_["steady_seconds_per_step"])
+            med = statistics.median(tk)
+            res["variants"][name] = {"toolkit_tokens_per_s": round(B / med), "toolkit_step_ms": round(1000 * med, 1),
+                                     "vs_batchtopk_toolkit": round(med / base_ms["batchtopk"], 3)}
+        res["eval_throughput"] = eval_throughput(d, n, 8192 * (2 if a.quick else 4), reps, Path(tmp))
     print(json.dumps(res, indent=1))
 
 

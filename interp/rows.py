@@ -19,9 +19,12 @@ Spec strings (combine with ``+``; order and repeats do not matter)::
                            depends on the batch or chunk it is read in.
 
 DEFAULT (stated once here; README and CLIs point at it): ``positions:0+norm-outliers:10``. Position 0 is
-the sink in every causal LM we run (81x in SmolLM2); ``norm-outliers:10`` catches the later massive-activation
-tokens some models have (max |h| ~22,500 vs medians 2-10 in SmolLM2) without touching ordinary rows (the
-largest non-sink rows sit at ~3x the median).
+the attention sink of SmolLM2 (and of most causal LMs); ``norm-outliers:10`` also catches the later
+massive-activation tokens, without touching ordinary rows. Measured on SmolLM2-135M
+``blocks.15.hook_resid_post`` over 131,072 tokens of ``usr-share-doc`` (the first 4 shards of the real-run
+store): median row norm 180; position-0 rows 98-132x the median; of the 130,048 other rows 99.9% lie below
+1.35x and 11 (0.008%) above 10x, up to 164x. (The mean row norm, 366, is twice the median because of the
+position-0 rows: a mean-based cut moves with the share of sinks in the sample.)
 
 API (small and stable; other packages depend on it)::
 

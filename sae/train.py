@@ -29,7 +29,6 @@ from typing import Any
 import torch
 from sae_lens.config import SAETrainerConfig
 from sae_lens.training.sae_trainer import SAETrainer
-from tqdm.auto import tqdm
 
 from interp.portable import relative_to
 from interp.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
@@ -37,6 +36,7 @@ from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
 from sae import checkpoint
 from sae.baselines import load_sae, make_sae, training_class
+from sae.progress import Progress
 
 
 class NonFiniteError(RuntimeError):
@@ -364,7 +364,7 @@ def train_sae(
     for _ in range(resumed_from):  # replay the stream so a resumed run sees the same batches
         next(data)
     t0, t1, last, output = time.perf_counter(), None, {}, None
-    bar = tqdm(total=steps, initial=resumed_from, desc=f"train {cfg.arch}", disable=not progress)
+    bar = Progress(steps, f"train {cfg.arch}", initial=resumed_from, enabled=progress)  # a bar only on a TTY
     while trainer.n_training_steps < steps:
         trainer.maybe_reset_sparsity()
         output = trainer.step(next(data))
@@ -423,10 +423,14 @@ def train_on_tensor(
                             lr=lr, lr_end=lr, dead_feature_window=dead_feature_window,
                             feature_sampling_window=max(steps, 1))
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
-    for _ in tqdm(range(steps), disable=not progress, desc=f"train {sae.cfg.architecture()}"):
+    bar = Progress(steps, f"train {sae.cfg.architecture()}", enabled=progress)
+    for _ in range(steps):
         out = trainer.step(x[torch.randint(0, len(x), (batch_size,), generator=g)])
         if not torch.isfinite(out.loss):
+            bar.close()
             raise NonFiniteError(f"non-finite loss at step {trainer.n_training_steps}: {out.losses}")
         trainer.n_training_steps += 1
+        bar.update(1)
+    bar.close()
     sae.eval()
     return sae

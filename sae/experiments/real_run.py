@@ -63,13 +63,22 @@ def cooccurrence_spearman(sae: Any, z: torch.Tensor, top: int = 128) -> float:
     return M._spearman(S[iu[0], iu[1]], N[iu[0], iu[1]])
 
 
+def plan(a: argparse.Namespace) -> list[tuple[str, int]]:
+    """(run, seed) pairs in training order: --plan if given, else every run with its seeds, seed by seed
+    (all runs' seed 0 first, so a cut-short session still has one of each)."""
+    if a.plan:
+        return [(p.split(":")[0], int(p.split(":")[1])) for p in a.plan.split(",")]
+    seeds = [int(s) for s in a.seeds.split(",")]
+    return [(n, s) for s in seeds for n in a.runs.split(",") if s == 0 or n not in a.one_seed.split(",")]
+
+
 def train_all(a: argparse.Namespace, store: Any) -> list[tuple[str, int, Path]]:
     from sae.train import TrainConfig, train_sae
 
     out = []
-    for name in a.runs.split(","):
+    for name, seed in plan(a):
         arch, settings = RUNS[name]
-        for seed in ([0] if name in a.one_seed.split(",") else [int(s) for s in a.seeds.split(",")]):
+        if True:
             folder = Path(a.out) / "saes" / f"{name}_s{seed}"
             cfg = TrainConfig(arch=arch, d_sae=a.d_sae, k=a.k, hook=a.hook, total_tokens=a.tokens,
                               batch_size=a.batch_size, lr=a.lr, seed=seed, checkpoint_every=32,
@@ -80,9 +89,14 @@ def train_all(a: argparse.Namespace, store: Any) -> list[tuple[str, int, Path]]:
             print(json.dumps({"trained": str(folder), "seconds": round(time.perf_counter() - t0, 1),
                               "tokens_per_second": rep["tokens_per_second"]}), flush=True)
             out.append((name, seed, folder))
-    ready = Path(a.out) / "READY.txt"
-    ready.write_text("".join(f"{f}\n" for _, _, f in out))
+    write_ready(Path(a.out))
     return out
+
+
+def write_ready(out: Path) -> None:
+    """<out>/READY.txt: every finished SAE folder under <out>/saes (train_report.json written last)."""
+    done = sorted(f for f in (out / "saes").glob("*_s*") if (f / "train_report.json").is_file())
+    (out / "READY.txt").write_text("".join(f"{f}\n" for f in done))
 
 
 def evaluate_one(a: argparse.Namespace, store: Any, model: Any, folder: Path, words: Any, wx: torch.Tensor,
@@ -149,6 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated names of {list(RUNS)}")
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--one-seed", default="coh", help="runs trained with seed 0 only")
+    ap.add_argument("--plan", default="", help="explicit run:seed list in training order (overrides --runs/--seeds)")
     ap.add_argument("--holdout-shards", type=int, default=1)
     ap.add_argument("--d-sae", type=int, default=2048)
     ap.add_argument("--k", type=int, default=32)
@@ -161,6 +176,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--words", type=int, default=1000)
     ap.add_argument("--out", default="runs/saeeval")
     ap.add_argument("--skip-train", action="store_true", help="evaluate the SAE folders already in <out>/saes")
+    ap.add_argument("--results", default="results.json", help="file name of the results under --out")
+    ap.add_argument("--train-only", action="store_true", help="train the plan's SAEs and stop")
+    ap.add_argument("--merge", default="", help="comma-separated results files under --out: print and write their joint summary")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     store = ActivationStore.open(a.store)
@@ -169,15 +187,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not a.tokens:
         n_train = sum(store.shard_info(i).n_rows for i in store.shard_indices[: len(store.shard_indices) - a.holdout_shards])
         a.tokens = int(n_train * 0.98) // a.batch_size * a.batch_size  # ~1-2% are special rows, dropped
+    if a.merge:
+        return merge(a)
     t0 = time.perf_counter()
-    if a.skip_train:
-        trained = []
-        for name in a.runs.split(","):
-            for f in sorted((Path(a.out) / "saes").glob(f"{name}_s*")):
-                trained.append((name, int(f.name.rsplit("_s", 1)[1]), f))
+    if a.skip_train:  # the finished SAE folders of the plan
+        trained = [(n, s, Path(a.out) / "saes" / f"{n}_s{s}") for n, s in plan(a)
+                   if (Path(a.out) / "saes" / f"{n}_s{s}" / "train_report.json").is_file()]
     else:
         trained = train_all(a, store)
     train_seconds = time.perf_counter() - t0
+    if a.train_only:
+        return {"trained": [str(f) for _, _, f in trained], "train_seconds": train_seconds}
     model = interp.load_model(a.model)
     rows_idx = eval_rows(trained[0][2], store)[1]
     seqs = _store_sequences(store, a.ce_seqs, rows_idx)
@@ -192,12 +212,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         row = M.round_dict(row)
         results["rows"].append(row)
         print(json.dumps(row), flush=True)
-    cols = ["fvu", "l0", "dead_frac", "fvu_batch_codes", "l0_batch_codes", "ce_recovered", "kl", "first_letter_f1_k1",
-            "absorption", "n_split", "w1_input_units", "w1_raw_codes", "locality", "pair_vs_cooccurrence_spearman"]
-    results["summary"] = [M.round_dict(s) for s in summarise(results["rows"], cols)]
-    results["total_seconds"] = round(time.perf_counter() - t0, 1)
+    return finish(a, results, t0)
+
+
+COLS = ["fvu", "l0", "dead_frac", "fvu_batch_codes", "l0_batch_codes", "ce_recovered", "kl", "first_letter_f1_k1",
+        "absorption", "n_split", "w1_input_units", "w1_raw_codes", "locality", "pair_vs_cooccurrence_spearman"]
+
+
+def merge(a: argparse.Namespace) -> dict[str, Any]:
+    """The joint summary of several results files (e.g. two processes' halves of one plan)."""
+    rows, parts = [], []
+    for name in a.merge.split(","):
+        r = json.loads((Path(a.out) / name).read_text())
+        rows += r["rows"]
+        parts.append({"file": name, "train_seconds": r.get("train_seconds"), "total_seconds": r.get("total_seconds")})
+    order = list(RUNS)
+    rows.sort(key=lambda r: (order.index(r["run"]), r["seed"]))
+    return finish(a, {"settings": vars(a), "parts": parts, "rows": rows}, None)
+
+
+def finish(a: argparse.Namespace, results: dict[str, Any], t0: float | None) -> dict[str, Any]:
+    from sae import metrics as M
+
+    results["summary"] = [M.round_dict(s) for s in summarise(results["rows"], COLS)]
+    if t0 is not None:
+        results["total_seconds"] = round(time.perf_counter() - t0, 1)
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    (Path(a.out) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (Path(a.out) / a.results).write_text(json.dumps(results, indent=1) + "\n")
     show = ["fvu", "l0", "ce_recovered", "kl", "first_letter_f1_k1", "absorption", "n_split", "w1_input_units",
             "locality", "pair_vs_cooccurrence_spearman"]
     print("| run | seeds | " + " | ".join(show) + " |\n|" + "---|" * (len(show) + 2))

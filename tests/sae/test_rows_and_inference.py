@@ -122,3 +122,21 @@ def test_poly_batchtopk_inference_keeps_its_decoder_and_thresholds():
     s = make_sae("poly_batchtopk", 12, 32, seed=0, k=3, rank2=4, rank3=4)
     inf = to_inference(s)
     assert isinstance(inf.activation_fn, ThresholdReLU) and hasattr(inf, "linear_atoms")
+
+
+def test_progress_is_a_bar_only_on_a_tty():
+    import io
+
+    from sae.progress import Progress
+
+    buf = io.StringIO()  # not a TTY: one line per `every` steps, no carriage returns
+    p = Progress(20, "train x", stream=buf, every=5)
+    for i in range(20):
+        p.set_postfix(loss=i)
+        p.update(1)
+    p.close()
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("train x: step 20/20 (100%)") and "\r" not in buf.getvalue()
+    quiet = io.StringIO()
+    Progress(5, "q", stream=quiet, enabled=False).update(5)
+    assert quiet.getvalue() == ""
