@@ -50,3 +50,19 @@ def test_stack_head_results_and_apply_ln_match(pair):
     assert la == lb and rel(a, b) < 1e-4
     stack = ours.decompose_resid(1, mlp_input=True)
     assert rel(ours.apply_ln_to_stack(stack, 1, mlp_input=True), theirs.apply_ln_to_stack(stack, 1, mlp_input=True)) < 1e-4
+
+
+@pytest.mark.parametrize("arch", ["gpt_neox", "llama"])
+def test_logit_attrs_match_a_folded_transformer_lens_model(arch):
+    """Our DLA folds the final norm's weight into the directions itself: TL's numbers on a fold_ln model."""
+    model = wrap(arch)
+    tl = model.to_transformer_lens()
+    tl.process_weights_(fold_ln=True, center_writing_weights=False, center_unembed=False)
+    x = ids()
+    with torch.no_grad():
+        _, ours = model.run_with_cache(x)
+        _, theirs = tl.run_with_cache(x)
+    right, wrong = x[:, 2], x[:, 4]
+    a = ours.logit_attrs(ours.decompose_resid(pos_slice=-1), right, incorrect_tokens=wrong, pos_slice=-1)
+    b = theirs.logit_attrs(theirs.decompose_resid(pos_slice=-1), right, incorrect_tokens=wrong, pos_slice=-1)
+    assert rel(a, b) < 1e-4
