@@ -65,6 +65,9 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
             store = json.loads(cfg.read_text()).get("store") if cfg.is_file() else None
             if not store:
                 raise ValueError(f"{sae} does not name its store (no train_config.json): pass store=...")
+            from interp.portable import resolve_recorded
+
+            store = resolve_recorded(store, sae)  # recorded relative to the SAE's folder
         sae = load_sae(sae)
     if store is None:
         raise ValueError("pass store=... (the ActivationStore the SAE reads)")

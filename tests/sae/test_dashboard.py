@@ -46,3 +46,10 @@ def test_header_equals_sae_eval_with_special_rows(tmp_path):
     assert abs(s["recon"]["fvu"] - m["fvu"]) < 1e-4 and abs(s["recon"]["l0"] - m["l0"]) < 1e-4
     rec = json.loads((tmp_path / "d" / "features" / f"{s['pages'][0]}.json").read_text())
     assert rec["n_rows"] == 200 and all(c["pos"] != 0 for c in rec["top"])  # sink rows never among the examples
+    # one page inline (store found through the SAE's train_config.json, recorded relative to its folder)
+    from sae.dashboard import feature_page
+
+    page = feature_page(str(tmp_path / "sae"), s["pages"][0], max_rows=200)
+    html = page._repr_html_()
+    assert page.record["feature"] == s["pages"][0] and page.record["n_rows"] == 200
+    assert html.startswith("<style>") and "Top activations" in html and "<script" not in html
