@@ -5,13 +5,13 @@ session files under a temp folder. A normal exit calls `ray.shutdown()` (and `in
 removes the folder), but a coordinator killed with SIGKILL runs no cleanup: the Ray processes are
 orphaned and keep their memory, and the temp folder stays.
 
-`watched(ray)` starts a small watchdog process in its own session. It records the coordinator's pid and
-the Ray processes started by it (pid and start time, so a reused pid is never touched), polls the
-coordinator twice a second, and when it is gone terminates those processes and their children (SIGTERM,
-then SIGKILL after 3 s) and removes the temp folder (only a folder named `interp-ray-*`, which
+`watched(ray)` starts a small watchdog process in its own session. Twice a second it records the
+coordinator's descendants (pid and start time, so a reused pid is never touched: Ray adds agents and
+workers after `init`, and they may be orphaned before the watchdog acts); when the coordinator is gone
+it terminates those processes and their children (SIGTERM, then SIGKILL after 3 s) and removes the temp folder (only a folder named `interp-ray-*`, which
 `ray_session` creates). When the block ends normally the watchdog is stopped and does nothing.
 
-    python -m attribution.raywatch PARENT_PID TEMP_DIR PID:START ...   # the watchdog itself
+    python attribution/raywatch.py PARENT_PID PARENT_START TEMP_DIR PID:START ...   # the watchdog itself
 """
 
 from __future__ import annotations
@@ -50,12 +50,13 @@ def watched(ray, started_here: bool = True) -> Iterator[None]:
     import psutil
 
     me = psutil.Process()
-    procs = [f"{p.pid}:{p.create_time()}" for p in me.children(recursive=False)]
-    cmd = [sys.executable, "-m", "attribution.raywatch", str(me.pid), f"{me.create_time()}", _ray_temp_dir(ray), *procs]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                                    os.environ.get("PYTHONPATH")])))
-    dog = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True, env=env)
+    procs = [f"{p.pid}:{p.create_time()}" for p in me.children(recursive=True)]
+    # Run as a plain script (not `-m attribution.raywatch`): importing the package would import torch, and a
+    # watchdog still starting when the coordinator dies would miss the processes to clean.
+    cmd = [sys.executable, str(Path(__file__).resolve()), str(me.pid), f"{me.create_time()}", _ray_temp_dir(ray), *procs]
+    dog = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           start_new_session=True, text=True)
+    dog.stdout.readline()  # "watching": the watchdog has taken its first snapshot
     try:
         yield
     finally:
@@ -95,10 +96,21 @@ def main(argv: list[str]) -> None:
     import psutil
 
     parent, parent_start, temp_dir, *rest = argv
-    procs = [(int(x.split(":")[0]), float(x.split(":")[1])) for x in rest]
+    procs = {(int(x.split(":")[0]), float(x.split(":")[1])) for x in rest}
+    me = os.getpid()
+    first = True
     while _alive(psutil, int(parent), float(parent_start)):
+        # Keep the coordinator's descendants up to date: Ray starts agents and workers after `init`, and
+        # when the coordinator dies the raylet may exit first and orphan them (they lose their parent).
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(int(parent)).children(recursive=True):
+                if p.pid != me:
+                    procs.add((p.pid, p.create_time()))
+        if first:
+            print("watching", flush=True)
+            first = False
         time.sleep(0.5)
-    _cleanup(psutil, procs, temp_dir)
+    _cleanup(psutil, sorted(procs), temp_dir)
 
 
 if __name__ == "__main__":
