@@ -45,6 +45,8 @@ def _out_file(out: str, name: str) -> Path:
 def _load(model: str | None, checkpoint: str | None, device: str, allow_torch_load: bool):
     from circuits.checkpoint import load_checkpoint
 
+    if checkpoint and not model:
+        typer.echo("warning: --checkpoint is deprecated and will be removed in the next version; use --model", err=True)
     spec = model or checkpoint
     if not spec:
         fail("give the model with --model SPEC|PATH|PATH@N")
@@ -56,9 +58,10 @@ def baseline(
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
     task: str = typer.Option(..., help=TASK_HELP, metavar="TEXT"),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
-    n: int = typer.Option(64, "--max-rows", "--n", help="Prompt rows to measure.", metavar="INT"),
+    n: int = typer.Option(64, "--max-rows", help="Prompt rows to measure.", metavar="INT"),
+    n_old: Optional[int] = typer.Option(None, "--n", hidden=True),
     seed: int = typer.Option(0),
-    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
 ) -> None:
@@ -67,6 +70,9 @@ def baseline(
     from circuits.checkpoint import CheckpointError
     from circuits.extract import ExtractConfig, task_baseline
     from circuits.tasks import get_task
+    from interp.cli.options import deprecated
+
+    n = deprecated(n_old, "--n", "--max-rows", n, 64)
 
     try:
         the_task = get_task(task)
@@ -91,7 +97,8 @@ def extract(
     top_n: Optional[int] = typer.Option(None, help="Edge methods: keep the top N edges by |score| (default 200).", metavar="INT"),
     threshold: Optional[float] = typer.Option(None, help="Edge methods: keep edges with |score| >= this."),
     ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
-    n_prompts: int = typer.Option(64, "--max-rows", "--n-prompts", help="Prompt rows for the baseline and edge scores.", metavar="INT"),
+    n_prompts: int = typer.Option(64, "--max-rows", help="Prompt rows for the baseline and edge scores.", metavar="INT"),
+    n_prompts_old: Optional[int] = typer.Option(None, "--n-prompts", hidden=True),
     budget: Optional[int] = typer.Option(None, help="activation-diff: number of units to keep.", metavar="INT"),
     min_accuracy: float = typer.Option(0.7, help="Refuse a task the model does with lower accuracy than this."),
     target_loss: float = typer.Option(0.15, help="prune: task loss (nats) the circuit must reach."),
@@ -101,7 +108,7 @@ def extract(
     head_mode: str = typer.Option("true", help="safeseek: true (per-head, before W_O) or compat (official code's slices)."),
     backdoor_weights: str = typer.Option("head-code", help="safeseek backdoor: head-code (only G) or neuron-code (G and H)."),
     seed: int = typer.Option(0, help="Data and mask seed."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     overwrite: bool = typer.Option(False, help="Replace an existing circuit file."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
@@ -116,6 +123,9 @@ def extract(
     path = _out_file(out, "circuit.json")
     if path.exists() and not overwrite:
         fail(f"{path} exists; pass --overwrite to replace it")
+    from interp.cli.options import deprecated
+
+    n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 64)
     try:
         the_task = get_task(task)
         cfg = ExtractConfig(method=method, metric=metric, ablation=ablation, n_prompts=n_prompts, top_n=top_n,
@@ -195,10 +205,11 @@ def ablate(
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
     task: Optional[str] = typer.Option(None, help="Task (default: the circuit's).", metavar="TEXT"),
-    n: int = typer.Option(200, "--max-rows", "--n", help="Prompts to evaluate.", metavar="INT"),
+    n: int = typer.Option(200, "--max-rows", help="Prompts to evaluate.", metavar="INT"),
+    n_old: Optional[int] = typer.Option(None, "--n", hidden=True),
     n_random: int = typer.Option(20, help="Random circuits of the same size (the distribution is reported).", metavar="INT"),
     seed: int = typer.Option(123, help="Prompt and random-draw seed."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     ablation: str = typer.Option("auto", help="zero, mean, corrupt, or auto: the ablation the circuit was found with."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
@@ -209,6 +220,9 @@ def ablate(
     from circuits.checkpoint import CheckpointError
     from circuits.format import Circuit
     from circuits.tasks import get_task
+    from interp.cli.options import deprecated
+
+    n = deprecated(n_old, "--n", "--max-rows", n, 200)
 
     try:
         c = Circuit.load(circuit)

@@ -46,13 +46,13 @@ def archs() -> None:
 
 @app.command()
 def train(
-    store: str = typer.Option(..., help="ActivationStore folder (from `interp cache`)."),
+    store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (from `interp cache`)."),
     arch: str = typer.Option(..., help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ... (`interp sae archs`)."),
-    out: str = typer.Option(..., help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."),
+    out: str = typer.Option(..., metavar="DIR", help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."),
     hook: Optional[str] = typer.Option(None, help="Hook to train on (default: the store's only hook)."),
     d_sae: int = typer.Option(1024, help="Number of latents."),
     k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
-    tokens: int = typer.Option(200_000, help="Training tokens."),
+    max_tokens: int = typer.Option(200_000, "--max-tokens", metavar="INT", help="Training tokens."),
     batch_size: int = typer.Option(4096, help="Tokens per step."),
     lr: float = typer.Option(3e-4, help="Adam learning rate."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
@@ -60,18 +60,26 @@ def train(
     holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
     exclude: str = typer.Option("positions:0+norm-outliers:10", help="Special rows never trained on (interp.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine)."),
     set_: list[str] = typer.Option([], "--set", help="Architecture setting key=value (repeatable), e.g. c2r_lambda=1."),
-    no_resume: bool = typer.Option(False, help="Ignore an existing checkpoint (the folder must then hold no other run)."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the checkpoint in --out (default); "
+                                "--no-resume ignores it (the folder must then hold no other run)."),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
+                               help="Where the SAE trains: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
+    tokens: Optional[int] = typer.Option(None, "--tokens", hidden=True),
 ) -> None:
     """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
+    from interp.cli import options as O
+    from interp.cli.errors import check_out_dir
     from interp.store import ActivationStore
     from sae.train import TrainConfig, train_sae
 
     try:
-        cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=tokens, batch_size=batch_size, lr=lr,
+        max_tokens = O.deprecated(tokens, "--tokens", "--max-tokens", max_tokens, 200_000)
+        check_out_dir(out)
+        cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=max_tokens, batch_size=batch_size, lr=lr,
                           seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
-                          exclude=exclude, settings=_parse_settings(set_))
+                          exclude=exclude, settings=_parse_settings(set_), device=device)
         st = ActivationStore.open(store)
-        _, report = train_sae(st, cfg, out, resume=not no_resume)
+        _, report = train_sae(st, cfg, out, resume=resume)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     typer.echo(json.dumps(report, indent=1))
@@ -94,10 +102,11 @@ def eval_(
     exclude: Optional[str] = typer.Option(None, help="Special rows to leave out (interp.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10."),
     codes: str = typer.Option("threshold", help="threshold: inference codes as sae-lens ships them (BatchTopK family as JumpReLU); batch: batch-level top-k (chunk-dependent)."),
     model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
-    ce_seqs: int = typer.Option(16, help="Sequences for the spliced-loss metrics."),
+    n_ce_seqs: int = typer.Option(16, "--n-ce-seqs", metavar="INT", help="Sequences for the spliced-loss metrics."),
     suite: str = typer.Option("core", help="core: reconstruction/sparsity (+ CE/KL with --model); saebench: also the first-letter absorption and sparse-probing evals, written in SAEBench's JSON format under <sae>/saebench/ (needs --model)."),
     words: int = typer.Option(1000, help="Vocabulary words for the saebench suite's first-letter tasks."),
-    out: Optional[str] = typer.Option(None, help="Also write the metrics JSON here."),
+    out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write the metrics as DIR/metrics.json."),
+    ce_seqs: Optional[int] = typer.Option(None, "--ce-seqs", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
     from interp.store import ActivationStore
@@ -105,7 +114,19 @@ def eval_(
     from sae import metrics as M
     from sae.evaluate import evaluate_store, sae_row_filter
 
+    from interp.cli import options as O
+    from interp.cli.errors import check_out_dir
+
     try:
+        ce_seqs = O.deprecated(ce_seqs, "--ce-seqs", "--n-ce-seqs", n_ce_seqs, 16)
+        out_file = None
+        if out:
+            if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version
+                typer.echo("warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True)
+                out_file = Path(out)
+                check_out_dir(out_file.parent or ".")
+            else:
+                out_file = check_out_dir(out) / "metrics.json"
         if suite not in ("core", "saebench"):
             raise ValueError(f"--suite must be core or saebench, got {suite!r}")
         if suite == "saebench" and not model:
@@ -121,8 +142,11 @@ def eval_(
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     text = json.dumps(M.round_dict(res), indent=1)
-    if out:
-        Path(out).write_text(text + "\n")
+    if out_file is not None:
+        from interp.store.atomic import atomic_write_bytes
+
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out_file, (text + "\n").encode())
     typer.echo(text)
 
 
@@ -181,7 +205,7 @@ from sae.dashboard import render_sae_dashboard  # noqa: E402  (re-exported: `int
 def dashboard(
     sae: str = typer.Option(..., metavar="PATH", help="SAE folder."),
     store: str = typer.Option(..., metavar="PATH", help="ActivationStore with the SAE's hook (and its token ids)."),
-    out: str = typer.Option(..., metavar="PATH", help="Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline)."),
+    out: str = typer.Option(..., metavar="DIR", help="Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline)."),
     model: Optional[str] = typer.Option(None, metavar="SPEC", help="Model spec for the tokenizer, the unembedding and --text (default: the store's model)."),
     features: Optional[str] = typer.Option(None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."),
     top: int = typer.Option(50, metavar="INT", help="Pages for the first N latents in --order."),

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dashboard(
         store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (its token ids give the text)."),
-        out: str = typer.Option(..., metavar="PATH", help=H["out"]),
+        out: str = typer.Option(..., metavar="DIR", help=H["out"]),
         hook: Optional[str] = typer.Option(None, help="Use this hook's channels as the features (values are not clamped)."),
         acts: Optional[str] = typer.Option(None, metavar="PATH", help="safetensors file with an 'acts' tensor [rows, features] aligned with the store's first rows."),
         model: Optional[str] = typer.Option(None, metavar="SPEC", help=H["model"]),

@@ -19,12 +19,12 @@ def _store(path, d=16, n=2048, seed=0):
 def test_train_eval_dashboard(tmp_path):
     _store(tmp_path / "store")
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "coh", "--out", str(tmp_path / "sae"),
-                            "--d-sae", "32", "--tokens", "1024", "--batch-size", "256", "--set", "coh_lambda=0.5"])
+                            "--d-sae", "32", "--max-tokens", "1024", "--batch-size", "256", "--set", "coh_lambda=0.5"])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "sae" / "cfg.json").read_text())["coh_lambda"] == 0.5
-    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--out", str(tmp_path / "m.json")])
+    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--out", str(tmp_path / "m")])
     assert r.exit_code == 0, r.output
-    m = json.loads((tmp_path / "m.json").read_text())
+    m = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert 0 < m["fvu"] < 2 and m["rows"] == 2048
     # with the same (default) options the dashboard reads the rows `sae eval` scores, with the same row
     # rule and codes, so its header's FVU and L0 are eval's
@@ -48,9 +48,35 @@ def test_clear_errors(tmp_path):
     assert not (tmp_path / "x").exists()
     _store(tmp_path / "store32", d=32)
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store32"), "--arch", "topk", "--out", str(tmp_path / "s32"),
-                            "--d-sae", "16", "--k", "2", "--tokens", "512", "--batch-size", "256"])
+                            "--d-sae", "16", "--k", "2", "--max-tokens", "512", "--batch-size", "256"])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s32"), "--store", str(tmp_path / "store")])
     assert r.exit_code == 2 and "d_model 16 but the SAE expects d_in 32" in r.output
     r = runner.invoke(app, ["archs"])
     assert "c2r" in r.output and "baseline: batchtopk" in r.output
+
+
+def test_old_spellings_still_work_with_a_warning(tmp_path):
+    _store(tmp_path / "store")
+    r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "topk", "--out", str(tmp_path / "s"),
+                            "--d-sae", "16", "--k", "2", "--tokens", "512", "--batch-size", "256", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "--tokens is deprecated" in r.stderr and json.loads(r.stdout)["steps"] == 2
+    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s"), "--store", str(tmp_path / "store"), "--ce-seqs", "2",
+                            "--out", str(tmp_path / "old.json")])
+    assert r.exit_code == 0 and "deprecated" in r.stderr and (tmp_path / "old.json").is_file()
+
+
+def test_a_moved_sae_run_still_finds_its_store(tmp_path):
+    import shutil
+
+    from sae.dashboard import sae_rows
+
+    _store(tmp_path / "runs" / "store")
+    r = runner.invoke(app, ["train", "--store", str(tmp_path / "runs" / "store"), "--arch", "topk", "--out",
+                            str(tmp_path / "runs" / "sae"), "--d-sae", "16", "--k", "2", "--max-tokens", "512",
+                            "--batch-size", "256"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "runs" / "sae" / "train_config.json").read_text())["store"] == "../store"
+    shutil.move(tmp_path / "runs", tmp_path / "moved")
+    assert sae_rows(str(tmp_path / "moved" / "sae")).store.path.resolve() == (tmp_path / "moved" / "store").resolve()

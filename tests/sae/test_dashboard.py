@@ -30,12 +30,12 @@ def _store(path, n_seq=64, ctx=8, d=16):
 def test_header_equals_sae_eval_with_special_rows(tmp_path):
     _store(tmp_path / "store")
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "batchtopk", "--out", str(tmp_path / "sae"),
-                            "--d-sae", "32", "--k", "4", "--tokens", "2048", "--batch-size", "128"])
+                            "--d-sae", "32", "--k", "4", "--max-tokens", "2048", "--batch-size", "128"])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--max-rows", "200",
-                            "--out", str(tmp_path / "m.json")])
+                            "--out", str(tmp_path / "m")])
     assert r.exit_code == 0, r.output
-    m = json.loads((tmp_path / "m.json").read_text())
+    m = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert m["rows_excluded"] > 0 and m["rows"] == 200
     r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--max-rows", "200",
                             "--out", str(tmp_path / "d"), "--top", "3"])
