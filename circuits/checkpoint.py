@@ -46,22 +46,18 @@ def _check_config(folder: Path, what: Path) -> dict:
     return cfg
 
 
-def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> interp.HookedModel:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
+def _from_weights(folder: Path, weights: Path, source: Path, sha: str) -> interp.HookedModel:
+    """Model from `folder/config.json` + a safetensors file, with transformers' own key renames (a GPT-NeoX
+    `save_pretrained` file names its head `embed_out`, the module `lm_head`): see `interp.models.weights_file`."""
     from interp.data import byte_tokenizer
+    from interp.models.weights_file import WeightsFileError, hf_model_from_weights
     from interp.portable import tokenizer_identity
 
-    config = AutoConfig.from_pretrained(folder)
-    config._attn_implementation = "eager"
-    hf = AutoModelForCausalLM.from_config(config)
-    if not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise CheckpointError(f"{source} does not hold a flat state dict of tensors")
-    missing, unexpected = hf.load_state_dict(state, strict=False)
-    tied = {k for k in missing if "lm_head" in k or "embed_out" in k} if getattr(config, "tie_word_embeddings", False) else set()
-    if set(missing) - tied or unexpected:
-        raise CheckpointError(f"{source} does not match its config.json: missing {sorted(set(missing) - tied)[:5]}, "
-                              f"unexpected {sorted(unexpected)[:5]}")
+    try:
+        hf = hf_model_from_weights(folder / "config.json", weights)
+    except WeightsFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    config = hf.config
     has_tok = any((folder / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
     if has_tok:
         from transformers import AutoTokenizer
@@ -74,6 +70,21 @@ def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> inter
     prov = {"spec": str(source), "source": str(source), "weights_sha256": sha, "model_type": config.model_type,
             "tokenizer": tokenizer_identity(tok)}
     return interp.HookedModel(hf.eval(), tok, prov)
+
+
+def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> interp.HookedModel:
+    """Model from a state dict read with torch.load(weights_only=True): written to a temporary safetensors
+    file so that it loads through the same path (and the same key renames) as a .safetensors checkpoint."""
+    import tempfile
+
+    from safetensors.torch import save_file
+
+    if not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{source} does not hold a flat state dict of tensors")
+    with tempfile.TemporaryDirectory(prefix="interp-ckpt-") as tmp:
+        weights = Path(tmp) / "model.safetensors"
+        save_file({k: v.detach().contiguous().clone() for k, v in state.items()}, str(weights))
+        return _from_weights(folder, weights, source, sha)
 
 
 def resolve_device(device: str) -> str:
@@ -113,10 +124,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu", allow_torch_load: boo
     elif suffix == ".gguf":
         model = interp.load_model(str(path), device=device)
     elif suffix == ".safetensors":
-        from safetensors.torch import load_file
-
         _check_config(path.parent, path)
-        model = _from_state_dict(path.parent, load_file(str(path)), path, sha256_file(path)).to(device)
+        model = _from_weights(path.parent, path, path, sha256_file(path)).to(device)
     elif suffix in PICKLE_SUFFIXES:
         if not allow_torch_load:
             raise CheckpointError(

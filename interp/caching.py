@@ -25,6 +25,7 @@ from interp.jobs import run_tasks, worker_cache
 from interp.models import DEFAULT_MODEL, load_model
 from interp.portable import tokenizer_identity
 from interp.store import ActivationStore, StoreMeta, write_shard_file
+from interp.store import lock as writer_lock
 from interp.store.shards import ShardInfo
 
 DEFAULT_HOOKS = ("blocks.*.hook_resid_post",)
@@ -62,6 +63,9 @@ class CacheConfig:
     """Ray cluster address; None starts a local Ray for the run."""
     num_workers: int | None = None
     """Ray workers (CPUs) for a local Ray."""
+    wait: bool = False
+    """When another run is writing to `out`, wait for it to finish (then resume from what it committed)
+    instead of refusing with an error."""
 
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "bfloat16", "float16"):
@@ -159,20 +163,29 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
         data={**corpus.describe(), "seqs_per_shard": cfg.seqs_per_shard},
         extra={"provenance": model.provenance, "config": {**asdict(cfg), "out": "."}},  # "." = the store itself
     )
-    if overwrite:
-        _remove_store_files(Path(cfg.out))
-    store = ActivationStore.open_or_create(cfg.out, meta, n_shards_planned=n_shards)
-    store.clean_partial()
-    todo = store.missing(range(n_shards))
-    tasks = [
-        ShardTask(i, i * cfg.seqs_per_shard, tokens[i * cfg.seqs_per_shard : (i + 1) * cfg.seqs_per_shard].clone(),
-                  cfg.model, cfg.device, tuple(hooks), str(Path(cfg.out)), cfg.batch_size, cfg.dtype)
-        for i in todo
-    ]
-    # In-process shards use this very model object (which may carry edits the spec alone does not).
-    fn = partial(compute_shard, model) if cfg.executor == "inprocess" else cache_shard
-    run_tasks(tasks, fn, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
-              on_result=store.commit_shard, progress=progress, desc="caching shards")
+    # The writer lock is held from here to the end of the run: a second run on the same folder is
+    # refused (or waits, with cfg.wait) instead of deleting this run's files; --overwrite deletes under it.
+    hold = writer_lock.acquire(cfg.out, cfg.wait) if overwrite else None
+    try:
+        if overwrite:
+            _remove_store_files(Path(cfg.out))
+        store = ActivationStore.open_or_create(cfg.out, meta, n_shards_planned=n_shards, wait=cfg.wait)
+    finally:
+        writer_lock.release(hold)  # the store object holds the lock from here
+    try:
+        store.clean_partial()
+        todo = store.missing(range(n_shards))
+        tasks = [
+            ShardTask(i, i * cfg.seqs_per_shard, tokens[i * cfg.seqs_per_shard : (i + 1) * cfg.seqs_per_shard].clone(),
+                      cfg.model, cfg.device, tuple(hooks), str(Path(cfg.out)), cfg.batch_size, cfg.dtype)
+            for i in todo
+        ]
+        # In-process shards use this very model object (which may carry edits the spec alone does not).
+        fn = partial(compute_shard, model) if cfg.executor == "inprocess" else cache_shard
+        run_tasks(tasks, fn, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
+                  on_result=store.commit_shard, progress=progress, desc="caching shards")
+    finally:
+        store.close()
     report = {
         "store": str(cfg.out),
         "model": cfg.model,

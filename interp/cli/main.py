@@ -76,6 +76,7 @@ def cache(
     num_workers: Optional[int] = O.integer(None, "--num-workers", help="Ray workers for a local Ray."),
     overwrite: bool = O.overwrite(),
     resume: bool = O.resume(),
+    wait: bool = typer.Option(False, "--wait", help="If another run is writing to --out, wait for it to finish, then resume."),
 ) -> None:
     """Cache activations of a model over a corpus into a sharded store (resumable; progress on stderr)."""
     folder = check_out_dir(out)
@@ -84,7 +85,8 @@ def cache(
     names = [h.strip() for item in hooks for h in item.split(",") if h.strip()]
     cfg = CacheConfig(out=str(folder), model=model, hooks=names, data=data, max_tokens=max_tokens, ctx_len=ctx_len,
                       seqs_per_shard=seqs_per_shard, batch_size=batch_size, dtype=dtype, seed=seed,
-                      device=device, executor=executor, ray_address=ray_address, num_workers=num_workers)
+                      device=device, executor=executor, ray_address=ray_address, num_workers=num_workers,
+                      wait=wait)
     if (folder / "manifest.json").exists() and not resume and not overwrite:
         fail(f"{folder} already holds a store and --no-resume was given: pass --overwrite to start it over, "
              "or choose another --out")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from interp.models.gguf import convert_gguf, gguf_file_type
 from interp.models.provenance import cached_sha256, weights_sha256
+from interp.models.safety import check_model_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -55,7 +56,8 @@ def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
                                   "those of the dequantised weights, not of the unquantised original")
         target = convert_gguf(target)
         provenance["converted"] = str(target)
-    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager")
+    check_model_folder(target)  # pickle-only weights or remote code: one clear refusal (interp.models.safety)
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager", use_safetensors=True)
     has_tokenizer = any((target / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
     tokenizer = AutoTokenizer.from_pretrained(target) if has_tokenizer else byte_tokenizer()
     from interp.portable import tokenizer_identity

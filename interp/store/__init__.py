@@ -1,8 +1,10 @@
 """On-disk activation store: a folder of `shard_{i:05d}.safetensors` files plus `manifest.json`.
 
 Rows are tokens. Each shard holds, per hook, `[row, *row_shape]`, plus `tokens`, `seq` and `pos` columns.
-Writes are atomic and recorded in the manifest by one coordinating process, so a killed run resumes
-without losing or duplicating rows; each shard's sha256 is checked when it is read.
+Writes are atomic and recorded in the manifest by one coordinating process, which holds the store's
+writer lock for its whole run, so a killed run resumes without losing or duplicating rows and a second
+writer is refused (or waits). Every read goes through one verified path: the file is named by its
+index, its header is checked against the manifest and its sha256 once per process.
 
 >>> store = ActivationStore.open_or_create("runs/acts", meta, n_shards_planned=8)
 >>> store.clean_partial()
@@ -12,7 +14,7 @@ without losing or duplicating rows; each shard's sha256 is checked when it is re
 ...     train_step(batch["blocks.6.hook_resid_post"])
 """
 
-from interp.store.errors import NotAStoreError, StoreCorruptError, StoreError, StoreMismatchError
+from interp.store.errors import NotAStoreError, StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
 from interp.store.prefetch import prefetch
 from interp.store.manifest import COMPAT_FIELDS, MANIFEST_NAME, Manifest, StoreMeta
 from interp.store.reader import BatchIterator, VerifyReport
@@ -30,6 +32,7 @@ __all__ = [
     "ShardInfo",
     "StoreCorruptError",
     "StoreError",
+    "StoreLockedError",
     "StoreMeta",
     "StoreMismatchError",
     "VerifyReport",

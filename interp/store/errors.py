@@ -28,3 +28,7 @@ class StoreCorruptError(StoreError):
 
 class NotAStoreError(StoreError, FileNotFoundError):
     """The folder has no `manifest.json`, so it is not (yet) a store."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store's writer lock (it is caching into the same folder right now)."""

@@ -23,7 +23,8 @@ from typing import Any
 
 from interp.store.atomic import atomic_write_bytes
 from interp.store.errors import NotAStoreError, StoreError
-from interp.store.shards import INDEX_COLUMNS, ShardInfo, torch_dtype
+from interp.store.shards import INDEX_COLUMNS, ShardInfo, shard_file_name, torch_dtype
+from interp.store.validate import check_manifest
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "interp.activation_store"
@@ -188,10 +189,18 @@ def read_manifest(folder: Path) -> Manifest:
         what = "does not exist" if not Path(folder).exists() else "has no manifest.json"
         raise NotAStoreError(f"{folder} is not an activation store: the folder {what}")
     try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise StoreError(f"{path} is not valid JSON ({e}); the store is damaged") from e
-    return Manifest.from_dict(raw)
+        raw = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path} is not valid JSON ({e}); the store is damaged") from None
+    except OSError as e:
+        raise StoreError(f"cannot read {path} ({e.strerror or e})") from None
+    check_manifest(raw, path, shard_file_name)
+    try:
+        return Manifest.from_dict(raw)
+    except StoreError as e:
+        raise StoreError(f"the manifest {path} is malformed: {e}") from None
+    except (ValueError, TypeError, KeyError) as e:  # StoreMeta's own checks (dtype names, hook names, ...)
+        raise StoreError(f"the manifest {path} is malformed: {e}; the store is damaged") from None
 
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:

@@ -1,8 +1,9 @@
 """Reading an `ActivationStore`: whole shards, random rows, shuffled streams, integrity checks.
 
-Reads go through `safetensors.safe_open` (memory-mapped) and slice the first dimension, so random access
-touches only the rows it needs. Hash verification has to read a whole file, so it is done once per
-store object and shard; when it is due, the shard is parsed from the same bytes that were hashed.
+Every read goes through `interp.store.verified` (file named by its index, header checked against the
+manifest, sha256 checked once per file per process), then `safetensors.safe_open` (memory-mapped),
+slicing the first dimension so random access touches only the rows it needs. When a whole shard is
+read and its hash is due, it is parsed from the same bytes that were hashed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import load
 from torch import Tensor
 
-from interp.store.atomic import sha256_bytes, sha256_file
+from interp.store import verified
 from interp.store.errors import StoreCorruptError
 from interp.store.shards import INDEX_COLUMNS
 
@@ -28,48 +29,28 @@ MAX_GAP_ROWS = 64
 """Random access reads one contiguous slice for requested rows closer than this; farther ones split."""
 
 
-def _corrupt(store: ActivationStore, index: int, actual: str | None) -> StoreCorruptError:
-    info = store.shard_info(index)
-    if actual is None:
-        return StoreCorruptError(f"shard file {info.file} is missing from the store at {store.path}")
-    return StoreCorruptError(
-        f"shard file {info.file} in {store.path} is damaged: its sha256 is {actual}, the manifest records "
-        f"{info.sha256}. Delete the file and run the caching command again to rewrite that shard."
-    )
-
-
 def ensure_verified(store: ActivationStore, index: int) -> None:
-    """Hash shard `index` (streamed) unless this store object already did; raise if it is damaged."""
-    if index in store._verified:
-        return
-    info = store.shard_info(index)
-    path = store.path / info.file
-    if not path.is_file():
-        raise _corrupt(store, index, None)
-    actual = sha256_file(path)
-    if actual != info.sha256:
-        raise _corrupt(store, index, actual)
-    store._verified.add(index)
+    """Check shard `index` (header always, hash once per file per process); raise if it is damaged."""
+    verified.checked_path(store, index, verify=True)
 
 
 def read_shard(store: ActivationStore, index: int, hooks: list[str], verify: bool) -> dict[str, Tensor]:
     """Tensors of `hooks` plus the index columns of shard `index` (see `ActivationStore.read_shard`)."""
-    info = store.shard_info(index)
-    path = store.path / info.file
-    if not path.is_file():
-        raise _corrupt(store, index, None)
     keys = [*hooks, *INDEX_COLUMNS]
-    if verify and index not in store._verified:
-        data = path.read_bytes()
-        actual = sha256_bytes(data)
-        if actual != info.sha256:
-            raise _corrupt(store, index, actual)
-        store._verified.add(index)
-        tensors = load(data)
+    if verify and not verified.is_verified(store, index):
+        data, _ = verified.checked_bytes(store, index)  # one read serves the hash and the parse
+        try:
+            tensors = load(data)
+        except Exception as e:  # noqa: BLE001 - safetensors' own error types
+            raise verified.unreadable(store, index, e) from None
         del data
         return {k: tensors[k] for k in keys}
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in keys}
+    path = verified.checked_path(store, index, verify)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in keys}
+    except Exception as e:  # noqa: BLE001
+        raise verified.unreadable(store, index, e) from None
 
 
 @dataclass
@@ -99,17 +80,24 @@ def verify_all(store: ActivationStore) -> VerifyReport:
     report = VerifyReport()
     for index in store.shard_indices:
         info = store.shard_info(index)
-        path = store.path / info.file
+        path = verified.shard_path(store, index)
         if not path.is_file():
-            report.missing.append(info.file)
+            report.missing.append(path.name)
             continue
-        actual = sha256_file(path)
-        if actual == info.sha256:
-            store._verified.add(index)
-            report.good.append(info.file)
-        else:
-            store._verified.discard(index)
-            report.corrupt[info.file] = str(_corrupt(store, index, actual))
+        actual = verified.sha256_of_file(path)  # always re-read: an explicit check trusts no memory
+        if actual != info.sha256:
+            report.corrupt[path.name] = str(verified.corrupt(store, index, actual))
+            continue
+        try:
+            verified.check_header(store, index, verified.header_of_file(path))
+        except StoreCorruptError as e:
+            report.corrupt[path.name] = str(e)
+            continue
+        except Exception as e:  # noqa: BLE001
+            report.corrupt[path.name] = str(verified.unreadable(store, index, e))
+            continue
+        verified.remember(path, actual)
+        report.good.append(path.name)
     return report
 
 
@@ -150,16 +138,15 @@ def get_rows(
         mask = which == p
         rows, inverse = torch.unique(local[mask], sorted=True, return_inverse=True)
         index = shard_ids[p]
-        path = store.path / store.shard_info(index).file
-        if verify:
-            ensure_verified(store, index)
-        elif not path.is_file():
-            raise _corrupt(store, index, None)
-        with safe_open(str(path), framework="pt") as f:
-            for k in keys:
-                sl = f.get_slice(k)
-                parts = [sl[a:b][r - a] for a, b, r in _runs(rows)]
-                out[k][mask] = torch.cat(parts)[inverse]
+        path = verified.checked_path(store, index, verify)
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                for k in keys:
+                    sl = f.get_slice(k)
+                    parts = [sl[a:b][r - a] for a, b, r in _runs(rows)]
+                    out[k][mask] = torch.cat(parts)[inverse]
+        except Exception as e:  # noqa: BLE001 - safetensors' own error types
+            raise verified.unreadable(store, index, e) from None
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,19 +24,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.store import reader
+from interp.store import lock as writer_lock
+from interp.store import reader, verified
 from interp.store.atomic import is_temp_name
 from interp.store.errors import StoreError, StoreMismatchError
+from interp.store.leftovers import owned_by_live_process
 from interp.store.manifest import Manifest, StoreMeta, manifest_path, read_manifest, write_manifest
-from interp.store.shards import (
-    INDEX_COLUMNS,
-    SAFETENSORS_DTYPES,
-    ShardInfo,
-    parse_shard_index,
-    read_header,
-    shard_file_name,
-    torch_dtype,
-)
+from interp.store.shards import INDEX_COLUMNS, ShardInfo, parse_shard_index, shard_file_name, torch_dtype
 
 
 class ActivationStore:
@@ -44,54 +39,115 @@ class ActivationStore:
     def __init__(self, path: str | Path, manifest: Manifest):
         self.path = Path(path)
         self._manifest = manifest
-        self._verified: set[int] = set()  # shards whose file hash was checked by this object
         self._offsets: Tensor | None = None  # row offsets of committed shards, rebuilt after commits
+        self._lock: writer_lock.WriterLock | None = None  # held while this object writes
 
     # ---- opening -------------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | Path, meta: StoreMeta, *, n_shards_planned: int | None = None) -> ActivationStore:
-        """Make a new, empty store at `path`; refuses a folder that already has content."""
+    def create(
+        cls, path: str | Path, meta: StoreMeta, *, n_shards_planned: int | None = None, wait: bool | float = False
+    ) -> ActivationStore:
+        """Make a new, empty store at `path` and take its writer lock (see `interp.store.lock`).
+
+        Refuses a folder that already has content, except what a run killed while creating a store
+        leaves (its temporary manifest, the lock file): such a folder is accepted and tidied.
+        """
         path = Path(path)
-        if manifest_path(path).exists():
-            raise FileExistsError(f"{path} already holds a store; use ActivationStore.open or open_or_create")
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise FileExistsError(f"{path} exists and is not empty; choose an empty or new folder for a store")
-        path.mkdir(parents=True, exist_ok=True)
-        manifest = Manifest(meta, {}, n_shards_planned)
-        write_manifest(path, manifest)
-        return cls(path, manifest)
+        _check_creatable(path)
+        lock = writer_lock.acquire(path, wait)
+        try:
+            _check_creatable(path)  # again, now that no other writer can change the folder
+            for p in path.iterdir():
+                if is_temp_name(p.name) and p.is_file():
+                    p.unlink(missing_ok=True)
+            manifest = Manifest(meta, {}, n_shards_planned)
+            write_manifest(path, manifest)
+        except BaseException:
+            writer_lock.release(lock)
+            raise
+        store = cls(path, manifest)
+        store._lock = lock
+        return store
 
     @classmethod
     def open(cls, path: str | Path) -> ActivationStore:
-        """Open an existing store; `NotAStoreError` if `path` has no manifest."""
-        return cls(path, read_manifest(Path(path)))
+        """Open an existing store for reading; `NotAStoreError` if `path` has no manifest.
+
+        An incomplete store (fewer shards committed than planned: a caching run was interrupted or is
+        still running) opens with a `UserWarning` naming the missing shards.
+        """
+        store = cls(path, read_manifest(Path(path)))
+        gaps = store.missing() if store._manifest.n_shards_planned is not None else []
+        if gaps:
+            shown = ", ".join(map(str, gaps[:10])) + (", ..." if len(gaps) > 10 else "")
+            warnings.warn(
+                f"the store {path} is incomplete: {len(gaps)} of {store._manifest.n_shards_planned} planned shards "
+                f"are not committed ({shown}); reading the {store._manifest.n_shards} committed ones. Rerun the "
+                "caching command to finish it.", UserWarning, stacklevel=2)
+        return store
 
     @classmethod
     def open_or_create(
-        cls, path: str | Path, meta: StoreMeta, *, n_shards_planned: int | None = None
+        cls, path: str | Path, meta: StoreMeta, *, n_shards_planned: int | None = None, wait: bool | float = False
     ) -> ActivationStore:
-        """Open the store at `path` if there is one and its meta is compatible with `meta`, else create it.
+        """Open the store at `path` for writing if its meta is compatible with `meta`, else create it.
 
-        An existing store written with other settings raises `StoreMismatchError` (naming each
-        differing field with both values) and nothing on disk changes. A known `n_shards_planned`
-        replaces the stored plan.
+        Takes the writer lock first (`wait`: see `interp.store.lock.acquire`), then reads the manifest,
+        so a run that waited for another writer resumes from what that one committed. An existing
+        store written with other settings raises `StoreMismatchError` (naming each differing field
+        with both values) and nothing on disk changes. A known `n_shards_planned` replaces the plan.
         """
         path = Path(path)
         if not manifest_path(path).exists():
-            return cls.create(path, meta, n_shards_planned=n_shards_planned)
-        store = cls.open(path)
-        diffs = store.meta.differences(meta)
+            return cls.create(path, meta, n_shards_planned=n_shards_planned, wait=wait)
+        store = cls(path, read_manifest(path))
+        store._check_meta(meta)  # a mismatch is refused before anything (the lock file included) is written
+        store._lock = writer_lock.acquire(path, wait)
+        try:
+            store._manifest = read_manifest(path)  # what the previous writer left
+            store._check_meta(meta)
+            if n_shards_planned is not None and n_shards_planned != store._manifest.n_shards_planned:
+                store._manifest.n_shards_planned = n_shards_planned
+                write_manifest(path, store._manifest)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _check_meta(self, meta: StoreMeta) -> None:
+        diffs = self.meta.differences(meta)
         if diffs:
             lines = "\n".join(f"  {name}: {text}" for name, text in diffs)
             raise StoreMismatchError(
-                f"The store at {path} was written with other settings than this run:\n{lines}\n"
-                f"Choose another --out folder, or delete {path} to start over.",
+                f"The store at {self.path} was written with other settings than this run:\n{lines}\n"
+                f"Choose another --out folder, or delete {self.path} to start over.",
                 [name for name, _ in diffs],
             )
-        if n_shards_planned is not None and n_shards_planned != store._manifest.n_shards_planned:
-            store._manifest.n_shards_planned = n_shards_planned
-            write_manifest(path, store._manifest)
-        return store
+
+    def close(self) -> None:
+        """Release the writer lock if this object holds it (reading stays possible)."""
+        lock, self._lock = self._lock, None
+        writer_lock.release(lock)
+
+    def __enter__(self) -> ActivationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def _writer(self) -> None:
+        """Take the writer lock before a first write through an object opened for reading, and re-read
+        the manifest under it (another writer may have committed since this object read it)."""
+        if self._lock is None:
+            self._lock = writer_lock.acquire(self.path, False)
+            self._manifest = read_manifest(self.path)
+            self._offsets = None
 
     # ---- what it holds -------------------------------------------------------------------------
     @property
@@ -130,7 +186,8 @@ class ActivationStore:
         return f"ActivationStore({str(self.path)!r}, rows={len(self)}, shards={n_shards}, hooks={list(self.hooks)})"
 
     def shard_path(self, index: int) -> Path:
-        return self.path / self.shard_info(index).file
+        """File of committed shard `index`: always `shard_file_name(index)` inside the store folder."""
+        return verified.shard_path(self, index)
 
     def shard_info(self, index: int) -> ShardInfo:
         try:
@@ -176,6 +233,7 @@ class ActivationStore:
         count) first, so a malformed shard is never committed. Committing an index again is an error
         unless the info is identical (then it is a no-op, which makes retries safe).
         """
+        self._writer()
         old = self._manifest.shards.get(info.index)
         if old is not None:
             if old == info:
@@ -200,29 +258,28 @@ class ActivationStore:
         path = self.path / info.file
         if not path.is_file():
             raise StoreError(f"cannot commit shard {info.index}: {path} does not exist")
-        header = read_header(path)
-        want = {h: (SAFETENSORS_DTYPES[self.dtype], [info.n_rows, *s]) for h, s in self.meta.hooks.items()}
-        want |= {c: (SAFETENSORS_DTYPES[d], [info.n_rows]) for c, d in INDEX_COLUMNS.items()}
-        problems = [
-            f"{k}: expected {w[0]} {w[1]}, file has " + (f"{header[k][0]} {header[k][1]}" if k in header else "nothing")
-            for k, w in want.items()
-            if header.get(k) != w
-        ]
-        problems += [f"{k}: not a hook of this store" for k in header if k not in want]
+        try:
+            header = verified.header_of_file(path)
+        except Exception as e:  # noqa: BLE001 - safetensors' own error types
+            raise StoreError(f"cannot commit {info.file} to {self.path}: not a readable safetensors file ({e})") from None
+        problems = verified.header_problems(verified.expected_header(self, info), header)
         if problems:
             raise StoreError(f"cannot commit {info.file} to {self.path}:\n  " + "\n  ".join(problems))
 
     def clean_partial(self) -> list[str]:
         """Remove temporary files and shard files the manifest does not list (leftovers of a killed run).
 
-        Call it when a run resumes, before workers start writing: it would also remove the temporary
-        file of a write in progress. Returns the names removed.
+        Takes the writer lock (so no other run is writing here) and spares temporary files that belong
+        to a live process other than this one (e.g. an orphaned worker still finishing a write). Call
+        it when a run resumes, before its own workers start. Returns the names removed.
         """
+        self._writer()
         committed = {s.file for s in self._manifest.shards.values()}
         removed = []
         for p in sorted(self.path.iterdir()):
             stray_shard = parse_shard_index(p.name) is not None and p.name not in committed
-            if p.is_file() and (is_temp_name(p.name) or stray_shard):
+            temp = is_temp_name(p.name)
+            if p.is_file() and (temp or stray_shard) and not (temp and owned_by_live_process(p)):
                 p.unlink(missing_ok=True)
                 removed.append(p.name)
         return removed
@@ -233,8 +290,8 @@ class ActivationStore:
     ) -> dict[str, Tensor]:
         """One shard as {hook: [row, ...], "tokens", "seq", "pos": [row]}; index columns always included.
 
-        With `verify`, the file's sha256 is checked against the manifest (once per store object) and a
-        mismatch raises `StoreCorruptError` naming the file and both hashes.
+        The header is always checked against the manifest; with `verify`, the file's sha256 too (once per
+        file per process), and a mismatch raises `StoreCorruptError` naming the file and both hashes.
         """
         return reader.read_shard(self, index, self.select_hooks(hooks), verify)
 
@@ -243,12 +300,12 @@ class ActivationStore:
         return reader.verify_all(self)
 
     def get_rows(
-        self, indices: Tensor | Sequence[int] | slice, hooks: str | Iterable[str] | None = None, verify: bool = False
+        self, indices: Tensor | Sequence[int] | slice, hooks: str | Iterable[str] | None = None, verify: bool = True
     ) -> dict[str, Tensor]:
         """Rows by global index (shards in index order), reading only the needed slices of each file.
 
-        `verify` defaults to False here because hashing means reading whole shards; call `verify()` once
-        beforehand if the files might be damaged.
+        Each shard touched is verified like every read (header always; sha256 once per file per
+        process, which reads the whole shard the first time). `verify=False` skips only the hash.
         """
         return reader.get_rows(self, indices, self.select_hooks(hooks), verify)
 
@@ -314,7 +371,7 @@ class ActivationStore:
         """What `interp inspect` prints: hooks, shapes, dtype, rows, shards and sizes in bytes."""
         itemsize = torch.empty((), dtype=self.dtype).element_size()
         n = len(self)
-        files = [self.path / s.file for s in self._manifest.shards.values()]
+        files = [self.shard_path(i) for i in self.shard_indices]
         return {
             "path": str(self.path),
             "model": self.meta.model,
@@ -328,9 +385,23 @@ class ActivationStore:
             "complete": self.complete,
             "bytes_per_hook": {h: n * math.prod(s) * itemsize for h, s in self.hooks.items()},
             "bytes_on_disk": sum(p.stat().st_size for p in files if p.exists())
-            + manifest_path(self.path).stat().st_size,
+            + sum(p.stat().st_size for p in (manifest_path(self.path), self.path / writer_lock.LOCK_NAME) if p.exists()),
             "missing_files": sorted(p.name for p in files if not p.exists()),
         }
+
+
+def _check_creatable(path: Path) -> None:
+    """Raise `FileExistsError` unless `path` is absent, or a folder holding nothing but what a killed
+    `create` leaves (temporary files, the lock file)."""
+    if manifest_path(path).exists():
+        raise FileExistsError(f"{path} already holds a store; use ActivationStore.open or open_or_create")
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a folder; choose an empty or new folder for a store")
+    if path.is_dir():
+        other = [p.name for p in path.iterdir() if p.name != writer_lock.LOCK_NAME and not is_temp_name(p.name)]
+        if other:
+            raise FileExistsError(f"{path} exists and is not empty (it holds {', '.join(sorted(other)[:3])}"
+                                  f"{', ...' if len(other) > 3 else ''}); choose an empty or new folder for a store")
 
 
 __all__ = ["ActivationStore"]

@@ -1,0 +1,121 @@
+"""One writer per store: an exclusive `fcntl.flock` on `<store>/.writer.lock`, held for a writer's whole run.
+
+Why: two caching runs on the same `--out` each believe they own the folder; the second one's start-up
+clean-up deletes the first one's temporary files (and kills its write), and both compute every shard.
+With the lock the second run is refused at once with a message naming the holder (pid, host, start
+time), or, asked to wait, blocks until the first has finished and then reads the manifest it left, so
+it resumes instead of recomputing.
+
+The kernel drops a flock when its holder exits, however it exits (kill -9 included), so a stale lock
+never needs cleaning. Within one process the lock is shared by every store object of the same folder
+(counted), because flock would otherwise make a process conflict with itself. Readers take no lock:
+the manifest is replaced atomically, so they always see a consistent set of committed shards.
+
+    >>> lock = acquire("runs/acts", wait=False)   # StoreLockedError if another process writes there
+    >>> ...                                       # clean_partial, commit shards
+    >>> release(lock)
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from interp.store.errors import StoreLockedError
+
+LOCK_NAME = ".writer.lock"
+"""File in the store folder that writers flock (never removed: removing a locked file breaks the lock)."""
+
+_held: dict[str, list] = {}  # real path -> [fd, count]
+_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class WriterLock:
+    """A held writer lock (release it with `release`)."""
+
+    key: str
+    """Real path of the lock file."""
+
+
+def _holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(info["since"]))
+        return f"pid {info['pid']} on {info['host']}, since {when}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def acquire(folder: str | Path, wait: bool | float = False) -> WriterLock:
+    """Take the writer lock of the store at `folder` (created if needed).
+
+    `wait=False`: refuse with `StoreLockedError` if another process holds it; `True`: block until it is
+    free; a number: block at most that many seconds.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    key = os.path.realpath(path)
+    with _guard:
+        if key in _held:
+            _held[key][1] += 1
+            return WriterLock(key)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _lock(fd, path, folder, wait)
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode())
+        except BaseException:
+            os.close(fd)
+            raise
+        _held[key] = [fd, 1]
+        return WriterLock(key)
+
+
+def _lock(fd: int, path: Path, folder: Path, wait: bool | float) -> None:
+    deadline = None if wait is True else time.monotonic() + float(wait or 0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
+            return
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):  # a filesystem without flock
+                warnings.warn(f"{folder}: this filesystem does not support file locks; make sure only one "
+                              "process writes to this store", stacklevel=4)
+                return
+            raise
+        if time.monotonic() >= deadline:
+            hint = ("wait for it to finish, or pass --wait to queue behind it" if not wait
+                    else f"it still held the lock after {float(wait):g} s")
+            raise StoreLockedError(f"the store {folder} is being written by {_holder(path)}: {hint}")
+        time.sleep(0.05)
+
+
+def release(lock: WriterLock | None) -> None:
+    """Drop one hold of `lock`; the flock is released when the process's last hold goes."""
+    if lock is None:
+        return
+    with _guard:
+        entry = _held.get(lock.key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _held[lock.key]
+            os.close(entry[0])  # closing the descriptor releases the flock
+
+
+def held(folder: str | Path) -> bool:
+    """True when this process holds the writer lock of `folder`."""
+    return os.path.realpath(Path(folder) / LOCK_NAME) in _held

@@ -1,0 +1,155 @@
+"""One writer at a time, live writers' files spared, kills during creation and caching recovered
+(issue 17 causes 6 and 14). Other writers are real processes; each test takes a few seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp.store import ActivationStore, StoreLockedError, write_shard_file
+from tests.interp.store.store_helpers import concat, make_meta, shard_tensors
+from tests.reliability.store_damage import build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python(code: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, **kw)
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    """A process that takes the store's writer lock and keeps it until its stdin closes."""
+    # plain fcntl, as interp.store.lock does it (importing the toolkit would import torch: seconds)
+    p = _python(f"""
+        import fcntl, json, os, socket, sys, time
+        fd = os.open({str(folder / ".writer.lock")!r}, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, json.dumps({{"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}}).encode())
+        print("locked", flush=True)
+        sys.stdin.read()
+    """)
+    assert p.stdout.readline().strip() == "locked"
+    return p
+
+
+def test_a_second_writer_is_refused_and_deletes_nothing(tmp_path):
+    build(tmp_path / "s")
+    holder = _holder(tmp_path / "s")
+    try:
+        temp = tmp_path / "s" / f".shard_00003.safetensors.tmp-{holder.pid}-0badc0de"
+        temp.write_bytes(b"a write in progress")
+        with pytest.raises(StoreLockedError, match=rf"being written by pid {holder.pid}.*--wait"):
+            ActivationStore.open_or_create(tmp_path / "s", make_meta(), n_shards_planned=4)
+        reader = ActivationStore.open(tmp_path / "s")
+        with pytest.raises(StoreLockedError):
+            reader.clean_partial()
+        with pytest.raises(StoreLockedError):
+            reader.commit_shard(write_shard_file(tmp_path / "s", 3, shard_tensors(75, 5)))
+        assert temp.exists()
+        assert len(reader.get_rows(torch.arange(75))["seq"]) == 75  # reading needs no lock
+    finally:
+        holder.stdin.close()
+        holder.wait()
+
+
+def test_a_writer_that_waits_resumes_from_what_the_first_committed(tmp_path):
+    build(tmp_path / "s", sizes=(20, 30))
+    holder = _holder(tmp_path / "s")
+    extra = write_shard_file(tmp_path / "s", 2, shard_tensors(50, 10))
+
+    def finish_first_writer():
+        # the first writer commits shard 2 and exits; the second must see that commit
+        first = ActivationStore.open(tmp_path / "s")
+        first._manifest.shards[2] = extra
+        from interp.store.manifest import write_manifest
+        write_manifest(first.path, first._manifest)
+        holder.stdin.close()
+
+    timer = threading.Timer(0.5, finish_first_writer)
+    timer.start()
+    try:
+        second = ActivationStore.open_or_create(tmp_path / "s", make_meta(), n_shards_planned=3, wait=30)
+        assert second.missing() == [] and len(second) == 60
+    finally:
+        timer.join()
+        holder.wait()
+
+
+def test_live_processes_keep_their_temp_files_dead_ones_do_not(tmp_path):
+    store = build(tmp_path / "s")
+    live = _python("import sys; sys.stdin.read()")
+    dead = _python("pass")
+    dead.wait()
+    try:
+        mine = tmp_path / "s" / f".shard_00004.safetensors.tmp-{live.pid}-00000001"
+        stale = tmp_path / "s" / f".shard_00005.safetensors.tmp-{dead.pid}-00000002"
+        mine.write_bytes(b"x"), stale.write_bytes(b"y")
+        removed = ActivationStore.open(store.path).clean_partial()
+        assert removed == [stale.name] and mine.exists()
+    finally:
+        live.stdin.close()
+        live.wait()
+
+
+def test_a_kill_during_store_creation_leaves_a_folder_the_rerun_accepts(tmp_path):
+    dead = _python("pass")
+    dead.wait()
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / f".manifest.json.tmp-{dead.pid}-1234abcd").write_text('{"format": ')  # killed mid-write
+    (folder / ".writer.lock").write_text("")
+    store = ActivationStore.open_or_create(folder, make_meta(), n_shards_planned=1)
+    store.commit_shard(write_shard_file(folder, 0, shard_tensors(0, 8)))
+    assert sorted(p.name for p in folder.iterdir()) == [".writer.lock", "manifest.json", "shard_00000.safetensors"]
+    other = tmp_path / "user_folder"
+    other.mkdir()
+    (other / "notes.txt").write_text("a user's file")
+    with pytest.raises(FileExistsError, match="not empty"):
+        ActivationStore.create(other, make_meta())
+    assert [p.name for p in other.iterdir()] == ["notes.txt"]  # refused before writing anything
+
+
+WRITER = """
+    import os, sys, time
+    from interp.store import ActivationStore, write_shard_file
+    from tests.interp.store.store_helpers import make_meta, shard_tensors
+    sizes = [int(n) for n in sys.argv[2].split(",")]
+    store = ActivationStore.open_or_create(sys.argv[1], make_meta(), n_shards_planned=len(sizes))
+    store.clean_partial()
+    for i in store.missing():
+        info = write_shard_file(store.path, i, shard_tensors(sum(sizes[:i]), sizes[i]))
+        store.commit_shard(info)
+        print(i, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_writer_killed_with_sigkill_resumes_with_no_row_lost_or_doubled(tmp_path):
+    sizes = [30] * 8
+    code = WRITER.replace("sys.argv[1]", repr(str(tmp_path / "s"))).replace("sys.argv[2]", repr(",".join(map(str, sizes))))
+    p = _python(code)
+    assert p.stdout.readline().strip() == "0"
+    p.stdout.readline()
+    os.kill(p.pid, signal.SIGKILL)  # mid-run: somewhere in a shard write, a rename or a manifest rewrite
+    p.wait()
+    store = ActivationStore.open_or_create(tmp_path / "s", make_meta(), n_shards_planned=len(sizes))  # the rerun
+    store.clean_partial()
+    for i in store.missing():
+        store.commit_shard(write_shard_file(store.path, i, shard_tensors(sum(sizes[:i]), sizes[i])))
+    store.close()
+    store = ActivationStore.open(tmp_path / "s")
+    assert store.complete and store.verify().ok
+    want = concat([shard_tensors(sum(sizes[:i]), n) for i, n in enumerate(sizes)])
+    got = store.get_rows(slice(None))
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    assert not [q for q in (tmp_path / "s").iterdir() if ".tmp-" in q.name]
