@@ -150,17 +150,11 @@ class AttributeConfig:
 def load_tokens(spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int) -> tuple[Tensor, str]:
     """(tokens [n, ctx], tokenizer name) of a data spec."""
     if spec.startswith("tokens:"):
-        from safetensors import safe_open
+        from interp.tensor_file import read_tensors
 
         path = spec.removeprefix("tokens:")
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"no token file {path}")
-        with safe_open(path, framework="pt") as f:
-            meta = f.metadata() or {}
-            if "tokens" not in f.keys():
-                raise ValueError(f"{path} has no 'tokens' tensor; write one with attribution.jobs.save_tokens")
-            tokens = f.get_tensor("tokens").long()
-        return tokens, meta.get("tokenizer", "")
+        t, meta = read_tensors(path, what=spec, need={"tokens": 2}, keys=["tokens"])  # names the file on any problem
+        return t["tokens"].long(), meta.get("tokenizer", "")
     from interp.data import resolve_corpus
 
     corpus = resolve_corpus(spec, tokenizer, ctx_len=ctx_len, max_tokens=max_rows * ctx_len, seed=seed)
@@ -423,9 +417,14 @@ def _save_prepared(path: Path, prep: dict) -> None:
 def _load_prepared(path: Path) -> dict:
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="pt") as f:
-        prep = {k: f.get_tensor(k) for k in f.keys() if k != "_"}
-        prep |= json.loads((f.metadata() or {}).get("json", "{}"))
+    from interp.tensor_file import TensorFileError, read_tensors
+
+    tensors, meta = read_tensors(path, what="the attribution run's prepared state")
+    prep = {k: v for k, v in tensors.items() if k != "_"}
+    try:
+        prep |= json.loads(meta.get("json", "{}"))
+    except json.JSONDecodeError as e:
+        raise TensorFileError(f"{path} is damaged (its metadata is not JSON: {e}); delete it to prepare again") from None
     return prep
 
 

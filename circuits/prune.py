@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
+from interp.checks import require_numbers
 from circuits.ablation import evaluate
 from circuits.edges import circuit_edges
 from circuits.format import Circuit, Node
@@ -64,6 +65,11 @@ class PruneConfig:
             raise ValueError(f"ablation must be 'mean' or 'zero', got {self.ablation!r}")
         if self.target_loss <= 0:
             raise ValueError(f"target_loss must be positive, got {self.target_loss}")
+        require_numbers(self, positive_int=("steps", "batch_size", "n_train", "n_eval", "lambda_steps"),
+                        positive=("lr",), non_negative=("k_coef", "weight_decay"))
+        lo, hi = self.lambda_range
+        if not 0 < lo <= hi:
+            raise ValueError(f"lambda_range must satisfy 0 < low <= high, got {self.lambda_range}")
 
 
 class TargetNotReached(RuntimeError):

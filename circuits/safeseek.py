@@ -35,6 +35,7 @@ from typing import Literal
 import torch
 from tqdm.auto import tqdm
 
+from interp.checks import require_numbers
 from circuits.edges import circuit_edges
 from circuits.format import Circuit
 from circuits.masks import Gate, UnitMasks
@@ -88,6 +89,8 @@ class SafeSeekConfig:
             raise ValueError(f"head_mode must be 'true' or 'compat', got {self.head_mode!r}")
         if len(self.backdoor_weights) != 7 or len(self.alignment_weights) != 4:
             raise ValueError("backdoor_weights needs 7 values (w1..w7), alignment_weights 4 (w_a, w_r, w_s attn, w_s mlp)")
+        require_numbers(self, positive_int=("steps", "batch_size", "n_train", "n_val", "eval_every"), positive=("lr",),
+                        finite=("init_logit",))
 
     @property
     def trains_h(self) -> bool:

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from interp.checks import require_numbers
 import interp
 from interp.data import byte_tokenizer
 
@@ -62,6 +63,11 @@ class WeightSparseConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        require_numbers(self, positive_int=("d_model", "n_layers", "n_heads", "d_mlp", "ctx_len", "steps", "batch_size",
+                                            "min_per_neuron"),
+                        positive=("lr", "eps"), non_negative=("weight_decay", "grad_rms_clip"))
+        if not 0 <= self.afrac <= 1 or not 0 <= self.warmup <= 1:
+            raise ValueError(f"afrac and warmup are fractions in [0, 1], got {self.afrac}, {self.warmup}")
         if not 0 < self.l0 <= 1:
             raise ValueError(f"l0 must be in (0, 1], got {self.l0}")
         if not 0 <= self.anneal_start <= self.anneal_end <= 1:

@@ -22,7 +22,9 @@ from torch import Tensor
 
 from interp.data import resolve_corpus
 from interp.jobs import run_tasks, worker_cache
+from interp.checks import require_numbers
 from interp.models import DEFAULT_MODEL, load_model
+from interp.oom import advise_on_oom
 from interp.portable import tokenizer_identity
 from interp.store import ActivationStore, StoreMeta, write_shard_file
 from interp.store import lock as writer_lock
@@ -70,9 +72,8 @@ class CacheConfig:
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
-        for name in ("max_tokens", "ctx_len", "seqs_per_shard", "batch_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        require_numbers(self, positive_int=("max_tokens", "ctx_len", "seqs_per_shard", "batch_size", "num_workers"),
+                        non_negative_int=("seed",))
         if self.executor not in ("inprocess", "ray"):  # before anything is written, not when the tasks start
             raise ValueError(f"unknown executor {self.executor!r}; use inprocess or ray")
         from interp.devices import resolve_device
@@ -149,6 +150,9 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
     t0 = time.perf_counter()
     if model is None:
         model = load_model(cfg.model, device=cfg.device)
+    if model.n_ctx and cfg.ctx_len > model.n_ctx:
+        raise ValueError(f"--ctx-len {cfg.ctx_len} exceeds the model's context of {model.n_ctx}; "
+                         f"use --ctx-len {model.n_ctx} or less")
     hooks = [p.name for p in model.hook_points(cfg.hooks)]
     corpus = resolve_corpus(cfg.data, model.tokenizer, ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
     tokens = corpus.tokens
@@ -182,8 +186,11 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
         ]
         # In-process shards use this very model object (which may carry edits the spec alone does not).
         fn = partial(compute_shard, model) if cfg.executor == "inprocess" else cache_shard
-        run_tasks(tasks, fn, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
-                  on_result=store.commit_shard, progress=progress, desc="caching shards")
+        fix = (f"lower --batch-size (now {cfg.batch_size} sequences per forward pass), --ctx-len (now {cfg.ctx_len}) "
+               "or the number of hooks; committed shards are kept and a rerun resumes")
+        with advise_on_oom("caching activations", fix):
+            run_tasks(tasks, fn, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
+                      on_result=store.commit_shard, progress=progress, desc="caching shards")
     finally:
         store.close()
     report = {

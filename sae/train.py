@@ -31,6 +31,7 @@ from sae_lens.config import SAETrainerConfig
 from sae_lens.training.sae_trainer import SAETrainer
 
 from interp.portable import relative_to
+from interp.oom import advise_on_oom
 from interp.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
 from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
@@ -291,7 +292,16 @@ def train_sae(
     """Train, checkpointing to `out/checkpoint`; the final SAE goes to `out/` (cfg.json + safetensors).
 
     Returns (sae, report). Killed and run again with the same config, it resumes from the checkpoint.
+    Running out of memory is an `OutOfMemoryAdvice` naming the options to lower.
     """
+    fix = f"lower --batch-size (now {cfg.batch_size}) or --d-sae (now {cfg.d_sae})"
+    with advise_on_oom(f"training the {cfg.arch} SAE", fix):
+        return _train_sae(store, cfg, out, resume, progress)
+
+
+def _train_sae(
+    store: ActivationStore, cfg: TrainConfig, out: str | Path, resume: bool, progress: bool
+) -> tuple[Any, dict[str, Any]]:
     out = Path(out)
     hook = _hook(store, cfg.hook)
     d_in = _check_shapes(store, hook)

@@ -77,11 +77,11 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
                   top: int, order: str, max_rows: int, exclude: str | None, text: str | None, overwrite: bool):
     """The body of `interp dashboard` (checks everything before writing anything)."""
     import torch
-    from safetensors.torch import load_file
 
     from interp.dashboards import DashboardConfig, StoreSource, TensorSource, Vocab, collect, load_tokenizer, parse_features, write_folder
     from interp.dashboards.build import check_features
     from interp.store import ActivationStore
+    from interp.tensor_file import read_tensors
 
     if (hook is None) == (acts is None):
         raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
@@ -101,10 +101,8 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
     else:
         if exclude:
             raise ValueError("--exclude applies to --hook rows; with --acts, zero the rows you want left out in the file")
-        a = load_file(acts)
-        if "acts" not in a:
-            raise ValueError(f"{acts} holds {sorted(a)}, not an 'acts' tensor [rows, features]")
-        a = a["acts"].float()[:n]
+        # names the file for random bytes, truncation, a missing 'acts' or a wrong rank (interp.tensor_file)
+        a = read_tensors(acts, what="--acts", need={"acts": 2}, keys=["acts"])[0]["acts"].float()[:n]
         if a.dim() != 2 or a.shape[0] != n:
             raise ValueError(f"--acts has shape {tuple(a.shape)} but {n} store rows are used: give one row per store row")
         idx = st.get_rows(torch.arange(n), hooks=[])

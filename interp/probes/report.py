@@ -63,7 +63,7 @@ class ProbeConfig:
         MassiveCriterion(self.abs_threshold, self.ratio_threshold)  # validates
         if not 0 <= self.eps <= 1:
             raise ValueError(f"eps must be in [0, 1], got {self.eps}; Gu et al. use 0.3")
-        for name in ("ctx_len", "n_seq", "n_calib", "n_eval", "gu_len", "batch_size", "stream_window"):
+        for name in ("ctx_len", "n_seq", "n_calib", "n_eval", "gu_len", "batch_size", "stream_window", "n_stream"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.ctx_len < 2 or self.gu_len < 2:
@@ -131,6 +131,9 @@ def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log
     cfg = cfg or ProbeConfig()
     t0 = time.perf_counter()
     n_rows = cfg.n_seq + cfg.n_calib + cfg.n_eval
+    if model.n_ctx and cfg.ctx_len > model.n_ctx:  # before a [ctx, ctx] mask of that size is built
+        raise ValueError(f"ctx_len {cfg.ctx_len} exceeds the model's context of {model.n_ctx}; "
+                         f"use --ctx-len {model.n_ctx} or less")
     corpus = load_rows(model, cfg.data, cfg.ctx_len, n_rows, cfg.seed, cfg.bos)
     rows = check_tokens(corpus.tokens)
     if rows.shape[0] < 3:

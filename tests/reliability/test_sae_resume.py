@@ -186,3 +186,18 @@ def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_the_correc
     restore()
     train_sae(store, TrainConfig(arch="topk", d_sae=16, k=3, total_tokens=512, batch_size=128), tmp_path / "run",
               progress=False)
+
+
+def test_running_out_of_memory_is_advice_naming_the_options(tmp_path, monkeypatch):
+    store = write_store(tmp_path / "store", _data(1024), rows_per_shard=512)
+    import sae_lens.training.sae_trainer as st
+
+    def no_memory(self, batch):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 10737418240 bytes. Error code 12 (Cannot allocate memory)")
+
+    monkeypatch.setattr(st.SAETrainer, "step", no_memory)
+    from interp.oom import OutOfMemoryAdvice
+    with pytest.raises(OutOfMemoryAdvice, match=r"CPU memory asking for 10.00 GiB.*--batch-size \(now 128\)"):
+        train_sae(store, TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=128), tmp_path / "run",
+                  progress=False)

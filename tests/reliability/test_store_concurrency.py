@@ -78,7 +78,7 @@ def test_a_writer_that_waits_resumes_from_what_the_first_committed(tmp_path):
     timer = threading.Timer(0.5, finish_first_writer)
     timer.start()
     try:
-        second = ActivationStore.open_or_create(tmp_path / "s", make_meta(), n_shards_planned=3, wait=30)
+        second = ActivationStore.open_or_create(tmp_path / "s", make_meta(), n_shards_planned=3, wait=120)
         assert second.missing() == [] and len(second) == 60
     finally:
         timer.join()

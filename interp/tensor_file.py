@@ -1,0 +1,60 @@
+"""Read a safetensors file that a user (or an earlier run) handed in, with every failure naming the file.
+
+Input files (`--acts`, `tokens:PATH`, an attribution run's `prepared.safetensors`) arrive from outside
+the code that reads them: random bytes, a truncated copy, a tensor of the wrong rank or a missing key
+otherwise surface as safetensors' or torch's own errors, without the file's name. `read_tensors`
+checks each of those and raises `TensorFileError` (a `ValueError`, one line for the CLI) that says
+which file, what is wrong with it, and what was expected.
+
+    >>> t, meta = read_tensors("acts.safetensors", what="--acts", need={"acts": 2})
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch import Tensor
+
+
+class TensorFileError(ValueError):
+    """An input safetensors file that is missing, unreadable, or not of the expected layout."""
+
+
+def read_tensors(
+    path: str | Path, *, what: str, need: dict[str, int | None] | None = None, keys: list[str] | None = None
+) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """(tensors, metadata) of the safetensors file `path`, given as `what` (e.g. "--acts").
+
+    `need`: key -> number of dimensions it must have (None: any); such keys must be present.
+    `keys`: read only these (default: all). Any problem raises `TensorFileError` naming the file.
+    """
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what}: no such file {path}")
+    if not path.is_file():
+        raise TensorFileError(f"{what}: {path} is not a file")
+    need = need or {}
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            present = list(f.keys())
+            missing = [k for k in need if k not in present]
+            if missing:
+                raise TensorFileError(f"{what}: {path} has no tensor {', '.join(map(repr, missing))} "
+                                      f"(it holds {', '.join(map(repr, present[:5])) or 'nothing'})")
+            out = {k: f.get_tensor(k) for k in (keys if keys is not None else present) if k in present}
+            meta = dict(f.metadata() or {})
+    except TensorFileError:
+        raise
+    except PermissionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for damaged files
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise TensorFileError(f"{what}: cannot read {path} as a safetensors file ({first}); "
+                              "is it damaged or another format?") from None
+    for k, ndim in need.items():
+        if ndim is not None and out[k].dim() != ndim:
+            raise TensorFileError(f"{what}: tensor {k!r} in {path} has shape {list(out[k].shape)}; "
+                                  f"expected {ndim} dimensions")
+    return out, meta
