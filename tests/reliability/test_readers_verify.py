@@ -51,9 +51,9 @@ def _swap(store, root):
 COMMANDS = {
     "sae eval": lambda root, st, out: (sae_app, ["eval", "--sae", str(root / "sae"), "--store", str(st), "--out", str(out)]),
     "sae dashboard": lambda root, st, out: (sae_app, ["dashboard", "--sae", str(root / "sae"), "--store", str(st),
-                                                      "--out", str(out), "--n-features", "2"]),
+                                                      "--out", str(out), "--top", "2"]),
     "dashboard": lambda root, st, out: (interp_app, ["dashboard", "--store", str(st), "--hook", "synthetic.hook_x",
-                                                     "--out", str(out), "--n-features", "2"]),
+                                                     "--out", str(out), "--top", "2"]),
 }
 
 
@@ -63,7 +63,7 @@ def test_damaged_store_stops_the_reader_with_one_line(trained, tmp_path, command
     st = tmp_path / "store"
     shutil.copytree(trained / "store", st)
     damage(st, trained)
-    out = tmp_path / "out.html"
+    out = tmp_path / "out"
     app, args = COMMANDS[command](trained, st, out)
     r = runner.invoke(app, args)
     assert r.exit_code == 2, r.output
