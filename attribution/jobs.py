@@ -19,7 +19,7 @@
 
 Data specs: `tokens:PATH.safetensors` (a `tokens` [n, ctx] tensor; metadata `tokenizer` names the
 tokenizer that made it) or any corpus spec of `interp.data.resolve_corpus` (tokenized here with the
-model's tokenizer; `--max-train` / `--max-queries` sequences of `--ctx-len`).
+model's tokenizer; `--n-train` / `--n-queries` sequences of `--ctx-len`).
 """
 
 from __future__ import annotations

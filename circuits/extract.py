@@ -57,7 +57,7 @@ class ExtractConfig:
         if self.method == "activation-diff" and not self.budget:
             raise ValueError("activation-diff needs --budget (the number of units, e.g. the size of another circuit)")
         if self.n_prompts < 1 or self.ig_steps < 1:
-            raise ValueError("--n-prompts and --ig-steps must be >= 1")
+            raise ValueError("--max-rows and --ig-steps must be >= 1")
         if not 0 <= self.min_accuracy <= 1:
             raise ValueError(f"--min-accuracy must be in [0, 1], got {self.min_accuracy}")
 

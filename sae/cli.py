@@ -1,7 +1,7 @@
 """`interp sae ...`: train, evaluate and browse SAEs on an activation store.
 
     interp sae archs
-    interp sae train --store runs/demo/store --arch c2r --d-sae 1024 --k 32 --tokens 200000 --out runs/sae/c2r
+    interp sae train --store runs/demo/store --arch c2r --d-sae 1024 --k 32 --max-tokens 200000 --out runs/sae/c2r
     interp sae eval --sae runs/sae/c2r --store runs/demo/store [--model smollm2-135m]
     interp sae dashboard --sae runs/sae/c2r --store runs/demo/store --out runs/sae/c2r/dashboard.html
 """
