@@ -163,6 +163,7 @@ def main(argv=None) -> dict:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--only-seed", type=int, default=None,
                    help="run only this seed's arms (parallel processes: seed 0 makes the ranking, others wait for it)")
+    p.add_argument("--only-arm", choices=ARMS, default=None, help="with --only-seed: run just this arm (needs ranking.json)")
     p.add_argument("--quick", action="store_true", help="tiny pool and few steps (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
@@ -184,7 +185,7 @@ def main(argv=None) -> dict:
     enrichment = {arm: float(has[torch.tensor(rows)].float().mean()) for arm, rows in removals.items() if rows}
     print("share of repeat-holding rows among removed:", enrichment, "base rate", float(has.float().mean()), flush=True)
     if args.only_seed is not None:
-        for arm in ARMS:
+        for arm in [args.only_arm] if args.only_arm else ARMS:
             run_arm(args, out, pool, arm, args.only_seed, removals[arm])
         return {}
     table = {}
