@@ -43,3 +43,19 @@ def test_a_context_longer_than_the_model_is_refused_before_any_work(tmp_path):
     assert not (tmp_path / "s").exists()
     with pytest.raises(ValueError, match="ctx_len 100000 exceeds"):
         run_probes(model, ProbeConfig(ctx_len=100_000), progress=False, log=lambda *a: None)
+
+
+@pytest.mark.parametrize("extra, match", [(["--k", "0"], "k must be"), (["--set", "c2r_lambda=abc"], "c2r_lambda"),
+                                          (["--set", "c2r_lambda=-1"], "c2r_lambda")])
+def test_sae_train_refuses_bad_options_in_one_line_and_writes_nothing(tmp_path, extra, match):
+    import torch
+    from typer.testing import CliRunner
+
+    from interp.cli.main import app
+    from sae.synthetic import write_store
+
+    write_store(tmp_path / "store", torch.randn(512, 8), rows_per_shard=256)
+    r = CliRunner().invoke(app, ["sae", "train", "--store", str(tmp_path / "store"), "--arch", "c2r",
+                                 "--out", str(tmp_path / "run"), "--d-sae", "16", "--k", "2", *extra])
+    assert r.exit_code == 2 and match in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "run").exists()
