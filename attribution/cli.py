@@ -66,6 +66,7 @@ def attribute(
     executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
     ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
     num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray (CUDA: one per GPU)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start the run in --out over instead of resuming it"),
 ) -> None:
     """Score every training sequence against every query; write a resumable attribution store."""
     if ctx.invoked_subcommand is not None:
@@ -92,7 +93,12 @@ def attribute(
             adam_state=adam_state, ctx_len=ctx_len, max_train=max_train, max_queries=max_queries,
             shard_size=shard_size, batch_size=batch_size, seed=seed, device=device, dtype=dtype, executor=executor,
             ray_address=ray_address, num_workers=num_workers)
-        summary = run_attribution(cfg)
+        from interp.store import StoreMismatchError
+
+        try:
+            summary = run_attribution(cfg, overwrite=overwrite)
+        except StoreMismatchError as exc:
+            raise ValueError(f"{exc} Or pass --overwrite to start it over.") from None
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
     typer.echo(json.dumps(summary, indent=1))

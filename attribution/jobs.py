@@ -428,8 +428,23 @@ def _load_prepared(path: Path) -> dict:
     return prep
 
 
-def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=None) -> dict:
-    """Run (or resume) an attribution job; returns a summary. Scores end in `out/scores.safetensors`."""
+RUN_FILES = ("shard_*.safetensors*", "manifest.json", "prepared.safetensors", "scores.safetensors", "texts.json",
+             "result.json", "report.html")
+"""What a run writes into its --out folder (removed by `overwrite`; nothing else in the folder is touched)."""
+
+
+def _remove_run_files(out: Path) -> None:
+    for pattern in RUN_FILES:
+        for p in out.glob(pattern):
+            if p.is_file():
+                p.unlink()
+
+
+def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=None, overwrite: bool = False) -> dict:
+    """Run (or resume) an attribution job; returns a summary. Scores end in `out/scores.safetensors`.
+
+    `overwrite` starts the run over: once the inputs have been checked, the run files already in
+    `cfg.out` (`RUN_FILES`) are removed instead of resumed from."""
     t0 = time.perf_counter()
     model = model or _load(cfg.model, cfg.device, cfg.dtype)
     tok = model.tokenizer
@@ -446,7 +461,7 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
     out = Path(cfg.out)
     # Validate everything that can fail before anything is written.
     prep_path = out / "prepared.safetensors"
-    prep = _load_prepared(prep_path) if prep_path.exists() else prepare(cfg, model, train, queries)
+    prep = _load_prepared(prep_path) if prep_path.exists() and not overwrite else prepare(cfg, model, train, queries)
     if cfg.method in ("tracin", "ekfac"):
         hooks = {"scores": [n_q]}
     elif cfg.method == "sdi":
@@ -460,6 +475,8 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
                      data={"train": cfg.train, "queries": cfg.queries, "n_train": len(train), "n_queries": n_q,
                            "attribution": cfg.compat()})
     n_shards = (len(train) + cfg.shard_size - 1) // cfg.shard_size
+    if overwrite and out.is_dir():
+        _remove_run_files(out)
     store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
     if not prep_path.exists():
         _save_prepared(prep_path, prep)

@@ -90,7 +90,12 @@ def cache(
     if (folder / "manifest.json").exists() and not resume and not overwrite:
         fail(f"{folder} already holds a store and --no-resume was given: pass --overwrite to start it over, "
              "or choose another --out")
-    _, report = cache_activations(cfg, overwrite=overwrite)
+    from interp.store import StoreMismatchError
+
+    try:
+        _, report = cache_activations(cfg, overwrite=overwrite)
+    except StoreMismatchError as exc:
+        fail(f"{exc} Or pass --overwrite to replace it.")
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -120,3 +120,13 @@ def test_cli_runs_ekfac_and_dra_and_reports_errors(run):
     assert load_scores(run / "dra")["scores"].shape == (20, 1)
     res = runner.invoke(app, ["--method", "ekfac", "--component", "L0H9", "--out", str(run / "ek2"), *base])
     assert res.exit_code == 2 and "head 9 does not exist" in res.output
+
+
+def test_overwrite_starts_over_and_replaces_a_run_with_other_settings(run):
+    first = run_attribution(_cfg(run, "ow", method="tracin"), progress=False)
+    again = run_attribution(_cfg(run, "ow", method="tracin"), progress=False)
+    assert again["shards_computed_now"] == 0  # resume by default: nothing left to do
+    with pytest.raises(ValueError, match="other settings"):
+        run_attribution(_cfg(run, "ow", method="sdi"), progress=False)
+    redone = run_attribution(_cfg(run, "ow", method="sdi"), progress=False, overwrite=True)
+    assert redone["shards_computed_now"] == first["shards"] and "sdi" in load_scores(run / "ow")

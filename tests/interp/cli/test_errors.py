@@ -157,3 +157,16 @@ def test_family_commands_fail_in_one_line_and_write_nothing(tmp_path, args, need
     args = [str(out) if a == "OUT" else str(tmp_path / "nostore") if a == "NOSTORE" else a for a in args]
     assert_one_error(interp(*args), *needles)
     assert not out.exists() and not (tmp_path / "nostore").exists()
+
+
+def test_cache_overwrite_and_no_resume(tmp_path):
+    from interp.store import ActivationStore
+
+    out = str(tmp_path / "s")
+    assert interp(*CACHE, "--out", out).returncode == 0
+    assert_one_error(interp(*CACHE, "--out", out, "--model", "pythia-31m-init"), "other settings", "--overwrite")
+    assert_one_error(interp(*CACHE, "--out", out, "--no-resume"), "--overwrite")
+    assert ActivationStore.open(out).meta.model == "pythia-14m-init"  # refused runs changed nothing
+    assert interp(*CACHE, "--out", out, "--model", "pythia-31m-init", "--overwrite").returncode == 0
+    st = ActivationStore.open(out)
+    assert st.meta.model == "pythia-31m-init" and st.verify().ok and len(st) == 64
