@@ -48,7 +48,7 @@ def assert_one_error(proc, *needles):
     (["--executor", "rayy"], ["unknown executor", "inprocess or ray"]),
     (["--model", "pythia-70m"], ["needs trained weights", "pythia-70m-init"]),
     (["--model", "pythia-15m"], ["unknown model spec", "pythia-14m"]),
-    (["--ctx-len", "4096", "--max-tokens", "4096"], ["longer than the model's context"]),
+    (["--ctx-len", "4096", "--max-tokens", "4096"], ["model's context of 2048"]),
     (["--data", "jsonl:/nonexistent.jsonl"], ["/nonexistent.jsonl"]),
 ])
 def test_cache_refuses_bad_input_and_writes_nothing(tmp_path, args, needles):
