@@ -117,13 +117,15 @@ class PACEAttention(nn.Module):
 
 class PACEViT(nn.Module):
     """A small ViT: patch embedding + cls token + `depth` x (LN -> attention -> residual, LN -> MLP ->
-    residual) + linear head on the cls token. `attention`: "softmax", "mssa" (CRATE) or "pace";
+    residual) + linear head on the cls token. `attention`: "softmax", "mssa" (CRATE), "pace" (sketched
+    Gram, 8 rows) or "pace_exact" (exact Gram);
     `mlp_hidden` (default 2d) lets the tied-weight attentions spend the parameters softmax MHSA uses."""
 
     def __init__(self, attention: str, patch: int, image: int, d: int, depth: int, heads: int, n_classes: int,
                  channels: int = 1, mlp_hidden: int | None = None):
         super().__init__()
-        makers = {"softmax": SoftmaxAttention, "mssa": SubspaceAttention, "pace": PACEAttention}
+        makers = {"softmax": SoftmaxAttention, "mssa": SubspaceAttention, "pace": PACEAttention,
+                  "pace_exact": lambda d, h: PACEAttention(d, h, sketch=None)}
         if attention not in makers:
             raise ValueError(f"attention must be one of {sorted(makers)}; got {attention!r}")
         if image % patch:

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from interp.contrib.mechanisms.pace_attention import PACEViT, head_overlap, rate_reduction
 from interp.contrib.report import fmt, markdown_table
 
-VARIANTS = ("softmax", "mssa", "pace")
-NAMES = {"softmax": "softmax MHSA", "mssa": "CRATE-MSSA", "pace": "PACE"}
+VARIANTS = ("softmax", "mssa", "pace", "pace_exact")
+NAMES = {"softmax": "softmax MHSA", "mssa": "CRATE-MSSA", "pace": "PACE (sketch 8)", "pace_exact": "PACE (exact Gram)"}
 
 
 def digits():
@@ -95,12 +95,16 @@ def main(argv=None) -> dict:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="1 seed, 1 epoch on 300 images, no LM run")
     ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
     a = ap.parse_args(argv)
+    variants = [v for v in a.variants.split(",") if v]
+    if not variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants must name some of {', '.join(VARIANTS)}")
     torch.set_num_threads(1)
     seeds, epochs = (1, 1) if a.quick else (a.seeds, a.epochs)
     res: dict[str, dict[str, list[float]]] = {}
     for s in range(seeds):
-        for v in VARIANTS:
+        for v in variants:
             for k, val in trial(v, s, epochs, a.quick).items():
                 res.setdefault(NAMES[v], {}).setdefault(k, []).append(val)
     keys = ["test acc", "params", "ΔR input", "ΔR last layer", "head overlap"]
