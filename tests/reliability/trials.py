@@ -74,18 +74,22 @@ def store_trial(folder: Path, rng: random.Random) -> dict:
     from interp.store import ActivationStore
 
     p = _spawn(STORE_WRITER.format(sizes=SIZES, wait=False, folder=str(folder)))
-    delay = rng.uniform(1.0, 8.0)
+    delay = rng.uniform(2.0, 12.0)
     time.sleep(delay)
     killed = p.poll() is None
     if killed:
         os.kill(p.pid, signal.SIGKILL)
     p.wait()
+    try:
+        at_kill = len(json.loads((folder / "manifest.json").read_text())["shards"])
+    except (OSError, ValueError, KeyError):
+        at_kill = None  # killed before the store existed (or while its first manifest was written)
     q = _spawn(STORE_WRITER.format(sizes=SIZES, wait=False, folder=str(folder)))
     _, err = q.communicate()
     store = ActivationStore.open(folder)
     want, got = _reference_rows(), store.get_rows(slice(None))
     ok = q.returncode == 0 and store.complete and store.verify().ok and all(torch.equal(got[k], want[k]) for k in want)
-    return {"kind": "store", "delay_s": round(delay, 2), "killed": killed, "ok": bool(ok), "stderr": err[-300:] if not ok else ""}
+    return {"kind": "store", "delay_s": round(delay, 2), "killed": killed, "shards_committed_at_kill": at_kill, "ok": bool(ok), "stderr": err[-300:] if not ok else ""}
 
 
 def sae_trial(root: Path, rng: random.Random, reference: dict) -> dict:
