@@ -64,6 +64,8 @@ def train(
                                 "--no-resume ignores it (the folder must then hold no other run)."),
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
                                help="Where the SAE trains: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start over: replace the SAE run in --out (its "
+                                   "weights, configs, reports and checkpoint) instead of resuming or refusing."),
     tokens: Optional[int] = typer.Option(None, "--tokens", hidden=True),
 ) -> None:
     """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
@@ -79,10 +81,27 @@ def train(
                           seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
                           exclude=exclude, settings=_parse_settings(set_), device=device)
         st = ActivationStore.open(store)
-        _, report = train_sae(st, cfg, out, resume=resume)
+        if overwrite:
+            _remove_run(Path(out))
+        _, report = train_sae(st, cfg, out, resume=resume and not overwrite)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     typer.echo(json.dumps(report, indent=1))
+
+
+RUN_FILES = ("cfg.json", "sae_weights.safetensors", "train_config.json", "train_report.json")
+RUN_DIRS = ("checkpoint", "checkpoint.old")
+"""What `sae train` writes into --out (all that `--overwrite` removes; other files stay)."""
+
+
+def _remove_run(out: Path) -> None:
+    import shutil
+
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
 
 
 def eval_rows(sae_dir: str | Path, store: Any, split: str = "auto") -> tuple[str, Any]:

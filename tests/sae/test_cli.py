@@ -80,3 +80,15 @@ def test_a_moved_sae_run_still_finds_its_store(tmp_path):
     assert json.loads((tmp_path / "runs" / "sae" / "train_config.json").read_text())["store"] == "../store"
     shutil.move(tmp_path / "runs", tmp_path / "moved")
     assert sae_rows(str(tmp_path / "moved" / "sae")).store.path.resolve() == (tmp_path / "moved" / "store").resolve()
+
+
+def test_overwrite_replaces_a_run_with_other_settings(tmp_path):
+    _store(tmp_path / "store")
+    base = ["train", "--store", str(tmp_path / "store"), "--arch", "topk", "--out", str(tmp_path / "s"),
+            "--k", "2", "--max-tokens", "512", "--batch-size", "256"]
+    assert runner.invoke(app, [*base, "--d-sae", "16"]).exit_code == 0
+    r = runner.invoke(app, [*base, "--d-sae", "32"])
+    assert r.exit_code == 2 and "other settings" in r.stderr
+    r = runner.invoke(app, [*base, "--d-sae", "32", "--overwrite"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "s" / "cfg.json").read_text())["d_sae"] == 32
