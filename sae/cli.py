@@ -223,7 +223,7 @@ from sae.dashboard import render_sae_dashboard  # noqa: E402  (re-exported: `int
 @app.command()
 def dashboard(
     sae: str = typer.Option(..., metavar="PATH", help="SAE folder."),
-    store: str = typer.Option(..., metavar="PATH", help="ActivationStore with the SAE's hook (and its token ids)."),
+    store: Optional[str] = typer.Option(None, metavar="PATH", help="ActivationStore with the SAE's hook and its token ids (default: the store its training recorded)."),
     out: str = typer.Option(..., metavar="DIR", help="Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline)."),
     model: Optional[str] = typer.Option(None, metavar="SPEC", help="Model spec for the tokenizer, the unembedding and --text (default: the store's model)."),
     features: Optional[str] = typer.Option(None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."),
@@ -233,7 +233,7 @@ def dashboard(
     split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any (as `sae eval`)."),
     exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.rows spec); default: the rule the SAE was trained with, else positions:0+norm-outliers:10 (as `sae eval`)."),
     text: Optional[str] = typer.Option(None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing dashboard folder."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dashboard folder."),
 ) -> None:
     """Write a dashboard folder of the SAE's latents: index (FVU, L0, dead/dense, density), pages, JSON exports."""
     from interp.cli.dashboard import prepare_out

@@ -81,7 +81,7 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     return SaeRows(sae, st, h, rows, used, None if filt.spec == "none" else filt, sae_dir, max_rows)
 
 
-def render_sae_dashboard(sae_dir: str, store_dir: str, out: str, model_spec: str | None = None, n_features: int = 50,
+def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_spec: str | None = None, n_features: int = 50,
                          max_rows: int = 32_768, features: list[int] | None = None, order: str = "interpretable",
                          exclude: str | None = None, text: str | None = None, overwrite: bool = True, split: str = "auto") -> Path:
     """Encode store rows with the SAE and write its dashboard folder; returns out/index.html."""

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
         max_rows: int = typer.Option(32_768, metavar="INT", help=H["max_rows"]),
         exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.rows)."),
         text: Optional[str] = typer.Option(None, metavar="TEXT", help=H["text"]),
-        overwrite: bool = typer.Option(False, help=H["overwrite"]),
+        overwrite: bool = typer.Option(False, "--overwrite", help=H["overwrite"]),
     ) -> None:
         """Write a feature dashboard folder: sortable index, one page per chosen feature, JSON exports."""
         try:
