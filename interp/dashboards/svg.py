@@ -24,7 +24,7 @@ def bars(edges: Sequence[float], counts: Sequence[float], *, title: str = "", xl
     n = len(counts)
     if n == 0 or len(edges) != n + 1:
         return '<p class="none">no data</p>'
-    ml, mb, mt = 38, 30, 18 if title else 6
+    ml, mb, mt = 50, 30, 18 if title else 6
     pw, ph = width - ml - 6, height - mb - mt
     tr = (lambda c: math.log10(1 + c)) if log_y else (lambda c: c)
     top = max(tr(float(c)) for c in counts) or 1.0
@@ -50,7 +50,7 @@ def bars(edges: Sequence[float], counts: Sequence[float], *, title: str = "", xl
         f'<text x="{ml + pw}" y="{mt + ph + 12}" class="ax" text-anchor="end">{html.escape(_fmt(hi))}</text>',
         f'<text x="{ml + pw / 2}" y="{mt + ph + 25}" class="ax" text-anchor="middle">{html.escape(xlabel)}</text>',
         f'<text x="{ml - 4}" y="{mt + 8}" class="ax" text-anchor="end">{html.escape(_fmt(max(float(c) for c in counts)))}</text>',
-        f'<text x="4" y="{mt + ph / 2}" class="ax" transform="rotate(-90 8 {mt + ph / 2})">{yl}</text>',
+        f'<text x="10" y="{mt + ph / 2 + 20}" class="ax" transform="rotate(-90 10 {mt + ph / 2 + 20})">{yl}</text>',
         "</svg>",
     ]
     return "".join(parts)
