@@ -48,7 +48,8 @@ from interp.store import ActivationStore
 from sae.train import TrainConfig, train_sae
 cfg = TrainConfig(arch="c2r", d_sae=64, k=4, total_tokens=256 * 40, batch_size=256, checkpoint_every=3,
                   settings={{"c2r_interval": 1, "c2r_chunk_size": 16}})
-sae, _ = train_sae(ActivationStore.open({store!r}), cfg, {out!r}, progress=False)
+sae, report = train_sae(ActivationStore.open({store!r}), cfg, {out!r}, progress=False)
+print(report["resumed_from_step"])
 """
 
 
@@ -101,18 +102,18 @@ def sae_trial(root: Path, rng: random.Random, reference: dict) -> dict:
     kills = 0
     for _ in range(rng.randint(1, 3)):
         p = _spawn(SAE_RUN.format(store=str(root / "store"), out=str(out)))
-        time.sleep(rng.uniform(3.0, 15.0))
+        time.sleep(rng.uniform(5.0, 30.0))
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             kills += 1
         p.wait()
     p = _spawn(SAE_RUN.format(store=str(root / "store"), out=str(out)))
-    _, err = p.communicate()
+    stdout, err = p.communicate()
     if p.returncode != 0:
         return {"kind": "sae", "kills": kills, "ok": False, "stderr": err[-300:]}
     got = load_sae(out).state_dict()
     ok = all(torch.equal(got[k], reference[k]) for k in reference)
-    return {"kind": "sae", "kills": kills, "ok": bool(ok)}
+    return {"kind": "sae", "kills": kills, "final_run_resumed_from_step": int(stdout.split()[-1]), "ok": bool(ok)}
 
 
 def writers_trial(folder: Path, rng: random.Random) -> dict:
