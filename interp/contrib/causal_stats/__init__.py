@@ -1,2 +1,2 @@
-"""interp.contrib.causal_stats: causal and statistical estimation (issue 19). SelfTrain (`self_training.py`):
-iterated ridge self-distillation and its iterated-GCV stopping rule; IPS-GRPO lives in `post_training`."""
+"""interp.contrib.causal_stats: causal and statistical estimation (issue 19). SelfTrain (`self_training.py`),
+CFL (`causal_feature_learning.py`), EIG-ExpFam (`eig_expfam.py`), FI-Bagging (`feature_bagging.py`)."""
