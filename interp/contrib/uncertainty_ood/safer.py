@@ -68,10 +68,16 @@ def train_linear_head(x: Tensor, y: Tensor, n_classes: int, steps: int = 300, lr
 
 @dataclass
 class TaskMemory:
+    """What SAFER keeps of one task: its fingerprint and its frozen head (never any of its data)."""
+
     mu: Tensor
+    """Mean of the task's features [d]."""
     basis: Tensor
+    """Orthonormal basis of the task's top principal subspace [d, r]."""
     w: Tensor
+    """Head weights [C_t, d]."""
     b: Tensor
+    """Head bias [C_t]."""
     classes: Tensor
     """Global class ids of the head's outputs."""
     scale: float
