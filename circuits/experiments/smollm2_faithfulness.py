@@ -25,7 +25,8 @@ def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps: int, draws: int) -> dict:
+def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps: int, draws: int,
+             methods=("eap", "eap-ig", "random", "safeseek", "prune"), save=None) -> dict:
     from circuits.baseline import baseline
     from circuits.eap import eap, eap_ig
     from circuits.faithfulness import edge_curve, masks_curve, minimal_size, node_curve, random_masks
@@ -37,7 +38,14 @@ def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps
     _log(f"{task_name} baseline {res['baseline']}")
     curves = {}
     cache: dict = {}  # corrupted runs and endpoints shared by every curve of this task
+    res["curves"] = curves
+    from circuits.eap_graph import EdgeGraph
+
+    graph = EdgeGraph.of(model)
+    res["n_edges_graph"] = graph.n_edges
     for name, fn in (("eap", lambda: eap(model, batch)), ("eap-ig", lambda: eap_ig(model, batch, steps=5))):
+        if name not in methods:
+            continue
         t0 = time.perf_counter()
         scores = fn()
         secs = time.perf_counter() - t0
@@ -48,29 +56,45 @@ def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps
         curves[name] = curve
         scores.to_circuit(top_n=300, provenance={"task": task_name, "model": model.provenance}).save(out / f"{task_name}_{name}.json")
         _log(f"{task_name} {name}: {secs:.0f}s {[(p['n_edges'], round(p['faithfulness'], 3)) for p in curve['points']]}")
-    graph = scores.graph
-    res["n_edges_graph"] = graph.n_edges
+        if save:
+            save(res)
     rand = {}
-    rsizes = (300, 3000)
-    c = masks_curve(model, batch, graph, [m for size in rsizes for m in random_masks(graph, size, draws, seed=size)],
-                    cache=cache)
-    for j, size in enumerate(rsizes):
-        rand[size] = [round(p["faithfulness"], 4) for p in c["points"][j * draws:(j + 1) * draws]]
-        _log(f"{task_name} random {size}: {rand[size]}")
+    if "random" in methods:
+        rsizes = (300, 3000)
+        masks = [m for size in rsizes for m in random_masks(graph, size, draws, seed=size)]
+        c = masks_curve(model, batch, graph, masks, cache=cache)
+        for j, size in enumerate(rsizes):
+            rand[size] = [round(p["faithfulness"], 4) for p in c["points"][j * draws:(j + 1) * draws]]
+            _log(f"{task_name} random {size}: {rand[size]}")
     res["random"] = rand
-    res["full_metric"], res["ablated_metric"] = c["full_metric"], c["ablated_metric"]
+    if ("endpoints", "logit-diff", "corrupt") in cache:
+        res["full_metric"], res["ablated_metric"] = cache[("endpoints", "logit-diff", "corrupt")]
+    if save:
+        save(res)
     if node_methods:
-        curves.update(_node_methods(model, task, batch, graph, steps, out, cache))
-    res["curves"] = curves
+        _node_methods(model, task, batch, graph, steps, out, cache, methods, curves, lambda: save(res) if save else None)
     return res
 
 
-def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict) -> dict:
+def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict, methods, curves: dict, save) -> dict:
     from circuits.faithfulness import minimal_size, node_curve
     from circuits.prune import PruneConfig, prune
     from circuits.safeseek import SafeSeekConfig, safeseek
 
-    curves = {}
+    if "safeseek" in methods:
+        _safeseek_curve(model, task, batch, graph, steps, out, cache, curves)
+        save()
+    if "prune" not in methods:
+        return curves
+    _prune_curve(model, task, batch, graph, steps, out, cache, curves)
+    save()
+    return curves
+
+
+def _safeseek_curve(model, task, batch, graph, steps, out, cache, curves):
+    from circuits.faithfulness import minimal_size, node_curve
+    from circuits.safeseek import SafeSeekConfig, safeseek
+
     t0 = time.perf_counter()
     cfg = SafeSeekConfig(units=("head",), steps=steps, batch_size=8, n_train=32, n_val=16, eval_every=max(steps // 4, 1),
                          lr=5e-2)
@@ -85,8 +109,15 @@ def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict)
               "minimal_edges_80": minimal_size(c["points"], 0.8)})
     curves["safeseek"] = c
     _log(f"safeseek: {c['score_seconds']}s removed {c['n_removed']} {[(p['n_heads'], p['n_edges'], round(p['faithfulness'], 3)) for p in c['points']]}")
+
+
+def _prune_curve(model, task, batch, graph, steps, out, cache, curves):
+    from circuits.faithfulness import minimal_size, node_curve
+    from circuits.prune import PruneConfig, prune
+
+    sizes = list(HEAD_SIZES)
     t0 = time.perf_counter()
-    pcfg = PruneConfig(kinds=("head",), steps=steps, lambda_steps=1, n_train=64, n_eval=32, batch_size=16, target_loss=0.3,
+    pcfg = PruneConfig(kinds=("head",), steps=steps, lambda_steps=1, n_train=32, n_eval=16, batch_size=8, target_loss=0.3,
                        k_coef=1e-3)
     circuit = prune(model, task, pcfg, progress=False)
     tau = circuit.extra["node_scores"]
@@ -98,7 +129,6 @@ def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict)
               "task_loss": circuit.metrics["task_loss"], "minimal_edges_80": minimal_size(c["points"], 0.8)})
     curves["prune"] = c
     _log(f"prune: {c['score_seconds']}s kept {c['n_kept']} {[(p['n_heads'], p['n_edges'], round(p['faithfulness'], 3)) for p in c['points']]}")
-    return curves
 
 
 def plot(results: dict, path: Path) -> None:
@@ -154,13 +184,18 @@ def main() -> None:
     ap.add_argument("--node-tasks", default="ioi", help="tasks that also get SafeSeek and pruning curves")
     ap.add_argument("--steps", type=int, default=30, help="SafeSeek and pruning mask steps")
     ap.add_argument("--draws", type=int, default=3, help="random circuits per size")
+    ap.add_argument("--methods", default="eap,eap-ig,random,safeseek,prune",
+                    help="any of eap, eap-ig, random, safeseek, prune (split them over processes to run in parallel)")
     ap.add_argument("--merge", default="", help="comma-separated results.json files of earlier runs (one task each) to "
                                                 "combine into --out's results.json and plot, without running anything")
     args = ap.parse_args()
     if args.merge:
         merged = {"model": args.model, "merged_from": args.merge.split(","), "tasks": {}}
-        for f in args.merge.split(","):
-            merged["tasks"].update(json.loads(Path(f).read_text())["tasks"])
+        for f in args.merge.split(","):  # runs of the same task (different methods) are merged curve by curve
+            for t, r in json.loads(Path(f).read_text())["tasks"].items():
+                have = merged["tasks"].setdefault(t, {**r, "curves": {}, "random": {}})
+                have["curves"].update(r.get("curves", {}))
+                have["random"].update(r.get("random", {}))
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(merged, indent=1))
@@ -174,9 +209,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     model = interp.load_model(args.model)
     results = {"model": args.model, "args": vars(args), "tasks": {}}
-    for t in args.tasks.split(","):
-        results["tasks"][t] = run_task(model, t, args.n, out, t in args.node_tasks.split(","), args.steps, args.draws)
+    def save(res):
+        results["tasks"][res["task"]] = res
         (out / "results.json").write_text(json.dumps(results, indent=1))
+
+    for t in args.tasks.split(","):
+        run_task(model, t, args.n, out, t in args.node_tasks.split(","), args.steps, args.draws,
+                 tuple(args.methods.split(",")), save)
     plot(results, out / "curves.html")
     _log(f"wrote {out / 'results.json'} and {out / 'curves.html'}")
 
