@@ -233,7 +233,9 @@ def site_means(model, sites: list[Site], batches) -> dict[str, Tensor]:
     sums: dict[str, Tensor] = {}
     count = 0
     names = sorted({s.hook for s in sites})
-    for ids, mask in batches:
+    # chunks of 32 rows: caching every unit of a 30-layer model for 512 prompts at once needs ~4.5 GB (SmolLM2)
+    chunks = [(ids[i:i + 32], mask[i:i + 32]) for ids, mask in batches for i in range(0, ids.shape[0], 32)]
+    for ids, mask in chunks:
         _, cache = model.run_with_cache({"input_ids": ids, "attention_mask": mask}, names=names, return_logits=False)
         keep = mask.bool().to(model.device)
         count += int(keep.sum())
