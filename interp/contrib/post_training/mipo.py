@@ -1,0 +1,121 @@
+"""MIPO: DPO on (correct-prompt, random-prompt) response pairs, which raises prompt-response mutual information.
+
+Paper: *Maximizing Mutual Information Between Prompt and Response Improves LLM Performance With No
+Additional Data* (arXiv 2603.19294; Nam, Li, Jaques; no code found). For each prompt x: y⁺ ~ π_base(·|x),
+y⁻ ~ π_base(·|x′) for a random other prompt x′, then DPO on (x, y⁺, y⁻) with π_base as the reference.
+In expectation this raises log π(y|x) - log π(y) (pointwise mutual information): responses that are likely
+under *any* prompt are pushed down, responses specific to x up. No labels, no verifier.
+
+Here, the policy is a small autoregressive model over a context id and a short response (`ContextPolicy`);
+`pmi` measures E_{x, y~π(·|x)}[log π(y|x) - log (1/K) Σ_{x'} π(y|x')] exactly over the K contexts (the
+prompt-response mutual information under a uniform prompt), the same quantity the paper estimates
+from an LM's logits.
+
+    pairs = mipo_pairs(base, contexts, g)        # (x, y⁺, y⁻)
+    loss = dpo_loss(policy.logprob(x, y⁺), policy.logprob(x, y⁻), base.logprob(x, y⁺), base.logprob(x, y⁻))
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class ContextPolicy(nn.Module):
+    """π(y | x) for a context id x in [0, K) and a response y of `length` tokens from a vocabulary of `vocab`:
+    an MLP on (context embedding, embeddings of the previous tokens) per position (teacher forcing)."""
+
+    def __init__(self, n_contexts: int, vocab: int, length: int, d: int = 32, hidden: int = 64):
+        super().__init__()
+        self.k, self.vocab, self.length = n_contexts, vocab, length
+        self.ctx = nn.Embedding(n_contexts, d)
+        self.tok = nn.Embedding(vocab + 1, d)  # id `vocab` = start token
+        self.pos = nn.Embedding(length, d)
+        self.mlp = nn.Sequential(nn.Linear(3 * d, hidden), nn.GELU(), nn.Linear(hidden, vocab))
+
+    def logits(self, x: Tensor, y: Tensor) -> Tensor:
+        """[batch, length, vocab] next-token logits given x [batch] and y [batch, length] (teacher forcing)."""
+        prev = torch.cat([torch.full_like(y[:, :1], self.vocab), y[:, :-1]], 1)
+        pos = self.pos.weight.unsqueeze(0).expand(len(x), -1, -1)
+        ctx = self.ctx(x).unsqueeze(1).expand(-1, self.length, -1)
+        return self.mlp(torch.cat([ctx, self.tok(prev), pos], -1))
+
+    def logprob(self, x: Tensor, y: Tensor) -> Tensor:
+        """Sequence log-probability log π(y | x): [batch]."""
+        lp = torch.log_softmax(self.logits(x, y), -1)
+        return lp.gather(2, y.unsqueeze(2)).squeeze(2).sum(1)
+
+    @torch.no_grad()
+    def sample(self, x: Tensor, g: torch.Generator, greedy: bool = False) -> Tensor:
+        y = torch.zeros(len(x), self.length, dtype=torch.long)
+        for t in range(self.length):
+            p = torch.softmax(self.logits(x, y)[:, t], -1)
+            y[:, t] = p.argmax(-1) if greedy else torch.multinomial(p, 1, generator=g)[:, 0]
+        return y
+
+
+def mipo_pairs(base: ContextPolicy, x: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """(x, y⁺ ~ base(·|x), y⁻ ~ base(·|x′)) with x′ uniform over the other contexts."""
+    if base.k < 2:
+        raise ValueError("MIPO needs at least 2 contexts (y⁻ comes from a different prompt)")
+    shift = torch.randint(1, base.k, x.shape, generator=g)
+    other = (x + shift) % base.k
+    return x, base.sample(x, g), base.sample(other, g)
+
+
+@torch.no_grad()
+def pmi(policy: ContextPolicy, n_per_context: int, g: torch.Generator) -> float:
+    """Mean of log π(y|x) - log mean_{x'} π(y|x') over y ~ π(·|x), x uniform (exact over the K contexts)."""
+    k = policy.k
+    x = torch.arange(k).repeat_interleave(n_per_context)
+    y = policy.sample(x, g)
+    all_lp = torch.stack([policy.logprob(torch.full_like(x, c), y) for c in range(k)], 1)  # [n, K]
+    own = all_lp.gather(1, x.unsqueeze(1))[:, 0]
+    return float((own - (torch.logsumexp(all_lp, 1) - math.log(k))).mean())
+
+
+def context_accuracy(policy: ContextPolicy, targets: Tensor) -> float:
+    """Mean probability of the context's target response: mean_x π(T(x) | x) (targets [K, length])."""
+    with torch.no_grad():
+        return float(policy.logprob(torch.arange(policy.k), targets).exp().mean())
+
+
+def sft_step(policy: ContextPolicy, opt, x: Tensor, y: Tensor) -> float:
+    loss = -policy.logprob(x, y).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def make_base_data(targets: Tensor, generic: Tensor, p_follow: float, n: int, g: torch.Generator):
+    """Pretraining data: context x uniform; response T(x) with prob `p_follow`, else one of the
+    context-free `generic` responses (uniform). The base model thus follows its context only partially."""
+    k = targets.shape[0]
+    x = torch.randint(0, k, (n,), generator=g)
+    follow = torch.rand(n, generator=g) < p_follow
+    gen = generic[torch.randint(0, len(generic), (n,), generator=g)]
+    return x, torch.where(follow.unsqueeze(1), targets[x], gen)
+
+
+def target_responses(k: int, vocab: int, length: int, g: torch.Generator) -> Tensor:
+    """K distinct random responses (one per context)."""
+    seen, out = set(), []
+    while len(out) < k:
+        r = tuple(torch.randint(0, vocab, (length,), generator=g).tolist())
+        if r not in seen:
+            seen.add(r)
+            out.append(r)
+    return torch.tensor(out)
+
+
+def update_share(before: dict[str, Tensor], after: nn.Module, prefix: str) -> float:
+    """Share of the squared parameter change in parameters whose name starts with `prefix`."""
+    tot, part = 0.0, 0.0
+    for name, p in after.named_parameters():
+        d = float(((p.detach() - before[name]) ** 2).sum())
+        tot += d
+        part += d if name.startswith(prefix) else 0.0
+    return part / tot if tot > 0 else 0.0

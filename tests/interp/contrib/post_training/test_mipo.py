@@ -1,0 +1,59 @@
+import itertools
+import math
+
+import pytest
+import torch
+
+from interp.contrib.post_training.experiments.mipo import main
+from interp.contrib.post_training.mipo import ContextPolicy, make_base_data, mipo_pairs, pmi, target_responses
+from interp.contrib.post_training.preference import dpo_loss
+
+
+def test_dpo_loss_hand_values():
+    z = torch.zeros(3)
+    assert float(dpo_loss(z, z, z, z)) == pytest.approx(math.log(2))
+    # margin (1 - 0) - (0 - 0) = 1 at β = 2: -log σ(2) = log(1 + e^-2)
+    one = torch.ones(1)
+    assert float(dpo_loss(one, 0 * one, 0 * one, 0 * one, beta=2.0)) == pytest.approx(math.log(1 + math.exp(-2)))
+
+
+def test_sequence_probabilities_sum_to_one():
+    torch.manual_seed(0)
+    pol = ContextPolicy(n_contexts=2, vocab=3, length=2, d=4, hidden=8)
+    ys = torch.tensor(list(itertools.product(range(3), repeat=2)))
+    for c in range(2):
+        total = pol.logprob(torch.full((9,), c), ys).exp().sum()
+        assert float(total) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_pmi_zero_when_context_is_ignored():
+    torch.manual_seed(0)
+    pol = ContextPolicy(n_contexts=4, vocab=5, length=3, d=4, hidden=8)
+    with torch.no_grad():
+        pol.ctx.weight.zero_()  # every context embeds the same: π(y|x) = π(y)
+    assert pmi(pol, 8, torch.Generator().manual_seed(0)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_pairs_and_data():
+    g = torch.Generator().manual_seed(0)
+    t = target_responses(5, 4, 3, g)
+    assert len({tuple(r) for r in t.tolist()}) == 5
+    x, y = make_base_data(t[:3], t[3:], 1.0, 20, g)
+    assert torch.equal(y, t[:3][x])  # p_follow = 1: always the context's target
+    pol = ContextPolicy(3, 4, 3)
+    xs, yp, yn = mipo_pairs(pol, torch.tensor([0, 1, 2]), g)
+    assert yp.shape == yn.shape == (3, 3)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="beta"):
+        dpo_loss(torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.zeros(1), beta=0)
+    with pytest.raises(ValueError, match="same"):
+        dpo_loss(torch.zeros(2), torch.zeros(1), torch.zeros(1), torch.zeros(1))
+    with pytest.raises(ValueError, match="at least 2 contexts"):
+        mipo_pairs(ContextPolicy(1, 3, 2), torch.tensor([0]), torch.Generator())
+
+
+def test_quick_experiment_runs():
+    out = main(["--quick"])
+    assert set(out[0]) == {"base", "self-SFT", "MIPO"}
