@@ -1,0 +1,2 @@
+"""Fair allocation: envy-freeness from noisy value queries (EF-NoisyQ), online allocation with
+predictions (OnlineFair)."""
