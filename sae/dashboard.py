@@ -41,11 +41,18 @@ class SaeRows:
         return StoreSource(self.store, self.hook, rows=self.rows, encode=lambda x: M.encode(self.sae, x),
                            decode=lambda z: self.sae.decode(z), row_filter=self.row_filter, max_kept=self.max_rows)
 
-    def header(self) -> dict[str, str]:
+    def arch(self) -> str:
+        """The architecture it was trained as, and the inference form when that differs (BatchTopK -> JumpReLU)."""
         from sae import arch_name
 
+        shipped = arch_name(self.sae)
+        cfg = Path(self.sae_dir) / "train_config.json" if self.sae_dir else None
+        trained = json.loads(cfg.read_text()).get("arch") if cfg is not None and cfg.is_file() else None
+        return f"{trained}, codes as {shipped}" if trained and trained != shipped else shipped
+
+    def header(self) -> dict[str, str]:
         spec = self.row_filter.spec if self.row_filter is not None else "none"
-        return {"SAE": f"{self.sae_dir or '(in memory)'} ({arch_name(self.sae)}, d_sae {self.sae.cfg.d_sae})",
+        return {"SAE": f"{self.sae_dir or '(in memory)'} ({self.arch()}, d_sae {self.sae.cfg.d_sae})",
                 "store": str(self.store.path), "hook": self.hook, "split": self.split, "rows rule": spec}
 
 
@@ -88,14 +95,13 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
     from interp.cli.dashboard import _layer, _tokenizer
     from interp.dashboards import DashboardConfig, Vocab, check_features, collect, write_folder
     from interp.dashboards.logits import load_unembedding
-    from sae import arch_name
     from sae import metrics as M
 
     sr = sae_rows(sae_dir, store_dir, max_rows, exclude, split)
     d_sae = sr.sae.cfg.d_sae
     check_features(features, d_sae)
     cfg = DashboardConfig(features=features, top=n_features, order=order,
-                          title=f"{arch_name(sr.sae)} SAE on {sr.hook} ({sr.store.meta.model})")
+                          title=f"{sr.arch().split(',')[0]} SAE on {sr.hook} ({sr.store.meta.model})")
     spec = model_spec or (sr.store.meta.model if sr.store.meta.model != "synthetic" else None)
     tok = _tokenizer(spec) if spec else None
     unembed = None
