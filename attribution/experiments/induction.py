@@ -62,8 +62,10 @@ def new_model(args, seed: int):
     return interp.HookedModel(hf, None)
 
 
-def build_pool(n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, int] = (10, 28)) -> tuple[torch.Tensor, torch.Tensor]:
-    """(pool [n, CTX], has_repeat [n]): uniform tokens, a `rep_frac` share with one random-offset repeat."""
+def build_pool(n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, int] = (10, 28),
+               lengths: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pool [n, CTX], has_repeat [n]): uniform tokens, a `rep_frac` share with one random-offset repeat.
+    `lengths`, if given, receives (row, repeated span length) pairs."""
     g = torch.Generator().manual_seed(seed)
     pool = torch.randint(1, vocab, (n, CTX), generator=g)
     pool[:, 0] = 0
@@ -73,6 +75,8 @@ def build_pool(n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, 
         a = int(torch.randint(1, CTX - 2 * length + 1, (1,), generator=g))
         b = int(torch.randint(a + length, CTX - length + 1, (1,), generator=g))
         pool[i, b:b + length] = pool[i, a:a + length]
+        if lengths is not None:
+            lengths.append((i, length))
     return pool, has.long()
 
 
@@ -171,7 +175,11 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pool, has = build_pool(args.pool, args.vocab, args.rep_frac, seed=0)
+    spans_of: list = []
+    pool, has = build_pool(args.pool, args.vocab, args.rep_frac, seed=0, lengths=spans_of)
+    span_len = torch.zeros(len(pool))
+    for i, n in spans_of:
+        span_len[i] = n
     if args.only_seed not in (None, 0):
         run_arm(args, out, pool, "baseline", args.only_seed, [])
         while not (out / "ranking.json").exists():  # seed 0's process writes it
@@ -192,10 +200,12 @@ def main(argv=None) -> dict:
     for arm in ARMS:
         runs = [run_arm(args, out, pool, arm, s, removals[arm]) for s in range(args.seeds)]
         table[arm] = summarise(runs)
-    spans = (pool[:, None, :] == pool[:, :, None]).float().mean((1, 2))  # token self-match rate, grows with repeats
+    from scipy.stats import spearmanr
+
     result = {"args": vars(args), "k": k,
-              "removed_mean_self_match": {arm: float(spans[torch.tensor(r)].mean()) for arm, r in removals.items() if r},
-              "pool_mean_self_match": float(spans.mean()), "ranking_seconds": json.loads((out / "ranking.json").read_text())["seconds"], "target": f"L1H{base0['target_head']}", "onset_step": base0["onset_step"],
+              "removed_mean_span_length": {arm: float(span_len[torch.tensor(r)].mean()) for arm, r in removals.items() if r},
+              "pool_mean_span_length": float(span_len.mean()),
+              "spearman_score_vs_span_length": float(spearmanr(scores.numpy(), span_len.numpy()).statistic), "ranking_seconds": json.loads((out / "ranking.json").read_text())["seconds"], "target": f"L1H{base0['target_head']}", "onset_step": base0["onset_step"],
               "pool": "rows with a repeated span" if args.rep_frac >= 1 else f"{args.rep_frac:.0%} rows with a repeated span",
               "repeat_share_removed": enrichment, "repeat_base_rate": float(has.float().mean()), "arms": table}
     (out / "result.json").write_text(json.dumps(result, indent=1))
