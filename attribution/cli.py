@@ -35,7 +35,7 @@ def attribute(
     train: str = typer.Option(None, metavar="SPEC", help="Training data: tokens:PATH.safetensors or a corpus spec (stdlib-docs, file:PATH, ...)"),
     queries: str = typer.Option(None, metavar="SPEC", help="Query data (DRA: unsafe targets), same forms as --train"),
     out: str = typer.Option(None, metavar="DIR", help="Output folder; a rerun with the same settings resumes"),
-    checkpoints: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated checkpoints: RUN (all step_N), RUN@N, or folders"),
+    checkpoints: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated checkpoints: RUN (all step_N), RUN@N, or folders; EK-FAC: one RUN@N"),
     lrs: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated learning rate per checkpoint (default: training_state.json)"),
     sketch_dim: int = typer.Option(2048, metavar="INT", help="Sketch size per parameter tensor; 0 = exact gradients"),
     modules: str = typer.Option("", metavar="TEXT", help="TracIn/DRA-gradient: comma-separated module-name globs"),
