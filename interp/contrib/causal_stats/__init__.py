@@ -1,2 +1,3 @@
-"""interp.contrib.causal_stats: causal and statistical estimation (issue 19). SelfTrain (`self_training.py`),
-CFL (`causal_feature_learning.py`), EIG-ExpFam (`eig_expfam.py`), FI-Bagging (`feature_bagging.py`)."""
+"""interp.contrib.causal_stats: causal and statistical estimation (issue 19). StreamATE (`stream_ate.py`),
+SelfTrain (`self_training.py`), CFL (`causal_feature_learning.py`), EIG-ExpFam (`eig_expfam.py`),
+FI-Bagging (`feature_bagging.py`)."""

@@ -57,7 +57,7 @@ def test_run_bad_names_fail_with_one_error_line():
 # small (tens of seconds to minutes each), so they run with the slow tests.
 FAST = {"RDMReg", "InfoGlobe", "PACEAttention", "FourierSB", "MoE-NoiseFilter", "GEM", "SAFER", "L2M",
         "GFD-EMVC", "SourceScreen", "CoupledPI",
-        "SelfTrain", "IPS-GRPO", "CFL", "EIG-ExpFam", "FI-Bagging", "MIPO", "SCPO"}
+        "SelfTrain", "IPS-GRPO", "CFL", "EIG-ExpFam", "FI-Bagging", "MIPO", "SCPO", "StreamATE"}
 FAST |= {"DP-SMK", "EF-NoisyQ", "OnlineFair"}  # fourth wave (issue 20)
 QUICK = [p.name if p.name in FAST else pytest.param(p.name, marks=pytest.mark.slow) for p in PAPERS if p.implemented]
 
