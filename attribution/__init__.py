@@ -4,7 +4,10 @@
 - `attribution.tracin`, `attribution.sdi`: TracIn over checkpoints; Step-Decomposed Influence for looped models.
 - `attribution.influence`, `attribution.mda`: EK-FAC influence on chosen components; MDA's head probes.
 - `attribution.dra`: denoised representation attribution (unsafe-sample detection, AUPRC).
-- `attribution.jobs` / `attribution.cli`: sharded, resumable scoring jobs (`interp attribute ...`).
+- `attribution.jobs` / `attribution.cli`: sharded, resumable scoring jobs (`interp attribute ...`);
+  `attribution.report`: `interp attribute show RUN` (text and an escaped HTML page).
+- `attribution.adam`: LESS-style Adam-normalised gradient features; `attribution.raywatch`: cleans a local Ray
+  up when the coordinating process is killed.
 
 Importing this package registers the looped GPT with `interp`: its hook adapter
 (`interp.adapters.register_adapter`) and the model spec `looped-gpt` (`interp.models.register_model`),
