@@ -54,7 +54,7 @@ def test_run_bad_names_fail_with_one_error_line():
 
 
 # Fourth wave (issue 20): --quick runs of a few seconds at most.
-FAST_ISSUE20 = {"DP-SMK", "EF-NoisyQ", "OnlineFair", "FuseFSS"}
+FAST_ISSUE20 = {"DP-SMK", "EF-NoisyQ", "OnlineFair", "FuseFSS", "OrchJail"}
 
 # The second wave's --quick runs take seconds; the first wave's experiments predate --quick sizes that
 # small (tens of seconds to minutes each), so they run with the slow tests.
