@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--skip-train", action="store_true", help="evaluate the SAE folders already in <out>/saes")
     ap.add_argument("--results", default="results.json", help="file name of the results under --out")
     ap.add_argument("--train-only", action="store_true", help="train the plan's SAEs and stop")
+    ap.add_argument("--watch", action="store_true", help="evaluate the plan's SAEs as their training runs finish")
     ap.add_argument("--merge", default="", help="comma-separated results files under --out: print and write their joint summary")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -190,21 +191,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.merge:
         return merge(a)
     t0 = time.perf_counter()
-    if a.skip_train:  # the finished SAE folders of the plan
-        trained = [(n, s, Path(a.out) / "saes" / f"{n}_s{s}") for n, s in plan(a)
-                   if (Path(a.out) / "saes" / f"{n}_s{s}" / "train_report.json").is_file()]
+    if a.skip_train or a.watch:  # the finished SAE folders of the plan (--watch: as they finish)
+        trained = [(n, s, Path(a.out) / "saes" / f"{n}_s{s}") for n, s in plan(a)]
     else:
         trained = train_all(a, store)
     train_seconds = time.perf_counter() - t0
     if a.train_only:
         return {"trained": [str(f) for _, _, f in trained], "train_seconds": train_seconds}
     model = interp.load_model(a.model)
-    rows_idx = eval_rows(trained[0][2], store)[1]
+    rows_idx = eval_rows(None, store)[1] if a.holdout_shards == 0 else store.shard_rows(store.shard_indices[-a.holdout_shards:])
     seqs = _store_sequences(store, a.ce_seqs, rows_idx)
     words = M.first_letter_words(model.tokenizer, limit=a.words)
     wx = M.word_activations(model, a.hook, words)
     results: dict[str, Any] = {"settings": vars(a), "train_seconds": round(train_seconds, 1), "rows": []}
-    for name, seed, folder in trained:
+    todo = list(trained)
+    while todo:
+        ready = [t for t in todo if (t[2] / "train_report.json").is_file()]
+        if not ready:
+            if not a.watch:
+                break
+            time.sleep(30)
+            continue
+        name, seed, folder = ready[0]
+        todo.remove(ready[0])
         t1 = time.perf_counter()
         row = {"run": name, "seed": seed, "arch": RUNS[name][0], "folder": str(folder),
                **evaluate_one(a, store, model, folder, words, wx, seqs)}
@@ -212,6 +221,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         row = M.round_dict(row)
         results["rows"].append(row)
         print(json.dumps(row), flush=True)
+        (Path(a.out) / a.results).write_text(json.dumps(results, indent=1) + "\n")  # partial results survive a kill
     return finish(a, results, t0)
 
 
