@@ -87,13 +87,15 @@ def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float =
 # ---- splicing into a model -----------------------------------------------------------------------------
 @torch.no_grad()
 def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor | None = None, batch_size: int = 8,
-                 rows: Any = None) -> dict[str, float]:
+                 rows: Any = None, cache: dict | None = None) -> dict[str, float]:
     """Next-token CE with the SAE's reconstruction replacing the hook's activation, against the clean
     model and zero ablation; CE recovered = (CE_zero - CE_sae) / (CE_zero - CE_clean); KL(clean || sae).
 
     Special rows (`rows`, an `interp.rows.RowFilter`; default: the toolkit's default rule measured on these
     activations) keep their clean value in the SAE and zero runs: they are never SAE inputs. CE and KL
-    cover every next-token prediction; `spliced_frac` says which share of activations were replaced."""
+    cover every next-token prediction; `spliced_frac` says which share of activations were replaced.
+    `cache` (a dict the caller keeps) holds the zero-ablation CE per batch, which does not depend on the
+    SAE: scoring several SAEs on the same tokens and rows then costs two forward passes each, not three."""
     from interp.hooked_model import next_token_loss
     from interp.rows import RowRule
 
@@ -126,11 +128,18 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
         clean = model(ids)
         with model.hooks(fwd_hooks=[(hook, sae_fn)]):
             spliced = model(ids)
-        with model.hooks(fwd_hooks=[(hook, zero_fn)]):
-            zeroed = model(ids)
+        key = (i, hook, repr(rows.config()) if rows is not None else None, tokens.shape, int(tokens.sum()))
+        if cache is None or key not in cache:
+            with model.hooks(fwd_hooks=[(hook, zero_fn)]):
+                zero_ce = float(next_token_loss(model(ids), ids, m))
+            if cache is not None:
+                cache[key] = zero_ce
+        else:
+            zero_ce = cache[key]
         w = m[:, 1:].sum().item()
-        for k, lg in (("clean", clean), ("sae", spliced), ("zero", zeroed)):
+        for k, lg in (("clean", clean), ("sae", spliced)):
             ce[k] += float(next_token_loss(lg, ids, m)) * w
+        ce["zero"] += zero_ce * w
         lp, lq = clean.log_softmax(-1), spliced.log_softmax(-1)
         kl_tok = (lp.exp() * (lp - lq)).sum(-1)[:, :-1]
         kl += float((kl_tok * m[:, 1:]).sum())

@@ -42,6 +42,9 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 """Run name -> (architecture, settings)."""
 
+ZERO_CE: dict = {}
+"""Zero-ablation CE per batch, shared by every SAE scored in this process (it does not depend on the SAE)."""
+
 BASELINE = {"c2r": "batchtopk", "poly": "topk", "coh": "topk"}
 
 
@@ -116,7 +119,7 @@ def evaluate_one(a: argparse.Namespace, store: Any, model: Any, folder: Path, wo
         evb = evaluate_store(train_obj, store, folder, a.hook, max_rows=a.eval_rows, codes="batch")
         row.update(fvu_batch_codes=evb["fvu"], l0_batch_codes=evb["l0"])
     filt = sae_row_filter(folder, store, a.hook)
-    spl = M.spliced_loss(model, inf, a.hook, seqs, rows=filt)
+    spl = M.spliced_loss(model, inf, a.hook, seqs, rows=filt, cache=ZERO_CE)
     row.update(ce_recovered=spl["ce_recovered"], kl=spl["kl"], spliced_frac=spl["spliced_frac"])
     fl = M.first_letter_absorption(wx, words, inf)
     row.update(first_letter_f1_k1=fl["mean_f1_k1"], absorption=fl["mean_absorption"], n_split=fl["mean_num_split"])
