@@ -240,6 +240,8 @@ def merge(a: argparse.Namespace) -> dict[str, Any]:
         rows += r["rows"]
         parts.append({"file": name, "train_seconds": r.get("train_seconds"), "total_seconds": r.get("total_seconds")})
     order = list(RUNS)
+    seen: set[tuple[str, int]] = set()
+    rows = [r for r in rows if (r["run"], r["seed"]) not in seen and not seen.add((r["run"], r["seed"]))]
     rows.sort(key=lambda r: (order.index(r["run"]), r["seed"]))
     return finish(a, {"settings": vars(a), "parts": parts, "rows": rows}, None)
 
