@@ -126,13 +126,14 @@ def eap_vs_patching(spec: str, n: int, sample: int, ig_steps: list[int]) -> dict
     flat = torch.nonzero(graph.valid.flatten())[:, 0]
     picks = flat[torch.randperm(len(flat), generator=gen)[:sample]]
     cache: dict = {}
-    patched_metric(model, batch, graph.valid, cache=cache, graph=graph)  # the corrupted runs, shared by every edge
+    clean = float(patched_metric(model, batch, graph.valid, cache=cache, graph=graph)["metric"].mean())  # shares the corrupted runs
     t0 = time.perf_counter()
     effects, estimates = [], []
     for f in picks.tolist():
         keep = graph.valid.clone().flatten()
         keep[f] = False
-        effects.append(float(patched_metric(model, batch, keep.view_as(graph.valid), cache=cache, graph=graph)["metric"].mean()))
+        m = float(patched_metric(model, batch, keep.view_as(graph.valid), cache=cache, graph=graph)["metric"].mean())
+        effects.append(m - clean)  # the change of the metric when that one edge is patched
         estimates.append(float(scores.scores.flatten()[f]))
     t_per_edge = (time.perf_counter() - t0) / sample
     ig = {}
