@@ -120,7 +120,7 @@ PAPERS: tuple[Paper, ...] = (
           'bandit: GRPO collapses (KL to π∝r 3.08, 1.3 of 4 good modes), IPS on the raw reward reaches π∝r (KL 0.001, 4/4); sums task: correct answers covered 1.2 -> 6.2 at accuracy 1.000 -> 0.990; IPS on the normalised advantage collapses (KL 17.9)',
           'interp.contrib.post_training.experiments.ips_grpo', ('--quick',)),
     Paper('MIPO', 'post_training', 'post_training/mipo.py', 'reproduced (toy policy)',
-          'context-following π(T|x) 0.32 -> 0.54, greedy accuracy 0.67 -> 0.79, PMI 1.22 -> 2.72 nats (max 2.77), generic responses 0.46 -> 0; self-SFT on the same samples changes nothing; no SmolLM2 run',
+          'context-following π(T|x) 0.32 -> 0.54, greedy accuracy 0.67 -> 0.79, PMI 1.22 -> 2.72 nats (max 2.77), generic responses 0.46 -> 0; self-SFT on the same samples changes nothing; SmolLM2 PMI from its logits: own prompt likeliest for 13/16 responses (no LM training)',
           'interp.contrib.post_training.experiments.mipo', ('--quick',)),
     Paper('SCPO', 'post_training', 'post_training/scpo.py', 'not reproduced (toy, text-only reduction)',
           'symbolic images: DPO cuts hallucination 0.139 -> 0.050, SCPO ends at 0.265; the condition-side term hurts (without it 0.092); every preference variant loses coverage 0.62 -> 0.29-0.36',

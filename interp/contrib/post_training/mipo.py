@@ -119,3 +119,35 @@ def update_share(before: dict[str, Tensor], after: nn.Module, prefix: str) -> fl
         tot += d
         part += d if name.startswith(prefix) else 0.0
     return part / tot if tot > 0 else 0.0
+
+
+@torch.no_grad()
+def cross_logprobs(lm, prompts: Tensor, responses: Tensor, batch: int = 16) -> Tensor:
+    """L[i, j] = log π(y_i | x_j): every response under every prompt, from an LM's logits.
+
+    lm: a callable ids [b, pos] -> logits [b, pos, vocab] (an `interp.HookedModel`); prompts [P, Lp] and
+    responses [P, Lr] token ids (equal lengths, so no padding enters). PMI_i = L[i, i] - logmeanexp_j L[i, j]
+    estimates log π(y_i|x_i) - log π(y_i) with the P prompts as the prompt distribution."""
+    if prompts.ndim != 2 or responses.ndim != 2 or len(prompts) != len(responses) or len(prompts) < 2:
+        raise ValueError(f"prompts [P, Lp] and responses [P, Lr] with the same P >= 2; got {tuple(prompts.shape)}, "
+                         f"{tuple(responses.shape)}")
+    p, lp = prompts.shape
+    pairs = [(i, j) for i in range(p) for j in range(p)]
+    out = torch.empty(p, p, dtype=torch.float64)
+    for s in range(0, len(pairs), batch):
+        chunk = pairs[s:s + batch]
+        ids = torch.stack([torch.cat([prompts[j], responses[i]]) for i, j in chunk])
+        logits = lm(ids).double()
+        lsm = torch.log_softmax(logits[:, lp - 1:-1], -1)
+        tok = ids[:, lp:]
+        lps = lsm.gather(2, tok.unsqueeze(2).to(lsm.device)).squeeze(2).sum(1)
+        for (i, j), v in zip(chunk, lps.tolist()):
+            out[i, j] = v
+    return out
+
+
+def pmi_from_cross(cross: Tensor) -> tuple[float, float]:
+    """(mean PMI over i, share of responses whose own prompt gives them the highest likelihood)."""
+    own = cross.diagonal()
+    marg = torch.logsumexp(cross, 1) - math.log(cross.shape[1])
+    return float((own - marg).mean()), float((cross.argmax(1) == torch.arange(len(cross))).float().mean())

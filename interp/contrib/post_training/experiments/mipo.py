@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 
 import torch
 
@@ -73,7 +74,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=500)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 100 pretraining + 30 steps")
+    ap.add_argument("--quick", action="store_true", help="1 seed, 100 pretraining + 30 steps, no LM")
+    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 PMI diagnostic")
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.steps < 1:
         ap.error("--seeds and --steps must be positive")
@@ -86,7 +88,29 @@ def main(argv=None) -> dict:
         rows.append([m] + [fmt([r[m][c] for r in runs]) if c in runs[0][m] else "-" for c in cols])
     print(f"context-following after {steps} steps ({seeds} seeds; PMI in nats, max log 16 = 2.77)")
     print(markdown_table(["model", *cols], rows))
-    return json.loads(json.dumps(runs))
+    out = {"toy": runs}
+    if not (a.quick or a.no_lm):
+        out["smollm2"] = smollm_pmi()
+        lm = out["smollm2"]
+        print(f"\nsmollm2-135m PMI diagnostic ({lm['pairs']} stdlib-docs sequences split 32 + 32 tokens): "
+              f"mean PMI {lm['pmi']:.3f} nats (max log {lm['pairs']} = {math.log(lm['pairs']):.3f}); "
+              f"own prompt most likely for {lm['own_top']:.3f} of the responses")
+    return json.loads(json.dumps(out))
+
+
+def smollm_pmi(n_seq: int = 16) -> dict:
+    """PMI of SmolLM2 on its own cached token sequences: each 64-token sequence of the contrib store is split
+    into a 32-token prompt and a 32-token response, every response scored under every prompt."""
+    from interp.contrib.lm_features import corpus_store, load_lm, token_rows
+    from interp.contrib.post_training.mipo import cross_logprobs, pmi_from_cross
+
+    model = load_lm()
+    store = corpus_store("stdlib-docs", 48, 64, loaded=model)
+    _, idx = token_rows(store, "ln_final.hook_normalized", skip_first=False)
+    seqs = torch.stack([idx["tokens"][idx["seq"] == s] for s in torch.unique(idx["seq"])[:n_seq]])
+    cross = cross_logprobs(model, seqs[:, :32], seqs[:, 32:64])
+    pmi_val, own = pmi_from_cross(cross)
+    return {"pairs": len(seqs), "pmi": pmi_val, "own_top": own}
 
 
 if __name__ == "__main__":

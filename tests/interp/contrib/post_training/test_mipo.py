@@ -22,7 +22,8 @@ def test_sequence_probabilities_sum_to_one():
     pol = ContextPolicy(n_contexts=2, vocab=3, length=2, d=4, hidden=8)
     ys = torch.tensor(list(itertools.product(range(3), repeat=2)))
     for c in range(2):
-        total = pol.logprob(torch.full((9,), c), ys).exp().sum()
+        with torch.no_grad():
+            total = pol.logprob(torch.full((9,), c), ys).exp().sum()
         assert float(total) == pytest.approx(1.0, abs=1e-5)
 
 
@@ -56,4 +57,24 @@ def test_bad_input():
 
 def test_quick_experiment_runs():
     out = main(["--quick"])
-    assert set(out[0]) == {"base", "self-SFT", "MIPO"}
+    assert set(out["toy"][0]) == {"base", "self-SFT", "MIPO"}
+
+
+def test_cross_logprobs_with_a_uniform_and_a_copying_lm():
+    from interp.contrib.post_training.mipo import cross_logprobs, pmi_from_cross
+
+    vocab = 5
+    uniform = lambda ids: torch.zeros(*ids.shape, vocab)  # noqa: E731
+    prompts, responses = torch.tensor([[0, 1], [2, 3], [4, 0]]), torch.tensor([[1, 1], [3, 3], [0, 0]])
+    cross = cross_logprobs(uniform, prompts, responses, batch=4)
+    torch.testing.assert_close(cross, torch.full((3, 3), 2 * -math.log(vocab), dtype=torch.float64))
+    assert pmi_from_cross(cross)[0] == pytest.approx(0.0)
+
+    def copy_lm(ids):  # predicts the previous token again, with log-odds 10
+        return 10.0 * torch.nn.functional.one_hot(ids, vocab).float()
+
+    cross = cross_logprobs(copy_lm, prompts, responses)
+    pmi_val, own = pmi_from_cross(cross)
+    assert own == 1.0 and pmi_val > 0  # each response repeats its own prompt's last token
+    with pytest.raises(ValueError, match="P >= 2"):
+        cross_logprobs(uniform, prompts[:1], responses[:1])
