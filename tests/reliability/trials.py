@@ -4,8 +4,8 @@
     python -m tests.reliability.trials --kind sae   --trials 10 --out /tmp/trials   # c2r, kill -9 at random times
     python -m tests.reliability.trials --kind writers --trials 10 --out /tmp/trials
 
-store: a writer process is killed with SIGKILL after a random delay, then the run is finished in a new
-process; the store must verify and hold exactly the rows of an uninterrupted run.
+store: a writer process is killed with SIGKILL at a random moment after its first commit, then the run is
+finished in a new process; the store must verify and hold exactly the rows of an uninterrupted run.
 sae: a C²R training process is killed with SIGKILL after a random delay (possibly several times), then
 resumed to the end; the final weights must be bitwise those of an uninterrupted run.
 writers: two writers start on one store at once; exactly one may write at a time, the other is refused
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SIZES = [40] * 12
+SIZES = [40] * 150
 
 STORE_WRITER = """
 import sys
@@ -39,6 +39,7 @@ store = ActivationStore.open_or_create({folder!r}, make_meta(), n_shards_planned
 store.clean_partial()
 for i in store.missing():
     store.commit_shard(write_shard_file(store.path, i, shard_tensors(sum(sizes[:i]), sizes[i])))
+    print(i, flush=True)
 """
 
 SAE_RUN = """
@@ -46,7 +47,7 @@ import torch
 torch.set_num_threads(1)
 from interp.store import ActivationStore
 from sae.train import TrainConfig, train_sae
-cfg = TrainConfig(arch="c2r", d_sae=64, k=4, total_tokens=256 * 40, batch_size=256, checkpoint_every=3,
+cfg = TrainConfig(arch="c2r", d_sae=64, k=4, total_tokens=256 * 400, batch_size=256, checkpoint_every=7,
                   settings={{"c2r_interval": 1, "c2r_chunk_size": 16}})
 sae, report = train_sae(ActivationStore.open({store!r}), cfg, {out!r}, progress=False)
 print(report["resumed_from_step"])
@@ -75,7 +76,8 @@ def store_trial(folder: Path, rng: random.Random) -> dict:
     from interp.store import ActivationStore
 
     p = _spawn(STORE_WRITER.format(sizes=SIZES, wait=False, folder=str(folder)))
-    delay = rng.uniform(2.0, 12.0)
+    p.stdout.readline()  # the first shard is committed: the run is writing
+    delay = rng.uniform(0.0, 2.0)
     time.sleep(delay)
     killed = p.poll() is None
     if killed:
@@ -102,7 +104,7 @@ def sae_trial(root: Path, rng: random.Random, reference: dict) -> dict:
     kills = 0
     for _ in range(rng.randint(1, 3)):
         p = _spawn(SAE_RUN.format(store=str(root / "store"), out=str(out)))
-        time.sleep(rng.uniform(5.0, 30.0))
+        time.sleep(rng.uniform(8.0, 40.0))
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             kills += 1
