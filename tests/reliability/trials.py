@@ -6,8 +6,8 @@
 
 store: a writer process is killed with SIGKILL at a random moment after its first commit, then the run is
 finished in a new process; the store must verify and hold exactly the rows of an uninterrupted run.
-sae: a C²R training process is killed with SIGKILL after a random delay (possibly several times), then
-resumed to the end; the final weights must be bitwise those of an uninterrupted run.
+sae: a C²R training process is killed with SIGKILL at a random moment after a checkpoint exists (one to
+three times), then resumed to the end; the final weights must be bitwise those of an uninterrupted run.
 writers: two writers start on one store at once; exactly one may write at a time, the other is refused
 (or, with --wait, finishes after it), and the store ends complete and verified.
 Prints one JSON line per trial and a summary.
@@ -104,7 +104,9 @@ def sae_trial(root: Path, rng: random.Random, reference: dict) -> dict:
     kills = 0
     for _ in range(rng.randint(1, 3)):
         p = _spawn(SAE_RUN.format(store=str(root / "store"), out=str(out)))
-        time.sleep(rng.uniform(8.0, 40.0))
+        while p.poll() is None and not (out / "checkpoint" / "cfg.json").exists():
+            time.sleep(0.05)  # training has written a checkpoint: from here a kill lands mid-run
+        time.sleep(rng.uniform(0.0, 2.0))
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             kills += 1
