@@ -55,13 +55,15 @@ def test_run_bad_names_fail_with_one_error_line():
 
 # Fourth wave (issue 20): --quick runs of a few seconds at most.
 FAST_ISSUE20 = {"DP-SMK", "EF-NoisyQ", "OnlineFair", "FuseFSS", "OrchJail"}
+# Fifth wave (issue 21).
+FAST_ISSUE21 = {"ParalESN", "SBC", "TRDI", "HIAL", "HMH", "BRep", "KUMA", "DiffInfo", "SWM"}
 
 # The second wave's --quick runs take seconds; the first wave's experiments predate --quick sizes that
 # small (tens of seconds to minutes each), so they run with the slow tests.
 FAST = {"RDMReg", "InfoGlobe", "PACEAttention", "FourierSB", "MoE-NoiseFilter", "GEM", "SAFER", "L2M",
         "GFD-EMVC", "SourceScreen", "CoupledPI",
         "SelfTrain", "IPS-GRPO", "CFL", "EIG-ExpFam", "FI-Bagging", "MIPO", "SCPO", "StreamATE"}
-QUICK = [p.name if p.name in FAST | FAST_ISSUE20 else pytest.param(p.name, marks=pytest.mark.slow) for p in PAPERS if p.implemented]
+QUICK = [p.name if p.name in FAST | FAST_ISSUE20 | FAST_ISSUE21 else pytest.param(p.name, marks=pytest.mark.slow) for p in PAPERS if p.implemented]
 
 
 @pytest.mark.parametrize("name", QUICK)

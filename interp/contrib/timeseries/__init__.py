@@ -1,0 +1,1 @@
+"""interp.contrib.timeseries: reservoir computing with a parallel scan (ParalESN)."""
