@@ -6,7 +6,8 @@ invariant probe on SmolLM2's cached activations (corpora as environments).
 Synthetic process (catalog, our generator): 20 variables x_t = A s_t + B u_t + m_e + 0.5 ε_t, with 3
 AR(1) (0.9) quality latents s, 5 nuisance latents u (sd 3), and an operating-mode mean m_e = D μ_e
 (D: random directions spanning a rank-1 subspace, which two
-training modes identify, or rank 3, which they cannot; μ_e ~ N(0, 4² I)); targets y_{t+1} = C s_t + 0.1 noise (3 quality variables,
+training modes identify, or rank 3, which they cannot; μ_e ~ N(0, 4² I)); a third setting adds the
+mode's first mean coordinate to the targets (the target level is confounded with the operating mode); targets y_{t+1} = C s_t + 0.1 noise (3 quality variables,
 lag 1). Train on modes 0 and 1 (1,000 steps each); test on mode 2: 500 normal steps, then 500 steps with
 a fault x += 3 A f (a unit f in the quality latents). 3 directions per method; T² threshold = the 99th
 percentile of the training T². Metrics in the unseen mode: false-alarm rate (FAR) and fault-detection
@@ -36,7 +37,7 @@ ROWS = "positions:0+norm-outliers:10"
 """Rows dropped from the SmolLM2 stores (`interp/rows.py`'s default rule: the sink and massive-activation rows)."""
 
 
-def process(seed: int, shift_rank: int = 1, n_train: int = 1000, n_test: int = 500):
+def process(seed: int, shift_rank: int = 1, confounded: bool = False, n_train: int = 1000, n_test: int = 500):
     rng = np.random.default_rng(seed)
     d = 20
     a, b, dm, c = rng.normal(size=(d, 3)), rng.normal(size=(d, 5)), rng.normal(size=(d, shift_rank)), rng.normal(size=(3, 3))
@@ -51,6 +52,8 @@ def process(seed: int, shift_rank: int = 1, n_train: int = 1000, n_test: int = 5
             s = s + fault
         x = s @ a.T + 3.0 * rng.normal(size=(n, 5)) @ b.T + dm @ mus[mode] + 0.5 * rng.normal(size=(n, d))
         y = s @ c.T + 0.1 * rng.normal(size=(n, 3))
+        if confounded:  # the quality level differs by operating mode: the mode shift predicts y in training
+            y = y + mus[mode, 0]
         return x[:-1], y[1:]  # x_t paired with y_{t+1}
 
     tr = [run(0, n_train), run(1, n_train)]
@@ -70,10 +73,10 @@ def monitors(x, y, env, lam: float, r: int = 3) -> dict[str, CFL]:
             f"CFL λ={lam:g}": CFL.fit(x, y, env, r, lam=lam)}
 
 
-def synthetic(seeds: int, lam: float, shift_rank: int) -> dict:
+def synthetic(seeds: int, lam: float, shift_rank: int, confounded: bool = False) -> dict:
     res: dict[str, dict[str, list]] = {}
     for s in range(seeds):
-        x, y, env, normal, faulty = process(s, shift_rank)
+        x, y, env, normal, faulty = process(s, shift_rank, confounded)
         for name, m in monitors(x, y, env, lam).items():
             thr = float(np.quantile(m.t2(x), 0.99))
             far, fdr = detection_rates(m.t2(normal), m.t2(faulty), thr)
@@ -126,13 +129,13 @@ def main(argv=None) -> dict:
         ap.error("--seeds must be positive and --lam non-negative")
     seeds = 1 if a.quick else a.seeds
     out = {}
-    for rank in (1, 3):
-        syn = synthetic(seeds, a.lam, rank)
-        print(f"synthetic process, unseen operating mode, mode means in a rank-{rank} subspace "
-              f"({seeds} seeds; threshold = training 99th percentile)")
+    for rank, conf in ((1, False), (3, False), (1, True)):
+        syn = synthetic(seeds, a.lam, rank, conf)
+        print(f"synthetic process, unseen operating mode, mode means in a rank-{rank} subspace"
+              f"{', target level confounded with the mode' if conf else ''} ({seeds} seeds; threshold = training 99th percentile)")
         print(markdown_table(["monitor", "false-alarm rate", "fault-detection rate"],
                              [[k, fmt(v["FAR"]), fmt(v["FDR"])] for k, v in syn.items()]))
-        out[f"synthetic_rank{rank}"] = syn
+        out[f"synthetic_rank{rank}" + ("_confounded" if conf else "")] = syn
     if not (a.quick or a.no_lm):
         lm = smollm()
         print("\nsmollm2-135m layer 12, y = log(position), leave one corpus out (3 folds)")
