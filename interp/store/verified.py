@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from safetensors import safe_open
-
 from interp.store.atomic import sha256_bytes, sha256_file
 from interp.store.errors import StoreCorruptError
 from interp.store.safetensors_io import SAFETENSORS_DTYPES
 from interp.store.shards import INDEX_COLUMNS, ShardInfo, shard_file_name
+from interp.store.shards import read_header as header_of_file  # key -> (dtype, shape), header only
 
 if TYPE_CHECKING:
     from interp.store.store import ActivationStore
@@ -99,12 +98,6 @@ def header_problems(want: dict[str, tuple[str, list[int]]], header: dict[str, tu
             problems.append(f"{k}: expected {dtype} {list(shape)} ({shape[0]} rows), file has {has}")
     problems += [f"{k}: a tensor that is not a hook of this store" for k in header if k not in want]
     return problems
-
-
-def header_of_file(path: Path) -> dict[str, tuple[str, list[int]]]:
-    """Key -> (dtype, shape) from a safetensors file's header (no tensor data read)."""
-    with safe_open(str(path), framework="pt") as f:
-        return {k: (f.get_slice(k).get_dtype(), list(f.get_slice(k).get_shape())) for k in f.keys()}
 
 
 def header_of_bytes(data: bytes | memoryview) -> dict[str, tuple[str, list[int]]]:
