@@ -148,7 +148,7 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     den = ce["zero"] - ce["clean"]
     rec = (ce["zero"] - ce["sae"]) / den if abs(den) > 1e-9 else float("nan")
     return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok,
-            "spliced_frac": n_spliced[0] / max(n_all[0], 1), "rows": rows.config() if rows is not None else None}
+            "spliced_frac": n_spliced[0] / max(n_all[0], 1), "spliced_row_rule": rows.config() if rows is not None else None}
 
 
 # ---- ground truth on synthetic data ---------------------------------------------------------------------
