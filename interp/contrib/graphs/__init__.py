@@ -1,0 +1,1 @@
+"""interp.contrib.graphs: hypergraph active learning (HIAL)."""
