@@ -1,0 +1,66 @@
+"""FedFit demo: Fisher prune/grow vs magnitude prune / gradient grow vs a static random mask vs dense
+FedAvg, with 10 non-IID clients, on digits and on SmolLM2's cached residual stream.
+
+    python -m interp.contrib.privacy.experiments.fedfit [--seeds 3] [--quick] [--no-lm]
+
+Digits (catalog setting): MLP 64-256-10, 90% sparsity in both layers, 10 clients with Dirichlet(0.3)
+label shares, 30 rounds of 10 local SGD steps (batch 32, lr 0.1); masks adjusted every 5 rounds up to
+round 22 (cosine-decayed swap fraction from 0.3). 400 held-out test images. SmolLM2: the same on
+token rows of `blocks.12.hook_resid_post` (stdlib-docs / stdlib / usr-share-doc stores, 48 x 64 tokens
+each, position 0 dropped, standardised), MLP 576-256-3 predicting the corpus, 25% of rows held out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from interp.contrib.privacy.fedfit import FedConfig, dirichlet_split, federated_train
+from interp.contrib.report import fmt, markdown_table
+
+RULES = {"dense FedAvg": (0.0, "static"), "static random mask": (0.9, "static"),
+         "magnitude / gradient (FedDST-like)": (0.9, "magnitude"), "FedFit (Fisher)": (0.9, "fisher")}
+
+
+def run(x, y, dims, seed: int, rounds: int, n_test: int) -> dict[str, float]:
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(x), generator=g)
+    te, tr = perm[:n_test], perm[n_test:]
+    parts = dirichlet_split(y[tr], 10, 0.3, g)
+    clients = [(x[tr][p], y[tr][p]) for p in parts if len(p) > 0]
+    return {name: federated_train(clients, (x[te], y[te]), dims,
+                                  FedConfig(rounds=rounds, sparsity=sp, rule=rule, seed=seed,
+                                            adjust_every=max(1, rounds // 6)))[0]
+            for name, (sp, rule) in RULES.items()}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="1 seed, 6 rounds (adjusting every round), digits only")
+    ap.add_argument("--no-lm", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    from sklearn.datasets import load_digits
+
+    seeds, rounds = (1, 6) if a.quick else (a.seeds, 30)
+    xd, yd = load_digits(return_X_y=True)
+    xd, yd = torch.tensor(xd / 16.0, dtype=torch.float32), torch.tensor(yd)
+    out = {"digits": [run(xd, yd, (64, 256, 10), s, rounds, 400) for s in range(seeds)]}
+    if not (a.quick or a.no_lm):
+        from interp.contrib.lm_features import labelled_corpora
+
+        xl, yl = labelled_corpora("blocks.12.hook_resid_post", n_seq=48, per_sequence=False)
+        xl = (xl - xl.mean(0)) / xl.std(0).clamp_min(1e-6)
+        out["smollm2"] = [run(xl, yl, (576, 256, 3), s, rounds, len(xl) // 4) for s in range(seeds)]
+    for name, res in out.items():
+        print(f"\n{name}: test accuracy after {rounds} rounds (mean ± sd over {seeds} seeds)")
+        print(markdown_table(["method", "accuracy", "gap to dense"],
+                             [[m, fmt([r[m] for r in res]), fmt([r["dense FedAvg"] - r[m] for r in res])] for m in RULES]))
+    return json.loads(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
