@@ -1,0 +1,1 @@
+"""interp.contrib.generative: stochastic binary coding with channel simulation (SBC)."""
