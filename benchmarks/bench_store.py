@@ -139,6 +139,8 @@ def main() -> None:
     ap.add_argument("--rows-per-shard", type=int, default=16_384)
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--cache-shards", type=int, default=None)
+    ap.add_argument("--only", choices=["reads", "lock"], default=None, help="run one part only")
+    ap.add_argument("--lock-reps", type=int, default=None, help="repetitions of each 1,000-shard run (default reps // 2)")
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed afterwards)")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -148,20 +150,18 @@ def main() -> None:
     root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="bench_store_"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        folder = root / "store"
-        shutil.rmtree(folder, ignore_errors=True)
-        t0 = time.perf_counter()
-        store = build(folder, rows, a.rows_per_shard, a.d)
-        built = time.perf_counter() - t0
-        result = {
-            "store": {"rows": len(store), "d": a.d, "shards": len(store.shard_indices),
-                      "bytes": sum(p.stat().st_size for p in folder.iterdir()), "build_seconds": round(built, 2)},
-            "reads": read_bench(folder, reps, n_random=min(65_536, rows)),
-            "writer_lock": lock_bench(root, n_cache, reps=max(1, reps // 2)),
-            "reps": reps,
-            "torch_threads": torch.get_num_threads(),
-            "cpus": os.cpu_count(),
-        }
+        result: dict = {"reps": reps, "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count()}
+        if a.only != "lock":
+            folder = root / "store"
+            shutil.rmtree(folder, ignore_errors=True)
+            t0 = time.perf_counter()
+            store = build(folder, rows, a.rows_per_shard, a.d)
+            built = time.perf_counter() - t0
+            result["store"] = {"rows": len(store), "d": a.d, "shards": len(store.shard_indices),
+                               "bytes": sum(p.stat().st_size for p in folder.iterdir()), "build_seconds": round(built, 2)}
+            result["reads"] = read_bench(folder, reps, n_random=min(65_536, rows))
+        if a.only != "reads":
+            result["writer_lock"] = lock_bench(root, n_cache, reps=a.lock_reps or max(1, reps // 2))
     finally:
         if not a.dir:
             shutil.rmtree(root, ignore_errors=True)
