@@ -54,7 +54,7 @@ def test_run_bad_names_fail_with_one_error_line():
 
 
 # Fourth wave (issue 20): --quick runs of a few seconds at most.
-FAST_ISSUE20 = {"DP-SMK", "EF-NoisyQ", "OnlineFair", "FuseFSS", "OrchJail", "CREDIT", "FedFit"}
+FAST_ISSUE20 = {"DP-SMK", "EF-NoisyQ", "OnlineFair", "FuseFSS", "OrchJail", "CREDIT", "FedFit", "MultiBreak"}
 # Fifth wave (issue 21).
 FAST_ISSUE21 = {"ParalESN", "SBC", "TRDI", "HIAL", "HMH", "BRep", "KUMA", "DiffInfo", "SWM"}
 
