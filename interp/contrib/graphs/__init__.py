@@ -1,1 +1,1 @@
-"""interp.contrib.graphs: hypergraph active learning (HIAL)."""
+"""interp.contrib.graphs: hypergraph active learning (HIAL), Haar spectral filtering (HMH-lite), learnable connectivity (BRep)."""
