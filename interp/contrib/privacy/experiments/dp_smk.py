@@ -34,10 +34,16 @@ def main(argv=None) -> dict:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--draws", type=int, default=20, help="DP runs per instance and ε")
     ap.add_argument("--quick", action="store_true", help="3 seeds, 5 draws, 60 users x 30 items")
+    ap.add_argument("--users", type=int, nargs="+", default=[200], help="user counts (one table each)")
+    ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 0.5, 1.0, 4.0, 16.0])
     a = ap.parse_args(argv)
-    seeds, draws = (3, 5) if a.quick else (a.seeds, a.draws)
-    users, items, budget = (60, 30, 3.0) if a.quick else (200, 100, 3.0)
-    eps_grid = (0.1, 0.5, 1.0, 4.0, 16.0)
+    if a.quick:
+        return run(60, 30, 3, 5, (0.1, 0.5, 1.0, 4.0, 16.0))
+    return {str(u): run(u, 100, a.seeds, a.draws, tuple(a.eps)) for u in a.users}
+
+
+def run(users: int, items: int, seeds: int, draws: int, eps_grid) -> dict:
+    budget = 3.0
     res = {e: {"greedy+": [], "naive": [], "queries": []} for e in eps_grid}
     ref_q = []
     for s in range(seeds):
