@@ -218,11 +218,13 @@ def ablate(
     _threads(threads)
     from circuits.ablation import check_ablation
     from circuits.checkpoint import CheckpointError
-    from circuits.format import Circuit
+    from circuits.format import Circuit, check_circuit_model
     from circuits.tasks import get_task
     from interp.cli.options import deprecated
 
     n = deprecated(n_old, "--n", "--max-rows", n, 200)
+    if n < 1 or n_random < 0:
+        fail(f"--max-rows must be >= 1 and --n-random >= 0, got {n} and {n_random}")
 
     try:
         c = Circuit.load(circuit)
@@ -230,6 +232,9 @@ def ablate(
         kind = c.provenance.get("ablation") or check_ablation("auto", method) if ablation == "auto" else check_ablation(ablation, method)
         the_task = get_task(task or c.provenance.get("task", ""))
         m = _load(model, checkpoint, device, allow_torch_load)
+        note = check_circuit_model(c, m)
+        if note:
+            typer.echo(note, err=True)
         if "graph" in c.extra:
             from circuits.faithfulness import edge_circuit_report
 

@@ -32,6 +32,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 FORMAT = "interp-circuit"
 VERSION = 1
@@ -194,3 +195,27 @@ def _jsonable(o):
     if hasattr(o, "tolist"):
         return o.tolist()
     return str(o)
+
+
+def check_circuit_model(circuit: Circuit, model: Any) -> str | None:
+    """Refuse a circuit whose units cannot exist in `model` (another architecture, more layers or heads);
+    return a warning when the shapes fit but the weights differ (e.g. a circuit found at another checkpoint
+    of the same run, which is a legitimate comparison but should be said)."""
+    found = circuit.provenance.get("model") or {}
+    kind, here = found.get("model_type"), model.provenance.get("model_type")
+    if kind and here and kind != here:
+        raise ValueError(f"the circuit was found on a {kind} model ({found.get('spec', '?')}), this is a {here} "
+                         f"model ({model.name}): pass the circuit's model with --model")
+    top = max((n.layer for n in circuit.nodes if n.kind not in ("embed", "logits")), default=-1)
+    if top >= model.n_layers:
+        raise ValueError(f"the circuit has units in layer {top} but {model.name} has {model.n_layers} layers: "
+                         f"it was found on {found.get('spec', 'another model')}; pass that model with --model")
+    heads = max((n.index for n in circuit.nodes if n.kind == "head"), default=-1)
+    if heads >= model.n_heads:
+        raise ValueError(f"the circuit has head {heads} but {model.name} has {model.n_heads} heads per layer: "
+                         f"it was found on {found.get('spec', 'another model')}; pass that model with --model")
+    a, b = found.get("weights_sha256"), model.provenance.get("weights_sha256")
+    if a and b and a != b:
+        return (f"warning: the circuit was found on other weights ({found.get('spec', '?')}, sha256 {a[:12]}) "
+                f"than {model.name} (sha256 {b[:12]}); scores are of this model")
+    return None

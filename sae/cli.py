@@ -146,6 +146,8 @@ def eval_(
                 check_out_dir(out_file.parent or ".")
             else:
                 out_file = check_out_dir(out) / "metrics.json"
+        if ce_seqs < 1 or words < 1:
+            raise ValueError(f"--n-ce-seqs and --words must be >= 1, got {ce_seqs} and {words}")
         if suite not in ("core", "saebench"):
             raise ValueError(f"--suite must be core or saebench, got {suite!r}")
         if suite == "saebench" and not model:

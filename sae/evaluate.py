@@ -93,6 +93,10 @@ def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str |
     """`interp sae eval`'s numbers: which rows, which rule, which codes, and the metrics."""
     from sae.train import _check_shapes, _hook
 
+    if max_rows < 1:
+        raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
+    if codes not in ("threshold", "batch"):
+        raise ValueError(f"--codes must be threshold or batch, got {codes!r}")
     h = _hook(store, hook or (sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in store.hooks else None))
     _check_shapes(store, h, sae.cfg.d_in)
     used, rows = eval_rows(sae_dir, store, split)

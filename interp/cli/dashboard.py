@@ -89,8 +89,10 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
     cfg = DashboardConfig(features=parse_features(features), top=top, order=order,
                           title=f"{hook or acts} on {model or '?'}")
-    prepare_out(out, overwrite)
     st = ActivationStore.open(store)
+    spec = model or st.meta.model
+    tok = _tokenizer(spec, explicit=model is not None)  # before anything is written: a bad --model is an error
+    prepare_out(out, overwrite)
     n = min(len(st), max_rows)
     head: dict[str, str] = {"store": str(st.path)}
     if hook:
@@ -110,9 +112,7 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
         n_feat = a.shape[1]
         head["rows rule"] = "none (precomputed activations)"
     check_features(cfg.features, n_feat)
-    spec = model or st.meta.model
     cfg.title = f"{hook or acts} · {spec}"
-    tok = _tokenizer(spec)
     vocab = Vocab(tok)
     head["model"] = spec
     head["hook" if hook else "activations"] = hook or acts
@@ -151,7 +151,9 @@ def row_filter(exclude: str | None, store, hook: str, recorded: dict | None = No
     return bind(exclude, store, hook, recorded)
 
 
-def _tokenizer(spec: str):
+def _tokenizer(spec: str, explicit: bool = False):
+    """The tokenizer of `spec`. A --model the user named must load (else an error naming it); the store's
+    recorded model may be missing on this machine, and then the pages show token ids with a warning."""
     import typer as _t
 
     from interp.dashboards import load_tokenizer
@@ -159,6 +161,9 @@ def _tokenizer(spec: str):
     try:
         return load_tokenizer(spec)
     except Exception as exc:  # noqa: BLE001 - a dashboard still works with token ids
+        if explicit:
+            raise ValueError(f"--model {spec!r} gives no tokenizer ({exc}); pass a spec from `interp models`, "
+                             "or leave --model out to use the store's model") from exc
         _t.echo(f"warning: no tokenizer for {spec!r} ({exc}); showing token ids", err=True)
         return None
 
