@@ -1,1 +1,1 @@
-"""interp.contrib.generative: stochastic binary coding with channel simulation (SBC)."""
+"""interp.contrib.generative: stochastic binary coding (SBC), timestep rescheduling for DDIM inversion (TRDI), information in diffusion models (DiffInfo)."""
