@@ -49,7 +49,7 @@ def test_list_prints_every_paper():
 def test_run_bad_names_fail_with_one_error_line():
     res = runner.invoke(app, ["contrib", "run", "NoSuchPaper"])
     assert res.exit_code == 2 and "error: unknown paper 'NoSuchPaper'" in res.output
-    res = runner.invoke(app, ["contrib", "run", "KUMA"])
+    res = runner.invoke(app, ["contrib", "run", "SWM"])
     assert res.exit_code == 2 and "not implemented yet" in res.output
 
 
