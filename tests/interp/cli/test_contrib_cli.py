@@ -49,8 +49,10 @@ def test_list_prints_every_paper():
 def test_run_bad_names_fail_with_one_error_line():
     res = runner.invoke(app, ["contrib", "run", "NoSuchPaper"])
     assert res.exit_code == 2 and "error: unknown paper 'NoSuchPaper'" in res.output
-    res = runner.invoke(app, ["contrib", "run", "SWM"])
-    assert res.exit_code == 2 and "not implemented yet" in res.output
+    planned = [p.name for p in PAPERS if not p.implemented]
+    if planned:  # every paper has a module since the fifth wave (issue 21)
+        res = runner.invoke(app, ["contrib", "run", planned[0]])
+        assert res.exit_code == 2 and "not implemented yet" in res.output
 
 
 # Fourth wave (issue 20): --quick runs of a few seconds at most.
