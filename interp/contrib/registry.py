@@ -168,7 +168,7 @@ PAPERS: tuple[Paper, ...] = (
           'KUMA-lite (no attention): per-window Koopman operator cuts MSE after a regime switch 1.04 -> 0.66 vs a global operator (all windows 1.14 -> 0.52; DLinear 2.40), worse while the switch is inside the window (1.37 vs 1.15); residual branch no help',
           'interp.contrib.timeseries.experiments.koopman_forecast', ('--quick',)),
     Paper('SWM', 'timeseries', 'timeseries/social_world_model.py', 'partial',
-          'ELBO-trained latent state-space model on event-driven belief series: post-event RMSE 0.330 vs AR 0.616 and persistence 0.623 (all windows 0.225 vs 0.294 / 0.315); generated event vectors, no LLM encoder run',
+          'ELBO-trained latent state-space model on event-driven belief series: post-event RMSE 0.330 vs AR 0.616 and persistence 0.623; events as sentences encoded by SmolLM2, unseen verbs at test: no generalisation (0.420 vs persistence 0.342, random embeddings 0.405)',
           'interp.contrib.timeseries.experiments.social_world_model', ('--quick',)),
     Paper('TRDI', 'generative', 'generative/trdi.py', 'reproduced',
           'tiny DDPM on digits, DDIM inversion + reconstruction: DP schedule MSE 0.0297 -> 0.0229 at K=10 (+1.1 dB), 0.00747 -> 0.00660 at K=20 (+0.5 dB); one-jump deviation U-shaped in t; a global stretch alone does not help',

@@ -63,11 +63,90 @@ def trial(seed: int, steps: int, n_train: int, n_test: int) -> dict:
     return out
 
 
+TOPICS = ("interest rates", "oil prices", "the unemployment rate", "tech stocks", "house prices", "the price of gold")
+UP = ("rise sharply", "surge", "climb", "jump", "go up")
+DOWN = ("fall sharply", "plunge", "drop", "slide", "go down")
+HELD_OUT = ("jump", "slide")  # verbs only seen at test time
+
+
+def sentences():
+    """(texts, shift [n, K], held-out mask): 'Analysts expect {topic} to {verb}.' moves series `topic` by ±1."""
+    texts, shift, held = [], [], []
+    for k, topic in enumerate(TOPICS):
+        for verbs, sign in ((UP, 1.0), (DOWN, -1.0)):
+            for v in verbs:
+                texts.append(f"Analysts expect {topic} to {v}.")
+                row = torch.zeros(K)
+                row[k] = sign
+                shift.append(row)
+                held.append(v in HELD_OUT)
+    return texts, torch.stack(shift), torch.tensor(held)
+
+
+def smollm_sentence_embeddings(texts, layer: int = 12, dims: int = D) -> torch.Tensor:
+    """Mean of SmolLM2's `blocks.{layer}.hook_resid_post` over each sentence (position 0 dropped), reduced to
+    `dims` principal components and standardised."""
+    from interp.contrib.lm_features import hook_name, load_lm
+
+    model = load_lm()
+    rows = []
+    for t in texts:
+        _, cache = model.run_with_cache(t, names=[hook_name(layer)], return_logits=False)
+        rows.append(cache[hook_name(layer)][0, 1:].float().mean(0))
+    X = torch.stack(rows)
+    X = X - X.mean(0)
+    _, _, vh = torch.linalg.svd(X, full_matrices=False)
+    Z = X @ vh[:dims].T
+    return Z / Z.std(0)
+
+
+def generate_text(n: int, seed: int, emb: torch.Tensor, shift: torch.Tensor, allowed: torch.Tensor):
+    """Belief series whose events are sentences (indices in `allowed`); the model sees `emb` of the sentence."""
+    g = torch.Generator().manual_seed(seed)
+    has = torch.rand(n, T, generator=g) < 0.1
+    idx = allowed[torch.randint(0, len(allowed), (n, T), generator=g)]
+    ev = torch.where(has.unsqueeze(2), emb[idx], torch.zeros(()))
+    jumps = torch.where(has.unsqueeze(2), shift[idx], torch.zeros(()))
+    u = torch.cumsum(jumps, 1)
+    b = torch.zeros(n, T, K)
+    prev = torch.zeros(n, K)
+    for t in range(T):
+        prev = prev + 0.4 * (u[:, t] - prev) + 0.05 * torch.randn(n, K, generator=g)
+        b[:, t] = prev
+    return b, ev
+
+
+def lm_trial(seed: int, steps: int, emb_lm: torch.Tensor, shift, held) -> dict:
+    """Train on sentences with the seen verbs, test on sentences with held-out verbs only."""
+    seen, unseen = torch.nonzero(~held).flatten(), torch.nonzero(held).flatten()
+    emb_rand = torch.randn(emb_lm.shape, generator=torch.Generator().manual_seed(seed + 7))
+    out = {}
+    for name, emb in (("SWM, SmolLM2 event embeddings", emb_lm), ("SWM, random embedding per sentence", emb_rand)):
+        btr, etr = generate_text(256, seed, emb, shift, seen)
+        bte, ete = generate_text(128, seed + 1000, emb, shift, unseen)
+        torch.manual_seed(seed)
+        model = SWM(SWMConfig(n_series=K, d_event=D))
+        train_swm(model, btr, etr, steps, seed=seed)
+        coef = fit_ar(btr)
+        errs = {name: [], "persistence": [], "AR(3) on differences": []}
+        for t0 in range(40, T - H):
+            hist, fut = bte[:, :t0], bte[:, t0 : t0 + H]
+            ev = ete[:, t0].abs().sum(1) > 0
+            preds = {name: model.forecast(hist, ete[:, : t0 + H], H), "persistence": persistence(hist, H),
+                     "AR(3) on differences": ar_forecast(hist, coef, H)}
+            for m, p in preds.items():
+                errs[m].append(((p - fut) ** 2).mean((1, 2))[ev])
+        for m, v in errs.items():
+            out[m] = float(torch.cat(v).mean().sqrt())
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--quick", action="store_true", help="1 seed, 30 steps, 64 / 32 sequences")
+    ap.add_argument("--lm", action="store_true", help="also: events as sentences encoded by SmolLM2, held-out verbs at test")
     a = ap.parse_args(argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
@@ -79,8 +158,17 @@ def main(argv=None) -> dict:
     print(markdown_table(["model", "post-event windows", "all windows"],
                          [[m, fmt([r[m]["post-event"] for r in runs], 4), fmt([r[m]["all"] for r in runs], 4)] for m in methods]))
     print("ELBO first -> last step: " + "; ".join(f"{r['elbo_first_last'][0]:.2f} -> {r['elbo_first_last'][1]:.2f}" for r in runs))
-    print(json.dumps(runs))
-    return {"runs": runs}
+    out = {"runs": runs}
+    if a.lm and not a.quick:
+        texts, shift, held = sentences()
+        emb = smollm_sentence_embeddings(texts)
+        lm = [lm_trial(s, steps, emb, shift, held) for s in range(seeds)]
+        cols = ["SWM, SmolLM2 event embeddings", "SWM, random embedding per sentence", "persistence", "AR(3) on differences"]
+        print(f"\nevents as sentences ({len(texts)}; test events use only the held-out verbs {HELD_OUT}): post-event RMSE, {seeds} seeds")
+        print(markdown_table(cols, [[fmt([r[c] for r in lm], 4) for c in cols]]))
+        out["smollm2"] = lm
+    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":
