@@ -10,6 +10,7 @@ show a page or one's own text inline in Jupyter. Only the tokenizer and the stor
 unembedding, read from the weights file, for logit effects).
 """
 
+from interp.dashboards.attention import AttentionView
 from interp.dashboards.build import (
     DashboardConfig,
     build_dashboard,
@@ -27,7 +28,7 @@ from interp.dashboards.stats import FeatureStats, StatsConfig
 from interp.dashboards.tokens import Vocab, load_tokenizer
 
 __all__ = [
-    "DashboardConfig", "FeaturePage", "FeatureStats", "StatsConfig", "StoreSource", "TensorSource", "TokenRows", "Vocab",
+    "AttentionView", "DashboardConfig", "FeaturePage", "FeatureStats", "StatsConfig", "StoreSource", "TensorSource", "TokenRows", "Vocab",
     "build_dashboard", "check_features", "collect", "feature_page", "from_neuronpedia", "load_tokenizer",
     "parse_features", "to_neuronpedia", "write_dashboard", "write_folder",
 ]
