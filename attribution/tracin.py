@@ -65,10 +65,17 @@ class Checkpoint:
                  if k in want and saved.get(k, want[k]) != want[k]]
         if sizes:
             raise ValueError(f"checkpoint {self.path} has another shape than the model ({', '.join(f'{k} {saved.get(k)} != {want[k]}' for k in sizes)})")
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint per job buries the output
         try:
             fresh, info = type(model).from_pretrained(str(folder), dtype=param.dtype, output_loading_info=True)
         except (RuntimeError, ValueError, OSError) as e:
             raise ValueError(f"checkpoint {self.path} does not fit {type(model).__name__}: {e}") from None
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         missing = [k for k in info.get("missing_keys", []) if k]
         bad = list(info.get("mismatched_keys", []))
         if missing or bad:
