@@ -17,6 +17,7 @@ from attribution.influence import (
 )
 from attribution.mda import copy_target_probe
 from tests.tiny import ARCHS, tiny_hf
+from tests.attribution.helpers import exact_ggn
 
 
 def _reference(model, comp, ids):
@@ -88,10 +89,7 @@ def micro_llama(seed=0):
 
 
 def _exact_ggn_llama(model, comp, ids):
-    """Mean over sequences of sum_l J_l^T (diag p - p p^T) J_l, J = d logits / d (W_Q rows of head h, W_K rows
-    of its k-v head), built explicitly (128 x 128) with `functional_call`."""
-    from torch.func import functional_call
-
+    """The exact GGN over (W_Q rows of head h, W_K rows of its k-v head): 128 x 128."""
     att = model.hf_model.model.layers[comp.layer].self_attn
     dh = model.d_head
     kvh = comp.head // (model.n_heads // model.n_kv_heads)
@@ -100,15 +98,7 @@ def _exact_ggn_llama(model, comp, ids):
                        att.k_proj.weight[kvh * dh:(kvh + 1) * dh]]).detach().clone().requires_grad_(True)
     wq = torch.cat([att.q_proj.weight[:comp.head * dh].detach(), theta[:dh], att.q_proj.weight[(comp.head + 1) * dh:].detach()])
     wk = torch.cat([att.k_proj.weight[:kvh * dh].detach(), theta[dh:], att.k_proj.weight[(kvh + 1) * dh:].detach()])
-    total = 0
-    for b in range(len(ids)):
-        logits = functional_call(model.hf_model, {qn: wq, kn: wk}, kwargs={"input_ids": ids[b:b + 1]}).logits[0, :-1]
-        p = logits.softmax(-1).detach()
-        for pos in range(logits.shape[0]):
-            jac = torch.stack([torch.autograd.grad(logits[pos, y], theta, retain_graph=True)[0].flatten()
-                               for y in range(logits.shape[1])])
-            total = total + jac.T @ (torch.diag(p[pos]) - torch.outer(p[pos], p[pos])) @ jac
-    return total / len(ids)
+    return exact_ggn(model, theta, {qn: wq, kn: wk}, ids)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from attribution.influence import (
     mean_gradient,
 )
 from attribution.mda import copy_target_probe
+from tests.attribution.helpers import exact_ggn
 
 
 def micro_neox(seed=0):
@@ -52,27 +53,14 @@ def test_component_gradient_equals_autograd_on_weight_rows():
 
 
 def _exact_ggn(model, comp, ids):
-    """Mean over sequences of sum_l J_l^T (diag p - p p^T) J_l, J = d logits / d theta (explicit, 136 x 136)."""
-    from torch.func import functional_call
-
+    """The exact GGN over the head's fused q/k rows and biases: 136 x 136."""
     att_name = f"gpt_neox.layers.{comp.layer}.attention.query_key_value"
     att = model.hf_model.get_submodule(att_name)
     rows = _rows(model, comp)
-    base = torch.cat([att.weight[rows], att.bias[rows, None]], -1).detach()
-    theta = base.clone().requires_grad_(True)
+    theta = torch.cat([att.weight[rows], att.bias[rows, None]], -1).detach().clone().requires_grad_(True)
     w = att.weight.detach().clone().index_put((rows,), theta[:, :-1])
     bias = att.bias.detach().clone().index_put((rows,), theta[:, -1])
-    total = 0
-    for b in range(len(ids)):
-        logits = functional_call(model.hf_model, {f"{att_name}.weight": w, f"{att_name}.bias": bias},
-                                 kwargs={"input_ids": ids[b:b + 1]}).logits[0, :-1]
-        p = logits.softmax(-1).detach()
-        for pos in range(logits.shape[0]):
-            jac = torch.stack([torch.autograd.grad(logits[pos, y], theta, retain_graph=True)[0].flatten()
-                               for y in range(logits.shape[1])])  # [V, n]
-            hess = torch.diag(p[pos]) - torch.outer(p[pos], p[pos])
-            total = total + jac.T @ hess @ jac
-    return total / len(ids)
+    return exact_ggn(model, theta, {f"{att_name}.weight": w, f"{att_name}.bias": bias}, ids)
 
 
 @pytest.mark.slow
