@@ -48,7 +48,8 @@ class WriterLock:
 
 def _holder(path: Path) -> str:
     try:
-        info = json.loads(path.read_text() or "{}")
+        # raw_decode: a holder that wrote without truncating leaves an older, longer record's tail behind
+        info, _ = json.JSONDecoder().raw_decode(path.read_text() or "{}")
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(info["since"]))
         return f"pid {info['pid']} on {info['host']}, since {when}"
     except (OSError, ValueError, KeyError, TypeError):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,6 +35,7 @@ def _holder(folder: Path) -> subprocess.Popen:
         import fcntl, json, os, socket, sys, time
         fd = os.open({str(folder / ".writer.lock")!r}, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
         os.write(fd, json.dumps({{"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}}).encode())
         print("locked", flush=True)
         sys.stdin.read()
@@ -153,3 +155,14 @@ def test_a_writer_killed_with_sigkill_resumes_with_no_row_lost_or_doubled(tmp_pa
     got = store.get_rows(slice(None))
     assert all(torch.equal(got[k], want[k]) for k in want)
     assert not [q for q in (tmp_path / "s").iterdir() if ".tmp-" in q.name]
+
+
+def test_the_holder_is_named_even_after_a_longer_record_was_overwritten(tmp_path):
+    from interp.store.lock import _holder as holder_text
+
+    path = tmp_path / ".writer.lock"
+    short = json.dumps({"pid": 7, "host": "h", "since": 0.5})
+    path.write_text(short + '789, "host": "an-older-longer-record", "since": 1.25}')
+    assert holder_text(path).startswith("pid 7 on h, since 1970-01-01")
+    path.write_text("not json")
+    assert holder_text(path) == "another process"
