@@ -11,19 +11,18 @@ docstring (read with `ast`, not imported); a command's module is imported only w
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from importlib.metadata import entry_points
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from interp.cli import errors
+from interp.cli.entry_points import entry_points
 
 COMMANDS = "interp.commands"
 DEMO_STEPS = "interp.demo"
@@ -45,7 +44,7 @@ class LazyCommand:
             file = module_file(self.target.partition(":")[0])
             if file is None:
                 return ""
-            doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8"))) or ""
+            doc = module_docstring(file.read_text(encoding="utf-8"))
         except (ImportError, OSError, SyntaxError, ValueError):
             return ""
         line = doc.strip().splitlines()[0] if doc.strip() else ""
@@ -65,6 +64,21 @@ class LazyCommand:
             cmd = group.commands.get(self.name) or next(iter(group.commands.values()))
         cmd.name = self.name
         return normalise(cmd)
+
+
+LEADING_DOC = re.compile(r'\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*[rRuU]?("""|\'\'\')(.*?)\1', re.DOTALL)
+"""A module's leading triple-quoted string, after blank and comment lines."""
+
+
+def module_docstring(source: str) -> str:
+    """The module docstring of `source`: its leading string if it is a plain triple-quoted one (a regex,
+    ~100x cheaper than parsing the file), else what `ast` says."""
+    match = LEADING_DOC.match(source)
+    if match and "\\" not in match.group(2):
+        return match.group(2).strip()
+    import ast
+
+    return ast.get_docstring(ast.parse(source)) or ""
 
 
 def module_file(module: str) -> Path | None:
@@ -110,8 +124,8 @@ def discover(core: tuple[str, ...]) -> dict[str, LazyCommand]:
     for name in core:
         if module_file(f"interp.cli.{name}") is not None:
             found[name] = LazyCommand(name, f"interp.cli.{name}:register")
-    for ep in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
-        found.setdefault(ep.name, LazyCommand(ep.name, ep.value))
+    for name, target in sorted(entry_points(COMMANDS)):
+        found.setdefault(name, LazyCommand(name, target))
     return found
 
 
@@ -176,4 +190,8 @@ class LazyGroup(TyperGroup):
 
 def demo_steps() -> list:
     """(name, step function) of every installed family's demo step, in name order."""
-    return sorted(((ep.name, ep.load()) for ep in entry_points(group=DEMO_STEPS)), key=lambda p: p[0])
+    steps = {}
+    for name, target in entry_points(DEMO_STEPS):
+        module, _, attr = target.partition(":")
+        steps.setdefault(name, getattr(importlib.import_module(module.strip()), attr.strip()))
+    return sorted(steps.items())

@@ -69,3 +69,41 @@ def test_a_broken_family_is_one_error_line_and_the_rest_still_works(monkeypatch)
     assert res.exit_code == 2 and "could not load the command 'broken'" in res.stderr
     res = runner.invoke(app, ["--help"])
     assert res.exit_code == 0 and "broken" in res.stdout and "models" in res.stdout
+
+
+def test_help_reads_entry_points_without_importlib_metadata():
+    probe = run_cli(["--help"]) + "import sys\nprint(sorted(m for m in sys.modules if m.startswith(('email', 'importlib.metadata'))))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_entry_points_read_from_files_equal_importlib_metadata():
+    from importlib.metadata import entry_points as official
+
+    from interp.cli.entry_points import entry_points
+
+    for group in ("interp.commands", "interp.demo", "interp.models", "console_scripts"):
+        assert sorted(entry_points(group)) == sorted({(e.name, e.value) for e in official(group=group)}), group
+
+
+def test_entry_points_first_distribution_on_the_path_wins(tmp_path):
+    from interp.cli.entry_points import entry_points, parse
+
+    for folder, target in (("a", "new.cli:app"), ("b", "old.cli:app")):
+        meta = tmp_path / folder / "My_Tool-0.1.dist-info"
+        meta.mkdir(parents=True)
+        (meta / "entry_points.txt").write_text(f"# comment\n[other]\nx = y:z\n\n[interp.commands]\ntool = {target}\n")
+    assert entry_points("interp.commands", [str(tmp_path / "a"), str(tmp_path / "b")]) == [("tool", "new.cli:app")]
+    assert entry_points("interp.commands", [str(tmp_path / "missing"), str(tmp_path / "b")]) == [("tool", "old.cli:app")]
+    assert parse("[g]\n a = m:f \n[h]\nb = n:g\n", "g") == [("a", "m:f")]
+
+
+def test_module_docstring_fast_path_agrees_with_ast():
+    import ast
+
+    from interp.cli.plugins import module_docstring
+
+    cases = ['"""Plain."""\nx = 1\n', '# coding: utf-8\n\n"""After a comment.\n\nMore."""\n', "r'''Raw one.'''\n",
+             'x = 1\n', '"""Escaped \\\\n line."""\n', '"single line string"\n']
+    for source in cases:
+        assert module_docstring(source) == (ast.get_docstring(ast.parse(source)) or ""), source
