@@ -65,7 +65,10 @@ def kept_rows(store: Any, hook: str, rows: Tensor, filt: RowFilter, max_rows: in
     """The first `max_rows` ordinary rows among `rows` (index columns included)."""
     got = store.get_rows(rows[: max_rows + max_rows // 4 + 256], hooks=hook)
     keep = filt.keep(got)
-    out = {k: v[keep][:max_rows] for k, v in got.items()}
+    if bool(keep.all()):  # nothing excluded: slices are views, no copy
+        out = {k: v[:max_rows] for k, v in got.items()}
+    else:
+        out = {k: v[keep][:max_rows] for k, v in got.items()}
     if len(out[hook]) < max_rows and len(rows) > len(keep):  # many rows dropped: read everything
         got = store.get_rows(rows, hooks=hook)
         keep = filt.keep(got)

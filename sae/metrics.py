@@ -69,9 +69,9 @@ def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float =
         se += float((xh - x).square().sum())
         s1 = x.sum(0) if s1 is None else s1 + x.sum(0)
         s2 = x.square().sum(0) if s2 is None else s2 + x.square().sum(0)
-        f = (z > 0).sum(0)
+        f = (z > 0).sum(0)  # one pass over the codes gives both the per-latent counts and L0
         fires = f if fires is None else fires + f
-        l0 += float((z > 0).sum())
+        l0 += float(f.sum())
         n += x.shape[0]
     if not n:
         raise ValueError("no rows to evaluate")
