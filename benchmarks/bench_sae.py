@@ -12,7 +12,7 @@ Paths timed per variant (interleaved, median of repeats):
 Prints JSON: tokens/s of each, toolkit/bare ratio, and each variant's cost relative to its baseline.
 
 Also timed: the sae-lens bases added as baselines (JumpReLU, Matryoshka BatchTopK, Gated: `toolkit` and
-`trainer` paths; their losses have no bare re-implementation here), and evaluation throughput: rows/s of
+`trainer` paths, and each toolkit step against BatchTopK's; their losses have no bare re-implementation here), and evaluation throughput: rows/s of
 `sae.evaluate.evaluate_store` (what `interp sae eval` runs: store reads, the row rule, inference codes,
 FVU/L0/dead statistics) against a bare encode-decode pass (in-memory rows, plain matmuls, the same
 threshold), on the same rows of a BatchTopK SAE (goal: eval/bare <= 1.2).
@@ -91,6 +91,25 @@ def eval_throughput(d: int, n: int, rows: int, reps: int, tmp: Path) -> dict:
         t = time.perf_counter(); bare(); bt.append(time.perf_counter() - t)
     e, b = statistics.median(ev), statistics.median(bt)
     return {"rows": rows, "eval_rows_per_s": round(rows / e), "bare_rows_per_s": round(rows / b), "eval_over_bare": round(e / b, 3)}
+
+
+def trainer_step_times(arch: str, settings: dict, x: torch.Tensor, B: int, d: int, n: int, steps: int,
+                       reps: int) -> list[float]:
+    """Seconds per step of sae-lens's `SAETrainer.step` on in-memory batches (after one untimed step), `reps` times."""
+    from sae_lens import SAETrainer
+    from sae_lens.config import SAETrainerConfig
+
+    out = []
+    for _ in range(reps):
+        sae = make_sae(arch, d, n, seed=0, **settings)
+        tr = SAETrainer(cfg=SAETrainerConfig(total_training_samples=B * (steps + 1), train_batch_size_samples=B, lr_end=3e-4),
+                        sae=sae, data_provider=iter(()))
+        tr.step(x[:B]); tr.n_training_steps += 1
+        t = time.perf_counter()
+        for s in range(steps):
+            tr.step(x[(s + 1) * B:(s + 2) * B]); tr.n_training_steps += 1
+        out.append((time.perf_counter() - t) / steps)
+    return out
 
 
 def matmul_gflops(B: int, d: int, n: int, reps: int = 5) -> float:
@@ -201,17 +220,7 @@ def main() -> None:
                                   normalize=False, exclude="none")
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 times[name]["toolkit"].append(rep_["steady_seconds_per_step"])  # after a first step, like the others
-                # sae-lens trainer on in-memory batches
-                from sae_lens import SAETrainer
-                from sae_lens.config import SAETrainerConfig
-                sae = make_sae(arch, d, n, seed=0, **settings)
-                tr = SAETrainer(cfg=SAETrainerConfig(total_training_samples=B * (steps + 1), train_batch_size_samples=B, lr_end=3e-4),
-                                sae=sae, data_provider=iter(()))
-                tr.step(x[:B]); tr.n_training_steps += 1
-                t = time.perf_counter()
-                for s in range(steps):
-                    tr.step(x[(s + 1) * B:(s + 2) * B]); tr.n_training_steps += 1
-                times[name]["trainer"].append((time.perf_counter() - t) / steps)
+                times[name]["trainer"] += trainer_step_times(arch, settings, x, B, d, n, steps, 1)
                 bare = bare_step_fn(make_sae(arch, d, n, seed=0, **settings))
                 bare(x[:B])
                 t = time.perf_counter()
@@ -240,7 +249,10 @@ def main() -> None:
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 tk.append(rep_["steady_seconds_per_step"])
             med = statistics.median(tk)
+            tr_med = statistics.median(trainer_step_times(arch, settings, x, B, d, n, steps, reps))
             res["variants"][name] = {"toolkit_tokens_per_s": round(B / med), "toolkit_step_ms": round(1000 * med, 1),
+                                     "trainer_step_ms": round(1000 * tr_med, 1),
+                                     "toolkit_over_trainer": round(med / tr_med, 3),
                                      "vs_batchtopk_toolkit": round(med / base_ms["batchtopk"], 3)}
         res["eval_throughput"] = eval_throughput(d, n, 8192 * (2 if a.quick else 4), reps, Path(tmp))
     print(json.dumps(res, indent=1))

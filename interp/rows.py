@@ -122,7 +122,7 @@ class RowRule:
         """Bool mask of rows not at an excluded position (None when pos is None)."""
         if pos is None:
             return None
-        keep = torch.ones(pos.shape, dtype=torch.bool)
+        keep = torch.ones(pos.shape, dtype=torch.bool, device=pos.device)
         for p in self.positions:
             keep &= pos != p
         return keep
@@ -199,7 +199,7 @@ class RowFilter:
         if x is None and pos is None:
             raise ValueError("keep_tensor needs rows or positions")
         n = x.shape[0] if x is not None else pos.shape[0]
-        keep = torch.ones(n, dtype=torch.bool)
+        keep = torch.ones(n, dtype=torch.bool, device=(x if x is not None else pos).device)
         if self.rule.positions:
             if pos is None:
                 raise ValueError(f"row rule {self.spec} excludes positions, but no positions were given")

@@ -125,6 +125,8 @@ def eval_(
     suite: str = typer.Option("core", help="core: reconstruction/sparsity (+ CE/KL with --model); saebench: also the first-letter absorption and sparse-probing evals, written in SAEBench's JSON format under <sae>/saebench/ (needs --model)."),
     words: int = typer.Option(1000, help="Vocabulary words for the saebench suite's first-letter tasks."),
     out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write the metrics as DIR/metrics.json."),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
+                               help="Where the SAE (and the model, with --model) runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
     ce_seqs: Optional[int] = typer.Option(None, "--ce-seqs", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
@@ -152,14 +154,18 @@ def eval_(
             raise ValueError(f"--suite must be core or saebench, got {suite!r}")
         if suite == "saebench" and not model:
             raise ValueError("--suite saebench runs the model (first-letter tasks, CE/KL): pass --model")
-        s = load_sae(sae, inference=codes != "batch")
+        from interp.devices import resolve_device
+
+        dev = resolve_device(device)
+        s = load_sae(sae, inference=codes != "batch").to(dev)
         st = ActivationStore.open(store)
         res: dict[str, Any] = {"sae": sae, **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes)}
         if model:
             filt = sae_row_filter(sae, st, res["hook"], exclude)
-            res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt))
+            res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
         if suite == "saebench":
-            res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words)]
+            res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words, dev)]
+        res["device"] = dev
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     text = json.dumps(M.round_dict(res), indent=1)
@@ -174,22 +180,26 @@ def eval_(
 _MODELS: dict[str, Any] = {}
 
 
-def _model(spec: str) -> Any:
+def _model(spec: str, device: str = "cpu") -> Any:
     """Load a model once per command (the saebench suite and the spliced loss share it)."""
     import interp
 
-    if spec not in _MODELS:
-        _MODELS[spec] = interp.load_model(spec)
-    return _MODELS[spec]
+    if (spec, device) not in _MODELS:
+        _MODELS[spec, device] = interp.load_model(spec, device=device)
+    return _MODELS[spec, device]
 
 
-def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words: int) -> list[Any]:
+def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words: int, device: str = "cpu") -> list[Any]:
+    import copy
+
     from sae import metrics as M
     from sae.saebench import write_saebench
 
-    model = _model(model_spec)
+    model = _model(model_spec, device)
     ws = M.first_letter_words(model.tokenizer, limit=words)
-    fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws), ws, s)
+    # the probes are small (~1,000 words): fitted on the CPU, with a CPU copy of the SAE
+    cpu_sae = s if device == "cpu" else copy.deepcopy(s).cpu()
+    fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws).cpu(), ws, cpu_sae)
     return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec)
 
 
@@ -212,10 +222,11 @@ def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
     return torch.stack(seqs[:n_seqs])
 
 
-def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None, filt: Any = None) -> dict[str, Any]:
+def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None, filt: Any = None,
+             device: str = "cpu") -> dict[str, Any]:
     from sae import metrics as M
 
-    model = _model(model_spec)
+    model = _model(model_spec, device)
     return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows), rows=filt)
 
 

@@ -87,7 +87,8 @@ def evaluate_rows(sae: Any, x: Tensor, codes: str = "threshold", chunk: int = 40
     if codes not in CODES:
         raise ValueError(f"codes must be one of {CODES}, got {codes!r}")
     s = to_inference(sae) if codes == "threshold" else sae.eval()
-    return M.reconstruction(s, [x[i : i + chunk].float() for i in range(0, len(x), chunk)])
+    dev = next(s.parameters()).device  # rows go to the SAE's device a chunk at a time
+    return M.reconstruction(s, (x[i : i + chunk].to(dev).float() for i in range(0, len(x), chunk)))
 
 
 def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str | None = None, split: str = "auto",

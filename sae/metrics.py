@@ -107,7 +107,7 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
         def hook_fn(t, hook):  # noqa: ARG001
             nonlocal rows
             flat = t.reshape(-1, t.shape[-1]).float()
-            pos = torch.arange(t.shape[1]).repeat(t.shape[0])
+            pos = torch.arange(t.shape[1], device=t.device).repeat(t.shape[0])
             if rows is None:
                 rows = RowRule.parse(None).bind_tensor(flat, pos)
             keep = rows.keep_tensor(flat, pos).reshape(t.shape[:-1])
@@ -123,6 +123,8 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     zero_fn = replace(lambda t: torch.zeros_like(t))
     ce = {"clean": 0.0, "sae": 0.0, "zero": 0.0}
     kl, n_tok = 0.0, 0
+    dev = getattr(model, "device", tokens.device)  # tokens go where the model runs
+    tokens, mask = tokens.to(dev), mask.to(dev)
     for i in range(0, len(tokens), batch_size):
         ids, m = tokens[i : i + batch_size], mask[i : i + batch_size]
         clean = model(ids)

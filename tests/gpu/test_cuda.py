@@ -107,3 +107,28 @@ def test_cli_cache_honours_the_device(tmp_path, device):
     assert res.exit_code == 0, res.output
     st = ActivationStore.open(tmp_path / "s")
     assert st.meta.extra["config"]["device"] == device and st.verify().ok
+
+
+def test_sae_eval_on_the_device_matches_the_cpu(tmp_path, device):
+    import json
+
+    from typer.testing import CliRunner
+
+    from sae.cli import app
+    from sae.synthetic import write_store
+
+    g = torch.Generator().manual_seed(0)
+    write_store(tmp_path / "store", torch.relu(torch.randn(2048, 24, generator=g)) @ torch.randn(24, 16, generator=g),
+                rows_per_shard=1024)
+    runner = CliRunner()
+    r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "batchtopk", "--k", "4", "--d-sae", "32",
+                            "--max-tokens", "2048", "--batch-size", "256", "--device", "cpu", "--out", str(tmp_path / "sae")])
+    assert r.exit_code == 0, r.output
+    res = {}
+    for dev in ("cpu", device):
+        r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--device", dev])
+        assert r.exit_code == 0, r.output
+        res[dev] = json.loads(r.stdout)
+    assert res[device]["device"].startswith(torch.device(device).type)
+    for key in ("fvu", "l0", "dead_frac", "rows"):
+        assert abs(res[device][key] - res["cpu"][key]) <= 1e-4 * max(1.0, abs(res["cpu"][key])), key

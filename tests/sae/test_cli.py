@@ -92,3 +92,21 @@ def test_overwrite_replaces_a_run_with_other_settings(tmp_path):
     r = runner.invoke(app, [*base, "--d-sae", "32", "--overwrite"])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "s" / "cfg.json").read_text())["d_sae"] == 32
+
+
+def test_eval_device_option(tmp_path):
+    import pytest
+
+    _store(tmp_path / "store")
+    assert runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "topk", "--k", "4", "--d-sae", "16",
+                               "--max-tokens", "1024", "--batch-size", "256", "--out", str(tmp_path / "s")]).exit_code == 0
+    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s"), "--store", str(tmp_path / "store"), "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["device"] == "cpu"
+    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s"), "--store", str(tmp_path / "store"), "--device", "gpu"])
+    assert r.exit_code == 2 and "unknown device 'gpu'" in r.output
+    if not torch.cuda.is_available():
+        r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s"), "--store", str(tmp_path / "store"), "--device", "cuda"])
+        assert r.exit_code == 2 and "--device cpu" in r.output
+    else:
+        pytest.skip("CUDA is present: tests/gpu covers --device cuda")
