@@ -1,0 +1,52 @@
+"""The command line the contrib experiment scripts share: --seeds, their size options, --quick, --no-lm, one torch thread.
+
+torch is imported only when `parse` runs, so importing this module stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+THREADS_HELP = "torch threads (1 is fastest on a shared 2-core box)"
+
+
+def experiment_parser(doc: str, *, seeds: int | None = 3, quick: str | None = None, no_lm: str | bool = False,
+                      threads: int | None = None, **options: object) -> argparse.ArgumentParser:
+    """An ArgumentParser described by the first line of `doc`, with these options in this order:
+
+    - `--seeds N` (int, default `seeds`; none when `seeds` is None);
+    - one option a keyword of `options`, in the order given: `time_scale=3.0` is `--time-scale` with that
+      default and its type (int, float, str; False makes a flag); `steps=(4000, "DDPM training steps")`
+      gives it a help text;
+    - `--threads N` (default `threads`, help `THREADS_HELP`) when `threads` is given;
+    - `--quick` with help `quick` when given;
+    - `--no-lm` with help `no_lm` when that is a string, without help when it is True.
+
+    Options of another shape are added to the returned parser after these, as usual.
+    """
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if seeds is not None:
+        ap.add_argument("--seeds", type=int, default=seeds)
+    for name, spec in options.items():
+        default, help_ = spec if isinstance(spec, tuple) else (spec, None)
+        flag = "--" + name.replace("_", "-")
+        if default is False:
+            ap.add_argument(flag, action="store_true", help=help_)
+        else:
+            ap.add_argument(flag, type=type(default), default=default, help=help_)
+    if threads is not None:
+        ap.add_argument("--threads", type=int, default=threads, help=THREADS_HELP)
+    if quick is not None:
+        ap.add_argument("--quick", action="store_true", help=quick)
+    if no_lm:
+        ap.add_argument("--no-lm", action="store_true", help=None if no_lm is True else no_lm)
+    return ap
+
+
+def parse(ap: argparse.ArgumentParser, argv: list[str] | None = None, threads: int = 1) -> argparse.Namespace:
+    """`ap.parse_args(argv)`, then torch set to `--threads` threads where the parser has that option, else `threads`."""
+    a = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(getattr(a, "threads", threads))
+    return a

@@ -1,0 +1,58 @@
+"""The shared experiment command line: options in the scripts' order, their defaults and types, --quick, one thread."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from interp.contrib.experiment import THREADS_HELP, experiment_parser, parse
+
+
+def flags(ap):
+    return [a.option_strings[0] for a in ap._actions if a.option_strings and a.dest != "help"]
+
+
+def test_options_defaults_and_order():
+    ap = experiment_parser("Title line.\n\nMore.", seeds=5, time_scale=(3.0, "weight of time"), n=50_000,
+                           quick="1 seed", no_lm="skip the SmolLM2 run")
+    assert ap.description == "Title line."
+    assert flags(ap) == ["--seeds", "--time-scale", "--n", "--quick", "--no-lm"]
+    a = ap.parse_args([])
+    assert (a.seeds, a.time_scale, a.n, a.quick, a.no_lm) == (5, 3.0, 50_000, False, False)
+    a = ap.parse_args(["--seeds", "2", "--time-scale", "1", "--quick", "--no-lm"])
+    assert (a.seeds, a.time_scale, a.quick, a.no_lm) == (2, 1.0, True, True)
+    assert isinstance(a.time_scale, float)
+    text = ap.format_help()
+    assert "weight of time" in text and "1 seed" in text and "skip the SmolLM2 run" in text
+
+
+def test_without_seeds_with_flags_and_threads():
+    ap = experiment_parser("T", seeds=None, model="m", no_smollm=False, threads=1, no_lm=True)
+    assert flags(ap) == ["--model", "--no-smollm", "--threads", "--no-lm"]
+    a = ap.parse_args(["--no-smollm", "--threads", "2"])
+    assert (a.model, a.no_smollm, a.threads, a.no_lm) == ("m", True, 2, False)
+    assert THREADS_HELP in ap.format_help()
+    assert [x.help for x in ap._actions if x.dest == "no_lm"] == [None]
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--quick"])  # no --quick unless asked for
+
+
+def test_parse_sets_torch_threads():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        a = parse(experiment_parser("T", quick="q"), ["--quick"])
+        assert a.quick and a.seeds == 3 and torch.get_num_threads() == 1
+        parse(experiment_parser("T"), [], threads=2)
+        assert torch.get_num_threads() == 2
+        a = parse(experiment_parser("T", threads=1), ["--threads", "3"])
+        assert a.threads == 3 and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_importing_the_helper_does_not_import_torch():
+    code = "import sys, interp.contrib.experiment; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
