@@ -23,7 +23,6 @@ direction (in training sd).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -31,6 +30,7 @@ import numpy as np
 from interp.contrib.causal_stats.causal_feature_learning import (
     CFL, detection_rates, pca_directions, pls_directions,
 )
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import fmt, markdown_table
 
 ROWS = "positions:0+norm-outliers:10"
@@ -119,11 +119,8 @@ def smollm(lams=(0.0, 10.0, 100.0)) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--lam", type=float, default=10.0, help="CFL's invariance weight λ")
-    ap.add_argument("--quick", action="store_true", help="1 seed, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 probe run")
+    ap = experiment_parser(__doc__, seeds=3, lam=(10.0, "CFL's invariance weight λ"), quick="1 seed, no LM run",
+                           no_lm="skip the SmolLM2 probe run")
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.lam < 0:
         ap.error("--seeds must be positive and --lam non-negative")

@@ -13,13 +13,13 @@ per-unit exposure cost 0.05 ξ (EIG - cost), at B = 1,000, vs the exact optimum.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
 
 from interp.contrib.causal_stats.eig_expfam import BetaBinomial, LinearGaussian, PoissonGamma, collapsed_eig, nmc_eig
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import markdown_table
 
 
@@ -34,13 +34,10 @@ def rmse(model, xi, budget: int, reps: int) -> tuple[float, float]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--quick", action="store_true", help="5 reps, budgets 100 and 1,000")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=None, reps=50, quick="5 reps, budgets 100 and 1,000")
+    a = parse(ap, argv)
     if a.reps < 2:
         ap.error("--reps must be at least 2")
-    torch.set_num_threads(1)
     reps = 5 if a.quick else a.reps
     budgets = (100, 1000) if a.quick else (100, 1000, 10000)
     g = torch.Generator().manual_seed(0)

@@ -15,12 +15,12 @@ SmolLM2 (`smollm2-135m`, stdlib-docs vs stdlib, 48 x 64 tokens each, position 0 
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
 from interp.contrib.causal_stats.feature_bagging import BaggedRidge, feature_instability, instance_instability
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
 GRID = ((1.0, 1), (0.5, 1), (0.5, 5), (0.5, 20), (0.5, 100), (0.2, 1), (0.2, 5), (0.2, 20), (0.2, 100))
@@ -82,14 +82,10 @@ def _print(title: str, rows: list[dict]) -> None:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, B <= 5, diabetes only")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 probe run")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, B <= 5, diabetes only", no_lm="skip the SmolLM2 probe run")
+    a = parse(ap, argv)
     if a.seeds < 1:
         ap.error("--seeds must be positive")
-    torch.set_num_threads(1)
     seeds = 1 if a.quick else a.seeds
     grid = tuple(g for g in GRID if g[1] <= 5) if a.quick else GRID
     x, y = diabetes()

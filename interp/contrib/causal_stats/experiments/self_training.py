@@ -15,7 +15,6 @@ batches of 100 unlabelled rows, λ = 0.05; metric: test MSE against the clean ta
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
@@ -23,6 +22,7 @@ import torch
 from interp.contrib.causal_stats.self_training import (
     direction_retention, excess_risk, self_train, spiked_covariance,
 )
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
 
@@ -76,16 +76,12 @@ def _curve_rows(risks: list[list[float]], ts: list[int]) -> list[list[str]]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--signal", type=float, default=2.0, help="|β*| (the catalog does not state it)")
-    ap.add_argument("--fresh", type=int, default=200, help="rows per fresh covariate batch")
-    ap.add_argument("--quick", action="store_true", help="d=100, n=50, 1 seed, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 probe run")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=5, signal=(2.0, "|β*| (the catalog does not state it)"),
+                           fresh=(200, "rows per fresh covariate batch"), quick="d=100, n=50, 1 seed, no LM run",
+                           no_lm="skip the SmolLM2 probe run")
+    a = parse(ap, argv)
     if a.seeds < 1 or a.signal < 0 or a.fresh < 1:
         ap.error("--seeds and --fresh must be positive and --signal non-negative")
-    torch.set_num_threads(1)
     seeds = 1 if a.quick else a.seeds
     d, n, fresh = (100, 50, a.fresh // 4) if a.quick else (400, 200, a.fresh)
     runs = [synthetic(s, d, n, fresh, 12, 4.0, 0.02, a.signal) for s in range(seeds)]

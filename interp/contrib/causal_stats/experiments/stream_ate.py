@@ -15,13 +15,13 @@ online regression adjustment (recursive least squares per arm on [1, x, s]); ful
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 
 from interp.contrib.causal_stats.stream_ate import RandomFourier, StreamATE, balance_weights
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import fmt, markdown_table
 
 
@@ -115,11 +115,9 @@ METHODS = ("naive difference", "online IPW", "online regression", "StreamATE", "
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--n", type=int, default=50_000)
-    ap.add_argument("--time-scale", type=float, default=3.0, help="weight of stream time s in the balancing features")
-    ap.add_argument("--quick", action="store_true", help="1 seed, 4,000 units, no full-data oracle")
+    ap = experiment_parser(__doc__, seeds=3, n=50_000,
+                           time_scale=(3.0, "weight of stream time s in the balancing features"),
+                           quick="1 seed, 4,000 units, no full-data oracle")
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.n < 256:
         ap.error("--seeds must be positive and --n at least 256")

@@ -15,12 +15,12 @@ metric: test MSE of f. Control: w rows shuffled (a privileged view with no infor
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
 from interp.contrib.data.coupled_pi import fit_coupled_cv, fit_two_step, ridge
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
 D_X, D_W, N_LAB, N_UNLAB, SIGMA = 20, 10, 50, 2000, 0.5
@@ -98,12 +98,9 @@ def run_lm(seeds: int) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="3 seeds, 500 unlabeled rows, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=10, quick="3 seeds, 500 unlabeled rows, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds = 3 if a.quick else a.seeds
     syn = run_synthetic(seeds, a.quick)
     print(f"synthetic: excess risk |α - a|² of f (mean ± sd over {seeds} seeds)")

@@ -22,7 +22,6 @@ top-32 PCs of layer 24; the annotator is a perturbed logistic regression on laye
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
@@ -41,6 +40,7 @@ from interp.contrib.data.gfd_emvc import (
     spearman,
     standardise,
 )
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.uncertainty_ood.gem import auroc
 
@@ -188,12 +188,9 @@ def collect(per):
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 600 rows, 3 epochs, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 600 rows, 3 epochs, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, n, epochs = (1, 600, 3) if a.quick else (a.seeds, 3000, 30)
     out = {"synthetic": collect([pipeline(synthetic_data(s, n), 5, epochs, s) for s in range(seeds)])}
     show(f"two synthetic views, 5 classes, {int(NOISE * 100)}% boundary-biased noise (mean ± sd over {seeds} seeds)",

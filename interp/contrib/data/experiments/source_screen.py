@@ -18,12 +18,12 @@ screening survives heavy-tailed, non-Gaussian activations (the moment identity a
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
 from interp.contrib.data.source_screen import mom_subspace, pilot_heads, screen_sources, sin_theta
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
 D, K, N_SRC, N_PER, SIGMA, CLUSTER = 20, 3, 200, 200, 0.5, 0.85
@@ -94,12 +94,8 @@ def summarise(per: list[dict]) -> dict[str, list[float]]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 60 sources, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=10, quick="2 seeds, 60 sources, no LM run", no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, n_src = (2, 60) if a.quick else (a.seeds, N_SRC)
     res = {"gaussian x": summarise([trial(s, n_src, gaussian_x) for s in range(seeds)])}  # noqa: E501
     if not a.quick:

@@ -12,11 +12,11 @@ batch of `trials` instances per budget.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.fairness.ef_noisy_queries import (
     is_envy_free,
     noisy_estimates,
@@ -55,10 +55,7 @@ def slope(xs, ys) -> float:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 40 trials, m in {20, 40}, no Δ sweep")
+    ap = experiment_parser(__doc__, seeds=3, trials=200, quick="1 seed, 40 trials, m in {20, 40}, no Δ sweep")
     a = ap.parse_args(argv)
     seeds, trials = (1, 40) if a.quick else (a.seeds, a.trials)
     ms = (20, 40) if a.quick else (20, 40, 80, 160)

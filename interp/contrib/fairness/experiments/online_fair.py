@@ -11,11 +11,11 @@ of independent instances; the table shows mean ± sd over seeds of the per-batch
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.fairness.online_fair import (
     frequency_informed,
     max_value,
@@ -51,10 +51,7 @@ def batch(order: str, noise: float, instances: int, seed: int) -> dict[str, tupl
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--instances", type=int, default=20)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 5 instances, increasing order, noise 0 and 1")
+    ap = experiment_parser(__doc__, seeds=3, instances=20, quick="1 seed, 5 instances, increasing order, noise 0 and 1")
     a = ap.parse_args(argv)
     seeds, inst = (1, 5) if a.quick else (a.seeds, a.instances)
     orders = ("increasing",) if a.quick else ("random", "increasing", "decreasing")

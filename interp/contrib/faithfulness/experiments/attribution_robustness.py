@@ -17,7 +17,6 @@ barely for softmax attention. Prints JSON; 2-8 minutes on a loaded 2-core machin
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -25,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.attribution_robustness import (
     KernelAttention, input_hessian_norm, random_robustness, topk_attack,
 )
@@ -145,14 +145,10 @@ def _mean(runs: list[dict]) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--max-steps", type=int, default=3000)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
+    ap = experiment_parser(__doc__, seeds=3, max_steps=3000, threads=1)
     ap.add_argument("--fixed-steps", action="store_true",
                     help="train every run for --max-steps steps instead of stopping at 99%% train accuracy")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    args = parse(ap, argv)
     STOP_AT_FIT[0] = not args.fixed_steps
     t0 = time.time()
     res = {"config": vars(args),

@@ -21,12 +21,12 @@ the reasoning) against facts it knows without reasoning. Prints JSON; about 12 m
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.cot_importance import (
     answer_probabilities, cir, cir_abs, sufficiency, truncation_report,
 )
@@ -161,13 +161,8 @@ def smollm_section() -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=800)
-    ap.add_argument("--n-eval", type=int, default=200)
-    ap.add_argument("--no-smollm", action="store_true")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    ap = experiment_parser(__doc__, seeds=None, steps=800, n_eval=200, no_smollm=False, threads=1)
+    args = parse(ap, argv)
     t0 = time.time()
     res: dict = {"config": vars(args), "tiny": {}}
     for kind in ("A", "B"):

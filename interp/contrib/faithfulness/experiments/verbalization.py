@@ -18,12 +18,12 @@ Prints JSON; about 3 minutes on a loaded 2-core machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.faithfulness.verbalization import (
     LinearInverter, choose_answer, fit_linear_map, follow_rates, privileged_information_score,
@@ -102,13 +102,9 @@ def run_seed(seed: int, steps: int, ridge: float) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--ridge", type=float, default=1e-2, help="relative ridge of the adapter and the inverter")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    ap = experiment_parser(__doc__, seeds=3, steps=400, ridge=(1e-2, "relative ridge of the adapter and the inverter"),
+                           threads=1)
+    args = parse(ap, argv)
     t0 = time.time()
     runs = [run_seed(s, args.steps, args.ridge) for s in range(args.seeds)]
     res = {"config": vars(args), "mean_over_seeds": mean_over_runs(runs), "seconds": round(time.time() - t0, 1)}

@@ -12,13 +12,13 @@ integrals ½∫(...) d snr by trapezoid over γ; Gaussian reference from the tra
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.diff_info import HiddenTap, cfg_norm, gaussian_mmse, integrate_logsnr, mmse_curve, pool_projector
 from interp.contrib.report import fmt, markdown_table
 
@@ -126,14 +126,10 @@ def run_seed(seed: int, steps: int, gammas: Tensor, n_test: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=3000)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 100 steps, 8 log-snr points, 90 test images")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, steps=3000, quick="1 seed, 100 steps, 8 log-snr points, 90 test images")
+    a = parse(ap, argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
-    torch.set_num_threads(1)
     gammas = torch.linspace(-6, 8, 8 if a.quick else 29, dtype=torch.float64)
     seeds, steps, n_test = (1, 100, 90) if a.quick else (a.seeds, a.steps, 300)
     runs = [run_seed(s, steps, gammas, n_test) for s in range(seeds)]

@@ -13,12 +13,12 @@ at high rate.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.softbinary_coding import NTC, SBC, SBCConfig, ecsq_gaussian, shannon_distortion, train_codec
 from interp.contrib.report import fmt, markdown_table
 
@@ -47,14 +47,10 @@ def run(lams, seeds: int, steps: int, dim: int, n_test: int) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--quick", action="store_true", help="1 seed, one λ, 60 steps, blocks of 4")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=2, steps=1500, quick="1 seed, one λ, 60 steps, blocks of 4")
+    a = parse(ap, argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
-    torch.set_num_threads(1)
     lams = (0.08,) if a.quick else (0.03, 0.08, 0.2)
     rows = run(lams, 1 if a.quick else a.seeds, 60 if a.quick else a.steps, 4 if a.quick else 8, 500 if a.quick else 4000)
     table = []

@@ -14,13 +14,13 @@ MSE and PSNR (peak-to-peak 2). Seeds: calibration/test splits (the model is trai
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.trdi import NoiseSchedule, best_path, ddim_jump, invert, jump_costs, reconstruct
 from interp.contrib.report import fmt, markdown_table
 
@@ -84,14 +84,11 @@ def psnr(mse: float) -> float:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=4000, help="DDPM training steps")
-    ap.add_argument("--quick", action="store_true", help="150 training steps, 11-point grid, K = 5, 1 seed")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, steps=(4000, "DDPM training steps"),
+                           quick="150 training steps, 11-point grid, K = 5, 1 seed")
+    a = parse(ap, argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
-    torch.set_num_threads(1)
     sched = NoiseSchedule(1000)
     X = digits()
     if a.quick:

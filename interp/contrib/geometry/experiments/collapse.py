@@ -18,13 +18,13 @@ subspace predicted from the class means, against the random-subspace baseline.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.neural_collapse import UFMConfig, nc_metrics, spectrum_check, train_deep_ufm
 
 
@@ -79,10 +79,8 @@ def spectra(steps: int = 3000, checkpoints=(0, 20, 200, 3000), seed: int = 0) ->
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 seed, 800 UFM steps, 600 MLP steps")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=None, quick="1 seed, 800 UFM steps, 600 MLP steps")
+    a = parse(ap)
     ufm = ufm_sweep(1, 800) if a.quick else ufm_sweep()
     spec = spectra(600, (0, 20, 600)) if a.quick else spectra()
     print(json.dumps({"deep_ufm": ufm, "spectra": spec}, indent=1))

@@ -17,7 +17,6 @@ gap stays clearly positive, growing with the mismatch; the shared-encoder contro
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.contrastive_gap import gap_report, symmetric_infonce_loss
 
 
@@ -94,10 +94,8 @@ def run(seeds: int = 2, steps: int = 2000, mismatches=(0.0, 0.25, 0.5, 1.0), tau
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 seed, 300 steps")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=None, quick="1 seed, 300 steps")
+    a = parse(ap)
     out = run(1, 300) if a.quick else run()
     print(json.dumps(out, indent=1))
     print("\n| setting | retrieval top-1 | centroid gap ‖c_x - c_y‖ | centroid norms x / y | modality probe acc | sym. KL (vMF KDE) | alignment | uniformity x | potential | dispersion |")

@@ -18,11 +18,11 @@ Metric: Spearman between full-distribution Fisher-Rao distances and embedded dis
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.info_globe import (
     InfoGlobe,
     angle_distances,
@@ -106,12 +106,9 @@ def lm_trial(seed: int) -> dict[str, float]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 500 cells x 300 genes, 60 steps, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 500 cells x 300 genes, 60 steps, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds = 1 if a.quick else a.seeds
     per = [counts_trial(s, a.quick) for s in range(seeds)]
     res = {k: [p[k] for p in per] for k in per[0]}

@@ -17,7 +17,6 @@ breaks the point correspondence between layers).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
@@ -25,6 +24,7 @@ import torch
 import interp
 from interp import HookedModel
 from interp.cache import ActivationCache
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.neural_collapse import nc_metrics, spectrum_check
 from interp.contrib.geometry.ricci_flow import ricci_flow
 from interp.data import resolve_corpus
@@ -94,14 +94,9 @@ def analyse(model: HookedModel, tokens: torch.Tensor, where, labels, top, k: int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--classes", type=int, default=6)
-    ap.add_argument("--per-class", type=int, default=100)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="8 sequences, 40 rows per class, no GN spectrum")
-    a = ap.parse_args()
-    torch.set_num_threads(2)
+    ap = experiment_parser(__doc__, seeds=None, model="smollm2-135m", classes=6, per_class=100, k=10,
+                           quick="8 sequences, 40 rows per class, no GN spectrum")
+    a = parse(ap, threads=2)
     model = interp.load_model(a.model)
     n_seq = 8 if a.quick else 32
     corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=0)

@@ -18,13 +18,13 @@ RGG location μ, its sliced-W2 distance and a moment-matched Gaussian's (p = 1).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.rdm_reg import gaussian_reg_loss, l0_fraction, rdmreg_loss, rgg_fit, vicreg_loss
 from interp.contrib.report import fmt, markdown_table
 
@@ -128,13 +128,9 @@ def run_lm() -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 2 epochs on 600 images, μ = 0 only, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, epochs=30, quick="1 seed, 2 epochs on 600 images, μ = 0 only, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, epochs = (1, 2) if a.quick else (a.seeds, a.epochs)
     out = {"digits": run_digits(seeds, epochs, a.quick)}
     keys = ["probe acc (encoder)", "probe acc (projector)", "projector ℓ0"]

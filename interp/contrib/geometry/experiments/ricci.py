@@ -14,7 +14,6 @@ controls do not (a linear network preserves the kNN graph); label modularity ris
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -22,6 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.ricci_flow import ricci_flow
 
 
@@ -102,12 +102,8 @@ def run(seeds: int = 3, k: int = 10, n: int = 1000, steps: int = 1500, datasets=
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 400 points, 300 steps")
-    a = ap.parse_args()
-    torch.set_num_threads(1)  # tiny ops: extra threads only contend on a shared machine
+    ap = experiment_parser(__doc__, seeds=3, k=10, quick="1 seed, 400 points, 300 steps")
+    a = parse(ap)  # tiny ops: extra threads only contend on a shared machine
     out = run(1, a.k, 400, 300) if a.quick else run(a.seeds, a.k)
     print(json.dumps({"config": out["config"], "summary": out["summary"]}, indent=1))
     print("\n| dataset / network | train acc | global coef | mean local coef | frac local < 0 | mean edge coef | modularity in -> out |")

@@ -16,11 +16,11 @@ the 30 residual units of largest variance (after dropping the 3 massive-activati
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.graphs.brep import BRep, PearsonMLP, accuracy, pearson_connectivity, train_classifier
 from interp.contrib.report import fmt, markdown_table
 
@@ -83,16 +83,13 @@ def compare(x, y, n_train, n_classes, seeds, epochs):
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 80 subjects of T = 60, 10 ROIs, 8 epochs, no LM")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 80 subjects of T = 60, 10 ROIs, 8 epochs, no LM",
+                           no_lm="skip the SmolLM2 run")
     ap.add_argument("--lm-only", action="store_true", help="only the SmolLM2 run")
     ap.add_argument("--first-seed", type=int, default=0, help="seed of the first synthetic run (to split runs)")
-    a = ap.parse_args(argv)
+    a = parse(ap, argv)
     if a.seeds <= 0:
         raise ValueError("--seeds must be positive")
-    torch.set_num_threads(1)
     seeds = 1 if a.quick else a.seeds
     out = {}
     rows = []

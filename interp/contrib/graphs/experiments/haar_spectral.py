@@ -11,12 +11,12 @@ validation epoch; hidden 64.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.graphs.haar_spectral import HaarFilterNet, haar_basis, spectral_tree
 from interp.contrib.report import fmt, markdown_table
 
@@ -132,13 +132,10 @@ def trial(seed: int, n: int, epochs: int) -> dict[str, float]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 300 nodes, 40 epochs")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 300 nodes, 40 epochs")
+    a = parse(ap, argv)
     if a.seeds <= 0:
         raise ValueError("--seeds must be positive")
-    torch.set_num_threads(1)
     seeds = 1 if a.quick else a.seeds
     runs = [trial(s, 300 if a.quick else 2000, 40 if a.quick else 200) for s in range(seeds)]
     print(f"heterophilous CSBM (edge homophily {fmt([r['homophily'] for r in runs], 2)}): test accuracy, {seeds} seeds")

@@ -14,12 +14,12 @@ correlation of each selector's single-node utility with the node's mean hyperedg
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 from torch import Tensor
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.graphs.hial import Hypergraph, clique_expansion, hial_objective, hial_propagation, lazy_greedy
 from interp.contrib.report import fmt, markdown_table
 
@@ -103,13 +103,10 @@ def trial(seed: int, budgets: tuple[int, ...], n: int, m: int, k: int = 6) -> di
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 300 nodes, 180 hyperedges, budgets 2 and 5")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=5, quick="2 seeds, 300 nodes, 180 hyperedges, budgets 2 and 5")
+    a = parse(ap, argv)
     if a.seeds <= 0:
         raise ValueError("--seeds must be positive")
-    torch.set_num_threads(1)
     seeds = 2 if a.quick else a.seeds
     n, m = (300, 180) if a.quick else (1000, 600)
     budgets = (2, 5) if a.quick else (2, 3, 5)

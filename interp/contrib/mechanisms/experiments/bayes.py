@@ -20,12 +20,12 @@ rotated (same spectrum, random orientation).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 from tqdm import tqdm
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.bayes_attention import (
     default_family, fisher_alignment, make_task, qk_metrics, qk_precision_alignment, train_heads,
 )
@@ -83,11 +83,9 @@ def lm(model_name: str = "smollm2-135m", n_seq: int = 16, n_random: int = 18) ->
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="300 steps, heads 1 and 2, smaller evaluation")
+    ap = experiment_parser(__doc__, seeds=None, quick="300 steps, heads 1 and 2, smaller evaluation")
     ap.add_argument("--lm", action="store_true", help="also run Part B on smollm2-135m")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+    a = parse(ap)
     syn = synthetic((1, 2), 300, eval_batch=1000) if a.quick else synthetic()
     result = {"synthetic": syn}
     if a.lm:

@@ -18,13 +18,13 @@ internal "signals along the sequence": are they power-law, the regime where phas
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.fourier_sb import mixed_task, phase_task, positional_spectrum
 from interp.contrib.report import fmt, markdown_table
 
@@ -107,13 +107,9 @@ def _fmt_samples(v: list[float]) -> str:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--samples", type=int, default=200_000)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 8,192 samples, β in {0, 2}, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=2, samples=200_000, quick="1 seed, 8,192 samples, β in {0, 2}, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, samples, betas = (1, 8192, (0.0, 2.0)) if a.quick else (a.seeds, a.samples, (0.0, 1.0, 2.0))
     res = run(seeds, samples, betas)
     keys = list(next(iter(res.values())))

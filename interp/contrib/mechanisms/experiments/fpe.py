@@ -17,12 +17,12 @@ Paper (8 clauses, 8 neurons, alpha 2): dense 78.7%, random split 88.7%, clause s
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 from tqdm import tqdm
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.neuron_expansion import (
     MaskedMLP, accuracy, expand_neurons, feature_capacity, make_dnf, mean_neuron_cosine, polysemanticity, train_mlp,
 )
@@ -67,10 +67,8 @@ def run(clause_counts=(4, 8, 16), seeds: int = 3, pre_steps: int = 3000, ft_step
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="8 clauses, 1 seed, short training")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=None, quick="8 clauses, 1 seed, short training")
+    a = parse(ap)
     out = run((8,), 1, 600, 400, 8000) if a.quick else run()
     print(json.dumps(out, indent=1))
     print("\n| clauses / network | test acc | nonzero weights | mean capacity C_i | mean abs cos(neurons) | clauses per neuron |")

@@ -18,12 +18,12 @@ unit norm): R, R_c and ΔR by corpus at each layer, against the same rows with s
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.pace_attention import PACEViT, head_overlap, rate_reduction
 from interp.contrib.report import fmt, markdown_table
 
@@ -90,17 +90,13 @@ def lm_rates() -> dict[str, dict[str, float]]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 1 epoch on 300 images, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
+    ap = experiment_parser(__doc__, seeds=3, epochs=10, quick="1 seed, 1 epoch on 300 images, no LM run",
+                           no_lm="skip the SmolLM2 run")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
-    a = ap.parse_args(argv)
+    a = parse(ap, argv)
     variants = [v for v in a.variants.split(",") if v]
     if not variants or any(v not in VARIANTS for v in variants):
         ap.error(f"--variants must name some of {', '.join(VARIANTS)}")
-    torch.set_num_threads(1)
     seeds, epochs = (1, 1) if a.quick else (a.seeds, a.epochs)
     res: dict[str, dict[str, list[float]]] = {}
     for s in range(seeds):

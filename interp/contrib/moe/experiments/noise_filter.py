@@ -17,12 +17,12 @@ with Gaussian feature noise of σ x the feature scale added (train and test); is
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.moe.noise_filter import (
     DenseMLP,
     Top1MoE,
@@ -113,13 +113,9 @@ def lm_run(seeds: int, steps: int) -> dict[str, dict[str, list[float]]]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 150 steps, sigma 0 and 2, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=5, steps=2000, quick="1 seed, 150 steps, sigma 0 and 2, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, steps = (1, 150) if a.quick else (a.seeds, a.steps)
     sigmas = (0.0, 2.0) if a.quick else (0.0, 0.5, 1.0, 2.0)
     assert abs(n_params(Top1MoE(D, 1, H_E, E)) - n_params(DenseMLP(D, 1, iso_dense_width(D, 1, H_E, E)))) <= D + 2

@@ -17,7 +17,6 @@ Prints JSON; about 3 minutes on a loaded 2-core machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -25,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.moe.ssmoe import MoEBlock, SSMoERouter, expert_load, load_entropy
 
 D, HID, E, TOPK, CLUSTERS, CLASSES = 32, 64, 8, 2, 8, 4
@@ -104,12 +104,8 @@ def run(seeds: int, steps: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    ap = experiment_parser(__doc__, seeds=3, steps=1000, threads=1)
+    args = parse(ap, argv)
     t0 = time.time()
     res = {"config": vars(args), "results": run(args.seeds, args.steps)}
     res["seconds"] = round(time.time() - t0, 1)

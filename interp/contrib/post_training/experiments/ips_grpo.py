@@ -15,11 +15,11 @@ its top singular direction (what changes inside the model).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.ips_grpo import (
     METHODS, answer_diversity, coverage, entropy, kl, target_distribution, train_bandit, train_sum_policy,
     update_concentration, SumPolicy,
@@ -30,13 +30,10 @@ REWARDS = torch.tensor([1.0, 1.0, 0.9, 0.8, 0.05, 0.05, 0.05, 0.05])
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 300 bandit steps, 30 policy steps")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 300 bandit steps, 30 policy steps")
+    a = parse(ap, argv)
     if a.seeds < 1:
         ap.error("--seeds must be positive")
-    torch.set_num_threads(1)
     seeds = 1 if a.quick else a.seeds
     bandit_steps, policy_steps = (300, 30) if a.quick else (3000, 300)
     target = target_distribution(REWARDS)

@@ -14,13 +14,13 @@ the parameter update in the context embedding (what changes inside the model).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.mipo import (
     ContextPolicy, context_accuracy, make_base_data, mipo_pairs, pmi, sft_step, target_responses, update_share,
 )
@@ -71,15 +71,11 @@ def run(seed: int, steps: int, pre_steps: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=500)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 100 pretraining + 30 steps, no LM")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 PMI diagnostic")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, steps=500, quick="1 seed, 100 pretraining + 30 steps, no LM",
+                           no_lm="skip the SmolLM2 PMI diagnostic")
+    a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1:
         ap.error("--seeds and --steps must be positive")
-    torch.set_num_threads(1)
     seeds, steps, pre = (1, 30, 100) if a.quick else (a.seeds, a.steps, 300)
     runs = [run(s, steps, pre) for s in range(seeds)]
     cols = ["π(T|x)", "greedy acc", "generic mass", "PMI", "ctx-embedding share"]

@@ -16,12 +16,12 @@ naming absent attributes (hallucination) and share of present attributes mention
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.preference import dpo_loss
 from interp.contrib.post_training.scpo import (
     AttributePolicy, condition_dpo_loss, curriculum_pool, edit_images, hallucinated_pairs, hallucination_rate,
@@ -83,15 +83,12 @@ def run(seed: int, steps: int, reset: int, pre_steps: int, pool: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--reset", type=int, default=100, help="steps between reference resets (dynamic reference)")
-    ap.add_argument("--quick", action="store_true", help="1 seed, 60 pretraining + 20 steps, pool 512")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, steps=300,
+                           reset=(100, "steps between reference resets (dynamic reference)"),
+                           quick="1 seed, 60 pretraining + 20 steps, pool 512")
+    a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1 or a.reset < 1:
         ap.error("--seeds, --steps and --reset must be positive")
-    torch.set_num_threads(1)
     seeds, steps, pre, pool = (1, 20, 60, 512) if a.quick else (a.seeds, a.steps, 300, 4096)
     runs = [run(s, steps, a.reset, pre, pool) for s in range(seeds)]
     print(f"hallucination after {steps} preference steps ({seeds} seeds, 1,000 held-out images, sampled responses)")

@@ -22,7 +22,6 @@ against the copy's 32-d layer, on 400 held-out rows.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -30,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.privacy.credit import certified_threshold, credit_score, defend
 from interp.contrib.report import fmt, markdown_table
 
@@ -181,12 +181,8 @@ def _table(res_by_seed: list[dict], scales, acc_cols) -> str:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 60 steps, 2 models per group, σ scale 1, no LM")
-    ap.add_argument("--no-lm", action="store_true")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 60 steps, 2 models per group, σ scale 1, no LM", no_lm=True)
+    a = parse(ap, argv)
     seeds, steps, n_models = (1, 60, 2) if a.quick else (a.seeds, 300, 3)
     scales = (1.0,) if a.quick else (0.0, 0.5, 1.0)
     dig = [digits_run(s, scales, steps, n_models) for s in range(seeds)]

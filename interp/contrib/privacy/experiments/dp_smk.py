@@ -12,12 +12,12 @@ instances the tests check it against brute force).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import numpy as np
 
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.privacy.dp_smk import FacilityLocation, dp_greedy_plus, naive_dp_greedy
 from interp.contrib.report import fmt, markdown_table
 
@@ -30,10 +30,8 @@ def instance(seed: int, users: int, items: int):
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--draws", type=int, default=20, help="DP runs per instance and ε")
-    ap.add_argument("--quick", action="store_true", help="3 seeds, 5 draws, 60 users x 30 items")
+    ap = experiment_parser(__doc__, seeds=5, draws=(20, "DP runs per instance and ε"),
+                           quick="3 seeds, 5 draws, 60 users x 30 items")
     ap.add_argument("--users", type=int, nargs="+", default=[200], help="user counts (one table each)")
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 0.5, 1.0, 4.0, 16.0])
     a = ap.parse_args(argv)

@@ -12,11 +12,11 @@ each, position 0 dropped, standardised), MLP 576-256-3 predicting the corpus, 25
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.privacy.fedfit import FedConfig, dirichlet_split, federated_train
 from interp.contrib.report import fmt, markdown_table
 
@@ -37,12 +37,8 @@ def run(x, y, dims, seed: int, rounds: int, n_test: int) -> dict[str, float]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 6 rounds (adjusting every round), digits only")
-    ap.add_argument("--no-lm", action="store_true")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 6 rounds (adjusting every round), digits only", no_lm=True)
+    a = parse(ap, argv)
     from sklearn.datasets import load_digits
 
     seeds, rounds = (1, 6) if a.quick else (a.seeds, 30)

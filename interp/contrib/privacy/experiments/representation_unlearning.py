@@ -19,13 +19,13 @@ and the seconds each method took. Prints JSON; about 15 minutes on a loaded 2-co
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.privacy.representation_unlearning import RepresentationTransform, UnlearnConfig, fit_transform
 
@@ -179,12 +179,9 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=1200, help="training steps of the original and retrained models")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    ap = experiment_parser(__doc__, seeds=1, steps=(1200, "training steps of the original and retrained models"),
+                           threads=1)
+    args = parse(ap, argv)
     t0 = time.time()
     res = {"config": vars(args)}
     for setting in ("class", "random10"):

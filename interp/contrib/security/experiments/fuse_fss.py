@@ -17,12 +17,12 @@ whose table keys are K times larger). --quick: fixed ranges, no model.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import numpy as np
 
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import markdown_table
 from interp.contrib.security.fuse_fss import (
     FixedPoint,
@@ -111,8 +111,7 @@ def calibrate(name: str, x: np.ndarray, tol: float, max_pieces: int = 256):
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="synthetic ranges, 20 elements, no model")
+    ap = experiment_parser(__doc__, seeds=None, quick="synthetic ranges, 20 elements, no model")
     ap.add_argument("--elements", type=int, default=200)
     ap.add_argument("--tol", type=float, default=1e-3)
     a = ap.parse_args(argv)

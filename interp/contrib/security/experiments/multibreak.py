@@ -13,11 +13,11 @@ turns and placeholders are ever sent to the model.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.security.multibreak import KeywordJudge, RefusalDirectionJudge, active_loop, random_loop
 
@@ -66,10 +66,7 @@ def table(res: dict, rounds: int) -> str:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="toy judge only, 3 seeds")
-    ap.add_argument("--no-lm", action="store_true")
+    ap = experiment_parser(__doc__, seeds=3, quick="toy judge only, 3 seeds", no_lm=True)
     a = ap.parse_args(argv)
     toy_seeds = 3 if a.quick else 5
     toy = run(lambda s: KeywordJudge(seed=s), toy_seeds, 8, 16)

@@ -11,11 +11,11 @@ queries; mean ± sd over agents.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
+from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.security.orch_jail import ToolAgent, orchestration_fuzz, random_fuzz
 
@@ -23,10 +23,7 @@ FUZZERS = {"random mutation": random_fuzz, "orchestration-guided (ours)": orches
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agents", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=1000)
-    ap.add_argument("--quick", action="store_true", help="3 agents, budget 300")
+    ap = experiment_parser(__doc__, seeds=None, agents=10, budget=1000, quick="3 agents, budget 300")
     a = ap.parse_args(argv)
     agents, budget = (3, 300) if a.quick else (a.agents, a.budget)
     out, rows = {}, []

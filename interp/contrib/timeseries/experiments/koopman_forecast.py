@@ -12,12 +12,12 @@ transition (a switch in the recent half of the lookback or in the horizon).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.timeseries.koopman_forecast import DLinear, GlobalKoopman, KoopmanResidual, local_koopman_forecast
 
@@ -78,13 +78,10 @@ def trial(seed: int, T: int, stride: int) -> dict[str, dict[str, float]]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 2,000 steps, stride 16")
-    a = ap.parse_args(argv)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 2,000 steps, stride 16")
+    a = parse(ap, argv)
     if a.seeds <= 0:
         raise ValueError("--seeds must be positive")
-    torch.set_num_threads(1)
     seeds = 1 if a.quick else a.seeds
     runs = [trial(s, 2000 if a.quick else 6000, 16 if a.quick else 4) for s in range(seeds)]
     print(f"test MSE, lookback {L}, horizon {H} (mean ± sd over {seeds} seeds)")

@@ -12,12 +12,12 @@ Timing: one thread, T in {1k, 4k, 16k}, 500 units, median of 3 repeats.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.timeseries.paralesn import (
     ClassicESN,
@@ -86,11 +86,8 @@ def timing(lengths: tuple[int, ...], n_units: int) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 100 units, short series and timings")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 100 units, short series and timings")
+    a = parse(ap, argv)
     seeds = 1 if a.quick else a.seeds
     n0 = 100 if a.quick else 500
     n_train, n_test = (800, 400) if a.quick else (4000, 2000)

@@ -13,11 +13,11 @@ at the first forecast step ("post-event") and on all windows. The loadings are n
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.timeseries.social_world_model import SWM, SWMConfig, ar_forecast, fit_ar, persistence, train_swm
 
@@ -142,15 +142,11 @@ def lm_trial(seed: int, steps: int, emb_lm: torch.Tensor, shift, held) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 30 steps, 64 / 32 sequences")
+    ap = experiment_parser(__doc__, seeds=3, steps=600, quick="1 seed, 30 steps, 64 / 32 sequences")
     ap.add_argument("--lm", action="store_true", help="also: events as sentences encoded by SmolLM2, held-out verbs at test")
-    a = ap.parse_args(argv)
+    a = parse(ap, argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
-    torch.set_num_threads(1)
     seeds, steps, ntr, nte = (1, 30, 64, 32) if a.quick else (a.seeds, a.steps, 256, 128)
     runs = [trial(s, steps, ntr, nte) for s in range(seeds)]
     methods = ("persistence", "AR(3) on differences", "SWM (ELBO)")

@@ -15,13 +15,13 @@ docstrings vs code); OOD = usr-share-doc rows (other text). Head: 64 -> 64 ReLU 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
 from torch import nn
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.uncertainty_ood.gem import GEMHead, auroc, brier, gem_loss
 
@@ -125,13 +125,9 @@ def show(title: str, res: dict) -> None:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=60)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 3 epochs, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, epochs=60, quick="1 seed, 3 epochs, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, epochs = (1, 3) if a.quick else (a.seeds, a.epochs)
     out = {"digits": run(digits_data, 7, (128, 64), epochs, seeds)}
     show(f"digits 0-6 in distribution (mean ± sd over {seeds} seeds, {epochs} epochs); AUROC from vacuity", out["digits"])

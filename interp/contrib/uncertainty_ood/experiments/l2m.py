@@ -14,11 +14,11 @@ No learned sequence model (stage 2): this checks the acquisition rule, not in-co
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.uncertainty_ood.l2m import GaussianLogisticModel, acquire, global_importance_order
 
@@ -73,12 +73,8 @@ def trial(seed: int, p_miss: float, n_lab: int, n_test: int) -> dict[str, dict[i
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=5)
-    ap.add_argument("--test-rows", type=int, default=100)
-    ap.add_argument("--quick", action="store_true", help="2 tasks, 30 test rows, one setting")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=None, tasks=5, test_rows=100, quick="2 tasks, 30 test rows, one setting")
+    a = parse(ap, argv)
     tasks, n_test = (2, 30) if a.quick else (a.tasks, a.test_rows)
     settings = [(0.3, 500)] if a.quick else [(0.3, 500), (0.3, 30), (0.6, 500), (0.6, 30)]
     res, rows = {}, []

@@ -19,12 +19,12 @@ standardised by the first task's statistics.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 from interp.contrib.uncertainty_ood.gem import auroc
 from interp.contrib.uncertainty_ood.safer import SAFER, sbm_graph, sgc_features, train_linear_head
@@ -145,12 +145,9 @@ def show(title, res):
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1 seed, 600 nodes, 50 head steps, no LM run")
-    ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 run")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 600 nodes, 50 head steps, no LM run",
+                           no_lm="skip the SmolLM2 run")
+    a = parse(ap, argv)
     seeds, n, steps = (1, 600, 50) if a.quick else (a.seeds, 3000, 300)
     data = {s: graph_data(s, n) for s in range(seeds)}
     out = {"graph": run(lambda s: data[s][0], lambda s: data[s][1], seeds, steps)}
