@@ -39,8 +39,10 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "topk": ("topk", {"rescale_acts_by_decoder_norm": False}),
     "poly": ("poly", {"rank2": 64, "rank3": 64}),
     "coh": ("coh_topk", {"rescale_acts_by_decoder_norm": False, "coh_lambda": 1e-3}),
+    "batchtopk_saelens_auxk": ("batchtopk", {"auxk_style": "sae_lens", "aux_loss_coefficient": 1.0}),
 }
-"""Run name -> (architecture, settings)."""
+"""Run name -> (architecture, settings). The last one (BatchTopK with sae-lens's AuxK: unnormalised, weight 1)
+is a control for the dead latents the official AuxK leaves at this scale; it runs only when asked for."""
 
 ZERO_CE: dict = {}
 """Zero-ablation CE per batch, shared by every SAE scored in this process (it does not depend on the SAE)."""
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--store", default="runs/saeeval/store")
     ap.add_argument("--hook", default="blocks.15.hook_resid_post")
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated names of {list(RUNS)}")
+    ap.add_argument("--runs", default="batchtopk,c2r,topk,poly,coh", help=f"comma-separated names of {list(RUNS)}")
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--one-seed", default="coh", help="runs trained with seed 0 only")
     ap.add_argument("--plan", default="", help="explicit run:seed list in training order (overrides --runs/--seeds)")
