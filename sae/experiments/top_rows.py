@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import sys
 from pathlib import Path
 
 
@@ -38,7 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+", help="dashboard folders (interp sae dashboard --out)")
     for folder in ap.parse_args(argv).folders:
-        print(json.dumps(top_rows(folder)))
+        try:
+            print(json.dumps(top_rows(folder)))
+        except (ValueError, OSError, KeyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -19,3 +19,13 @@ def test_the_most_common_top_row_and_dead_latents(tmp_path):
     assert res["next"] == [{"row": 3, "pos": 9, "latents": 1}]
     with pytest.raises(ValueError, match="no feature pages"):
         top_rows(tmp_path / "empty")
+
+
+def test_a_folder_without_pages_is_one_error_line(tmp_path, capsys):
+    from sae.experiments.top_rows import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--top N" in err and len(err.splitlines()) == 1
