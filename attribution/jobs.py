@@ -1,4 +1,4 @@
-"""Batch attribution jobs: the training set cut into shards that are independent tasks (`interp.jobs`).
+"""Batch attribution jobs: the training set cut into shards that are independent tasks (`interp.infra.jobs`).
 
     run_attribution(AttributeConfig(method="sdi", model="looped-gpt:runs/loop", train="tokens:train.safetensors",
                                     queries="tokens:queries.safetensors", out="runs/sdi"))
@@ -8,7 +8,7 @@
    per-checkpoint query features (TracIn, SDI), the EK-FAC factors and the query / probe gradients
    preconditioned by them (EK-FAC), nothing for DRA. This is saved as `prepared.safetensors` so a
    resumed run does not recompute it.
-2. *Shards* (in-process or on Ray, `interp.jobs.run_tasks`): each scores its rows of the training set
+2. *Shards* (in-process or on Ray, `interp.infra.jobs.run_tasks`): each scores its rows of the training set
    against all queries and writes `shard_{i:05d}.safetensors` atomically; the coordinator commits it to
    the store's manifest. The output folder is an `interp.store.ActivationStore` whose rows are training
    samples: `scores` [row, n_query] (plus `sdi` [row, n_query, tau]; `rep` for DRA), `seq` = training
@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 import attribution  # noqa: F401  (registers looped-gpt)
-from interp.jobs import run_tasks, worker_cache
+from interp.infra.jobs import run_tasks, worker_cache
 from interp.store import ActivationStore, StoreMeta, write_shard_file
 from interp.store.atomic import atomic_write_bytes
 
@@ -136,7 +136,7 @@ class AttributeConfig:
             raise ValueError(f"--select-dims must be auto, all or a positive K, got {self.select_dims!r}")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
-        from interp.devices import resolve_device
+        from interp.infra.devices import resolve_device
 
         self.device = resolve_device(self.device)  # auto -> cuda when present; cuda without CUDA: a clear error
 
@@ -150,7 +150,7 @@ class AttributeConfig:
 def load_tokens(spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int) -> tuple[Tensor, str]:
     """(tokens [n, ctx], tokenizer name) of a data spec."""
     if spec.startswith("tokens:"):
-        from interp.tensor_file import read_tensors
+        from interp.infra.tensor_file import read_tensors
 
         path = spec.removeprefix("tokens:")
         t, meta = read_tensors(path, what=spec, need={"tokens": 2}, keys=["tokens"])  # names the file on any problem
@@ -162,8 +162,8 @@ def load_tokens(spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int) ->
 
 
 def tokenizer_name(tokenizer) -> str:
-    """The tokenizer's identity, name@sha256:... (`interp.portable`): the same on every machine and folder."""
-    from interp.portable import tokenizer_identity
+    """The tokenizer's identity, name@sha256:... (`interp.infra.portable`): the same on every machine and folder."""
+    from interp.infra.portable import tokenizer_identity
 
     return tokenizer_identity(tokenizer)
 
@@ -296,7 +296,7 @@ def score_shard(task: ShardTask) -> object:
     """Score one shard and write its file; returns the `ShardInfo` to commit."""
     cfg, prep = task.cfg, task.prepared
     if not isinstance(prep, dict):  # a Ray object ref: the prepared tensors were put in the object store once
-        from interp.jobs import import_ray
+        from interp.infra.jobs import import_ray
 
         prep = import_ray().get(prep)
     model = _load(cfg.model, cfg.device, cfg.dtype)
@@ -417,7 +417,7 @@ def _save_prepared(path: Path, prep: dict) -> None:
 def _load_prepared(path: Path) -> dict:
     from safetensors import safe_open
 
-    from interp.tensor_file import TensorFileError, read_tensors
+    from interp.infra.tensor_file import TensorFileError, read_tensors
 
     tensors, meta = read_tensors(path, what="the attribution run's prepared state")
     prep = {k: v for k, v in tensors.items() if k != "_"}
@@ -538,7 +538,7 @@ def _run_shards(cfg: AttributeConfig, store: ActivationStore, train: Tensor, pre
         run_tasks(tasks(prep), score_shard, executor="inprocess", **run)
         return
     from attribution.raywatch import watched
-    from interp.jobs import ray_session
+    from interp.infra.jobs import ray_session
 
     workers = cfg.num_workers or (torch.cuda.device_count() if gpu and cfg.ray_address is None else None)
     with ray_session(cfg.ray_address, workers) as ray, watched(ray, started_here=cfg.ray_address is None):

@@ -1,7 +1,7 @@
 """Clean up a local Ray when the process that started it dies without shutting it down (kill -9, OOM).
 
 `ray.init()` starts the GCS server, the raylet and their workers as children of the coordinator, with
-session files under a temp folder. A normal exit calls `ray.shutdown()` (and `interp.jobs.ray_session`
+session files under a temp folder. A normal exit calls `ray.shutdown()` (and `interp.infra.jobs.ray_session`
 removes the folder), but a coordinator killed with SIGKILL runs no cleanup: the Ray processes are
 orphaned and keep their memory, and the temp folder stays.
 

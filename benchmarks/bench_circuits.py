@@ -7,7 +7,7 @@ weights; a SafeSeek mask step (head + neuron masks, straight-through, backward t
 a pruning mask step (q/k/v/neuron/attn_out/mlp_out node masks with mean ablation); and the ratios to
 the plain step. (2) Extraction time (SafeSeek and pruning, fixed step counts) for three model sizes.
 (3) With `--eap` (a real model, default smollm2-135m): EAP over every edge of the residual-stream graph
-on N IOI pairs, against per-edge activation patching (exact, `circuits.edge_patching`) timed on a
+on N IOI pairs, against per-edge activation patching (exact, `circuits.evaluation.edge_patching`) timed on a
 random sample of edges and extrapolated to all of them (ratio; the goal is >= 100x); and EAP-IG's time
 for several step counts.
 
@@ -23,11 +23,11 @@ import time
 
 import torch
 
-from circuits.masks import UnitMasks, site_means, sites_of
-from circuits.prune import PruneConfig, TargetNotReached, prune
-from circuits.safeseek import SafeSeekConfig, safeseek
-from circuits.tasks import binary_loss, get_task
-from circuits.weight_sparse import WeightSparseConfig, build_model
+from circuits.finders.masks import UnitMasks, site_means, sites_of
+from circuits.finders.prune import PruneConfig, TargetNotReached, prune
+from circuits.finders.safeseek import SafeSeekConfig, safeseek
+from circuits.tasks.binary import binary_loss, get_task
+from circuits.finders.weight_sparse import WeightSparseConfig, build_model
 
 
 def timed(fn, reps: int) -> float:
@@ -112,9 +112,9 @@ def extraction(sizes, steps: int) -> list[dict]:
 
 def eap_vs_patching(spec: str, n: int, sample: int, ig_steps: list[int]) -> dict:
     import interp
-    from circuits.eap import eap, eap_ig
-    from circuits.eap_graph import EdgeGraph
-    from circuits.edge_patching import patched_metric
+    from circuits.finders.eap import eap, eap_ig
+    from circuits.model.residual_graph import EdgeGraph
+    from circuits.evaluation.edge_patching import patched_metric
 
     model = interp.load_model(spec)
     batch = get_task("ioi").make_pairs(n, 0, model.tokenizer)

@@ -14,7 +14,7 @@ Steps (each timed; a failing step is reported and the others still run):
    reach in minutes, with its table.
 6. `mda`: the MDA induction-head experiment (train, EK-FAC ranking, three retrainings) at GPU scale.
 
-Every GPU timing is taken after `torch.cuda.synchronize` (`interp.devices.synchronize`).
+Every GPU timing is taken after `torch.cuda.synchronize` (`interp.infra.devices.synchronize`).
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def parity(dry: bool, timeout: int) -> dict:
 
 def cache_step(cfg: dict, device: str, work: Path, state: dict) -> dict:
     import interp
-    from interp.caching import CacheConfig, cache_activations
-    from interp.devices import synchronize
+    from interp.cache.caching import CacheConfig, cache_activations
+    from interp.infra.devices import synchronize
 
     t0 = time.perf_counter()
     try:
@@ -135,7 +135,7 @@ def sdi_step(cfg: dict, device: str, work: Path) -> dict:
     from attribution.looped import random_looped_gpt
     from attribution.train import train_lm
     from interp.data import byte_tokenizer, resolve_corpus
-    from interp.devices import synchronize
+    from interp.infra.devices import synchronize
 
     n = cfg["sdi_train"] + cfg["sdi_queries"]
     tokens = resolve_corpus("stdlib-docs", byte_tokenizer(), ctx_len=cfg["sdi_ctx"], max_tokens=(n + 64) * cfg["sdi_ctx"],
@@ -189,7 +189,7 @@ def main() -> None:
 
     import torch
 
-    from interp.devices import resolve_device
+    from interp.infra.devices import resolve_device
 
     device = resolve_device(args.device or ("cpu" if args.dry_run else "cuda"))
     if args.dry_run:

@@ -8,18 +8,18 @@
 See circuits/README.md.
 """
 
-from circuits.ablation import ablation_report
-from circuits.baseline import TaskTooHard, baseline
-from circuits.checkpoint import CheckpointError, load_checkpoint
-from circuits.eap import EdgeScores, eap, eap_ig
-from circuits.extract import ExtractConfig, extract
-from circuits.pairs import PairBatch, encode_pairs
-from circuits.format import Circuit, CircuitFormatError, Edge, Node
-from circuits.masks import UnitMasks
-from circuits.prune import PruneConfig, TargetNotReached, prune
-from circuits.safeseek import SafeSeekConfig, circuit_tuning, safeseek
-from circuits.tasks import TASKS, Task, get_task
-from circuits.weight_sparse import WeightSparseConfig, build_model, train_weight_sparse
+from circuits.evaluation.ablation import ablation_report
+from circuits.evaluation.baseline import TaskTooHard, baseline
+from circuits.model.checkpoint import CheckpointError, load_checkpoint
+from circuits.finders.eap import EdgeScores, eap, eap_ig
+from circuits.finders.extract import ExtractConfig, extract
+from circuits.tasks.pairs import PairBatch, encode_pairs
+from circuits.format.circuit import Circuit, CircuitFormatError, Edge, Node
+from circuits.finders.masks import UnitMasks
+from circuits.finders.prune import PruneConfig, TargetNotReached, prune
+from circuits.finders.safeseek import SafeSeekConfig, circuit_tuning, safeseek
+from circuits.tasks.binary import TASKS, Task, get_task
+from circuits.finders.weight_sparse import WeightSparseConfig, build_model, train_weight_sparse
 
 __all__ = [
     "TASKS", "CheckpointError", "Circuit", "CircuitFormatError", "Edge", "EdgeScores", "ExtractConfig", "Node", "PairBatch",

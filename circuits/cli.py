@@ -43,7 +43,7 @@ def _out_file(out: str, name: str) -> Path:
 
 
 def _load(model: str | None, checkpoint: str | None, device: str, allow_torch_load: bool):
-    from circuits.checkpoint import load_checkpoint
+    from circuits.model.checkpoint import load_checkpoint
 
     if checkpoint and not model:
         typer.echo("warning: --checkpoint is deprecated and will be removed in the next version; use --model", err=True)
@@ -67,9 +67,9 @@ def baseline(
 ) -> None:
     """The model's behaviour on a task (metric on clean and corrupted prompts, accuracy), before any circuit."""
     _threads(threads)
-    from circuits.checkpoint import CheckpointError
-    from circuits.extract import ExtractConfig, task_baseline
-    from circuits.tasks import get_task
+    from circuits.model.checkpoint import CheckpointError
+    from circuits.finders.extract import ExtractConfig, task_baseline
+    from circuits.tasks.binary import get_task
     from interp.cli.options import deprecated
 
     n = deprecated(n_old, "--n", "--max-rows", n, 64)
@@ -115,10 +115,10 @@ def extract(
 ) -> None:
     """Report the model's baseline on the task, then find the task's circuit and write it as circuit JSON."""
     _threads(threads)
-    from circuits.baseline import TaskTooHard
-    from circuits.checkpoint import CheckpointError
-    from circuits.extract import ExtractConfig, extract as run_extract
-    from circuits.tasks import get_task
+    from circuits.evaluation.baseline import TaskTooHard
+    from circuits.model.checkpoint import CheckpointError
+    from circuits.finders.extract import ExtractConfig, extract as run_extract
+    from circuits.tasks.binary import get_task
 
     path = _out_file(out, "circuit.json")
     if path.exists() and not overwrite:
@@ -134,7 +134,7 @@ def extract(
         m = _load(model, checkpoint, device, allow_torch_load)
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
         fail(str(exc))
-    from circuits.prune import TargetNotReached
+    from circuits.finders.prune import TargetNotReached
 
     try:
         result = _run(m, the_task, cfg, finder_cfg)
@@ -157,12 +157,12 @@ def extract(
 
 def _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, backdoor_weights):
     if cfg.method == "prune":
-        from circuits.prune import PruneConfig
+        from circuits.finders.prune import PruneConfig
 
         return PruneConfig(target_loss=target_loss, lambda_steps=lambda_steps, seed=cfg.seed, ablation=cfg.ablation,
                            **({"steps": steps} if steps else {}))
     if cfg.method == "safeseek":
-        from circuits.safeseek import HEAD_CODE_WEIGHTS, NEURON_CODE_WEIGHTS, SafeSeekConfig
+        from circuits.finders.safeseek import HEAD_CODE_WEIGHTS, NEURON_CODE_WEIGHTS, SafeSeekConfig
 
         weights = {"head-code": HEAD_CODE_WEIGHTS, "neuron-code": NEURON_CODE_WEIGHTS}
         if backdoor_weights not in weights:
@@ -174,25 +174,25 @@ def _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, 
 
 def _run(model, task, cfg, finder_cfg) -> dict:
     """Baseline (printed at once on stderr), ability check, then the finder."""
-    from circuits.extract import extract as run_extract
+    from circuits.finders.extract import extract as run_extract
 
     def show(report):
         typer.echo("baseline: " + json.dumps(report), err=True)
 
     if finder_cfg is None:
         return run_extract(model, task, cfg, on_baseline=show)
-    from circuits.baseline import require_ability
-    from circuits.extract import task_baseline
+    from circuits.evaluation.baseline import require_ability
+    from circuits.finders.extract import task_baseline
 
     base, _ = task_baseline(model, task, cfg)
     show(base)
     require_ability(base, task.name, cfg.min_accuracy)
     if cfg.method == "prune":
-        from circuits.prune import prune
+        from circuits.finders.prune import prune
 
         circuit = prune(model, task, finder_cfg)
     else:
-        from circuits.safeseek import safeseek
+        from circuits.finders.safeseek import safeseek
 
         circuit = safeseek(model, task, finder_cfg).circuit
     circuit.metrics["baseline"] = base
@@ -216,10 +216,10 @@ def ablate(
 ) -> None:
     """Necessity (circuit ablated) and sufficiency (only the circuit kept), against random circuits of its size."""
     _threads(threads)
-    from circuits.ablation import check_ablation
-    from circuits.checkpoint import CheckpointError
-    from circuits.format import Circuit, check_circuit_model
-    from circuits.tasks import get_task
+    from circuits.evaluation.ablation import check_ablation
+    from circuits.model.checkpoint import CheckpointError
+    from circuits.format.circuit import Circuit, check_circuit_model
+    from circuits.tasks.binary import get_task
     from interp.cli.options import deprecated
 
     n = deprecated(n_old, "--n", "--max-rows", n, 200)
@@ -236,7 +236,7 @@ def ablate(
         if note:
             typer.echo(note, err=True)
         if "graph" in c.extra:
-            from circuits.faithfulness import edge_circuit_report
+            from circuits.evaluation.faithfulness import edge_circuit_report
 
             report = edge_circuit_report(m, c, the_task, n=n, seed=seed, ablation=kind, n_random=n_random)
         else:
@@ -247,14 +247,14 @@ def ablate(
 
 
 def _node_report(model, c, task, n, seed, n_random, ablation) -> dict:
-    from circuits.ablation import ablation_report
+    from circuits.evaluation.ablation import ablation_report
 
     batch = task.make(n, seed, model.tokenizer)
     clean = task.make_clean(n, seed, model.tokenizer) if task.generate_clean else None
     kinds = sorted(set(c.provenance.get("config", {}).get("kinds") or ()) | {node.kind for node in c.nodes})
     means = None
     if ablation == "mean":
-        from circuits.masks import site_means, sites_of
+        from circuits.finders.masks import site_means, sites_of
 
         means = site_means(model, sites_of(model, kinds), [(batch.ids, batch.mask)]) if kinds else None
     report = ablation_report(model, c.nodes, batch, n_random=n_random, seed=seed, clean=clean, means=means, kinds=kinds)
@@ -272,8 +272,8 @@ def show(
     top_k: int = typer.Option(200, help="Edges shown at first (a slider in the page changes it).", metavar="INT"),
 ) -> None:
     """Draw a circuit as a self-contained interactive HTML graph."""
-    from circuits.format import Circuit
-    from circuits.graph import write_html
+    from circuits.format.circuit import Circuit
+    from circuits.format.graph_html import write_html
 
     try:
         c = Circuit.load(file)
@@ -291,8 +291,8 @@ def export(
     overwrite: bool = typer.Option(False, help="Replace an existing file."),
 ) -> None:
     """Export a circuit to another tool's graph format."""
-    from circuits.export import write_circuit_tracer
-    from circuits.format import Circuit
+    from circuits.format.circuit_tracer import write_circuit_tracer
+    from circuits.format.circuit import Circuit
 
     if format != "circuit-tracer":
         fail(f"unknown --format {format!r}; use circuit-tracer")

@@ -15,12 +15,12 @@ import torch
 
 
 def step(model, workdir: Path) -> dict:
-    from circuits.ablation import ablation_hooks, random_nodes
+    from circuits.evaluation.ablation import ablation_hooks, random_nodes
     from circuits.experiments.backdoor import mix, rate, train_answers
-    from circuits.graph import write_html
-    from circuits.safeseek import SafeSeekConfig, safeseek
-    from circuits.tasks import TaskBatch, get_task
-    from circuits.weight_sparse import WeightSparseConfig, build_model
+    from circuits.format.graph_html import write_html
+    from circuits.finders.safeseek import SafeSeekConfig, safeseek
+    from circuits.tasks.binary import TaskBatch, get_task
+    from circuits.finders.weight_sparse import WeightSparseConfig, build_model
 
     t0 = time.perf_counter()
     threads = torch.get_num_threads()

@@ -11,14 +11,17 @@ does not pay for torch and transformers until a command needs a model.
 import os
 from importlib import import_module
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is fetched from the hub at run time
+from interp import moved
 
-__version__ = "0.1.0"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is fetched from the hub at run time
+moved.install()  # 0.1's module paths (interp.jobs, interp.hooked_model, ...) for one more version
+
+__version__ = "0.2.0"
 
 _LAZY = {
     "ActivationCache": "interp.cache",
-    "HookedModel": "interp.hooked_model",
-    "StopForward": "interp.hooked_model",
+    "HookedModel": "interp.wrapper.hooked_model",
+    "StopForward": "interp.wrapper.hooked_model",
     "HookPoint": "interp.hooks.points",
     "UnknownHookError": "interp.hooks.points",
     "DEFAULT_MODEL": "interp.models",

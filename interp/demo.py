@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from interp.caching import CacheConfig, cache_activations
+from interp.cache.caching import CacheConfig, cache_activations
 from interp.cli.plugins import demo_steps
 from interp.models import load_model
 

@@ -22,7 +22,7 @@ def step(model: Any, workdir: Path) -> dict:
     hook = f"blocks.{model.n_layers // 2}.hook_resid_post"
     store_dir = workdir / "store"
     if not (store_dir / "manifest.json").exists() or hook not in ActivationStore.open(store_dir).hooks:
-        from interp.caching import CacheConfig, cache_activations
+        from interp.cache.caching import CacheConfig, cache_activations
 
         store_dir = workdir / "sae_store"
         cache_activations(CacheConfig(out=str(store_dir), model=str(model.provenance.get("spec") or "smollm2-135m"),

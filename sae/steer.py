@@ -14,7 +14,7 @@ Each is a context manager over `model.hooks(...)`, so it holds for every forward
 Directions: `d_i` is latent i's unit decoder direction (PolySAE: its linear atom), so alpha is in the
 input space's norm units whatever the decoder's normalisation. Steering applies to every position.
 Ablation and splicing change only rows that are SAE inputs under the row rule (`rows`, an
-`interp.rows.RowFilter`; default positions:0, since a norm cut needs a reference from a store: pass
+`interp.cache.rows.RowFilter`; default positions:0, since a norm cut needs a reference from a store: pass
 `sae.evaluate.sae_row_filter(folder, store, hook)` for the rule training used). In a KV-cached decoding
 step the hooked tensor holds one new token, which is never position 0.
 """
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.rows import RowFilter, RowRule
+from interp.cache.rows import RowFilter, RowRule
 
 
 def _hook_name(model: Any, sae: Any, hook: str | None) -> str:

@@ -169,7 +169,7 @@ def main(argv=None) -> dict:
     p.add_argument("--quick", action="store_true", help="tiny pool and few steps (smoke test)")
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (models train and are scored there)")
     args = p.parse_args(argv)
-    from interp.devices import resolve_device
+    from interp.infra.devices import resolve_device
 
     args.device = resolve_device(args.device)
     if args.quick:

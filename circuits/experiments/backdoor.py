@@ -27,12 +27,12 @@ from pathlib import Path
 
 import torch
 
-from circuits.ablation import ablation_report, evaluate
+from circuits.evaluation.ablation import ablation_report, evaluate
 from circuits.experiments.common import setup, write_json
-from circuits.format import Node
-from circuits.safeseek import SafeSeekConfig, circuit_tuning, safeseek
-from circuits.tasks import TaskBatch, answer_ce, get_task
-from circuits.weight_sparse import WeightSparseConfig, build_model
+from circuits.format.circuit import Node
+from circuits.finders.safeseek import SafeSeekConfig, circuit_tuning, safeseek
+from circuits.tasks.binary import TaskBatch, answer_ce, get_task
+from circuits.finders.weight_sparse import WeightSparseConfig, build_model
 
 G_ONLY = (1, 1, 0, 0, 0.1, 0, 0)
 """The official head-mask code's weights: only the purified mask G is trained."""
@@ -80,8 +80,8 @@ def plant_backdoor(model, batches: list[TaskBatch], steps: int, lr: float = 1e-2
     backdoor answer's unembedding row: tokens the clean model never saw, so no unit could use them."""
     from tqdm.auto import tqdm
 
-    from circuits.tasks import BACKDOOR_ANSWER, TRIGGER
-    from circuits.weights import unit_param_masks
+    from circuits.tasks.binary import BACKDOOR_ANSWER, TRIGGER
+    from circuits.model.weights import unit_param_masks
 
     masks = unit_param_masks(model, PLANTED)
     tok = model.tokenizer
@@ -134,8 +134,8 @@ N_RANDOM = 20
 
 
 def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, progress: bool = True) -> dict:
-    from circuits.ablation import ablation_hooks, random_nodes
-    from circuits.controls import activation_difference
+    from circuits.evaluation.ablation import ablation_hooks, random_nodes
+    from circuits.evaluation.controls import activation_difference
 
     setup()
     task = get_task("backdoor")
@@ -212,7 +212,7 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
                                                    eval_every=max(1, mask_steps // 10)), progress=progress)
     found.circuit.save(out / "circuit_alignment.json")
     hooks = ablation_hooks(amodel, found.circuit.nodes)
-    from circuits.ablation import random_nodes
+    from circuits.evaluation.ablation import random_nodes
 
     a.update({"removed_units": len(found.circuit.nodes), "refusal_after": rate(amodel, harm, hooks),
               "comply_after": rate(amodel, comply, hooks), "benign_acc_after": rate(amodel, benign, hooks),

@@ -5,7 +5,7 @@ pruning on IOI, EAP and EAP-IG on greater-than, with random circuits of equal si
 
 Writes `results.json` (every number), `curves.html` (one plot: faithfulness vs edges, log x) and the
 circuits (`<task>_<method>.json`). One thread; ~15-25 min of CPU for both tasks at the defaults.
-Faithfulness is measured with exact edge patching from the corrupted prompts (`circuits.faithfulness`).
+Faithfulness is measured with exact edge patching from the corrupted prompts (`circuits.evaluation.faithfulness`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ def _log(msg: str) -> None:
 
 def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps: int, draws: int,
              methods=("eap", "eap-ig", "random", "safeseek", "prune"), save=None) -> dict:
-    from circuits.baseline import baseline
-    from circuits.eap import eap, eap_ig
-    from circuits.faithfulness import edge_curve, masks_curve, minimal_size, node_curve, random_masks
-    from circuits.tasks import get_task
+    from circuits.evaluation.baseline import baseline
+    from circuits.finders.eap import eap, eap_ig
+    from circuits.evaluation.faithfulness import edge_curve, masks_curve, minimal_size, node_curve, random_masks
+    from circuits.tasks.binary import get_task
 
     task = get_task(task_name)
     batch = task.make_pairs(n, 0, model.tokenizer)
@@ -39,7 +39,7 @@ def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps
     curves = {}
     cache: dict = {}  # corrupted runs and endpoints shared by every curve of this task
     res["curves"] = curves
-    from circuits.eap_graph import EdgeGraph
+    from circuits.model.residual_graph import EdgeGraph
 
     graph = EdgeGraph.of(model)
     res["n_edges_graph"] = graph.n_edges
@@ -77,9 +77,9 @@ def run_task(model, task_name: str, n: int, out: Path, node_methods: bool, steps
 
 
 def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict, methods, curves: dict, save) -> dict:
-    from circuits.faithfulness import minimal_size, node_curve
-    from circuits.prune import PruneConfig, prune
-    from circuits.safeseek import SafeSeekConfig, safeseek
+    from circuits.evaluation.faithfulness import minimal_size, node_curve
+    from circuits.finders.prune import PruneConfig, prune
+    from circuits.finders.safeseek import SafeSeekConfig, safeseek
 
     if "safeseek" in methods:
         _safeseek_curve(model, task, batch, graph, steps, out, cache, curves)
@@ -92,8 +92,8 @@ def _node_methods(model, task, batch, graph, steps: int, out: Path, cache: dict,
 
 
 def _safeseek_curve(model, task, batch, graph, steps, out, cache, curves):
-    from circuits.faithfulness import minimal_size, node_curve
-    from circuits.safeseek import SafeSeekConfig, safeseek
+    from circuits.evaluation.faithfulness import minimal_size, node_curve
+    from circuits.finders.safeseek import SafeSeekConfig, safeseek
 
     t0 = time.perf_counter()
     cfg = SafeSeekConfig(units=("head",), steps=steps, batch_size=8, n_train=32, n_val=16, eval_every=max(steps // 4, 1),
@@ -112,8 +112,8 @@ def _safeseek_curve(model, task, batch, graph, steps, out, cache, curves):
 
 
 def _prune_curve(model, task, batch, graph, steps, out, cache, curves):
-    from circuits.faithfulness import minimal_size, node_curve
-    from circuits.prune import PruneConfig, prune
+    from circuits.evaluation.faithfulness import minimal_size, node_curve
+    from circuits.finders.prune import PruneConfig, prune
 
     sizes = list(HEAD_SIZES)
     t0 = time.perf_counter()

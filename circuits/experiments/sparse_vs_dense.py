@@ -24,10 +24,10 @@ from pathlib import Path
 import torch
 
 from circuits.experiments.common import packed_lines, sampler, setup, tiny_python, write_json
-from circuits.ablation import evaluate
-from circuits.prune import PruneConfig, TargetNotReached, prune
-from circuits.tasks import get_task
-from circuits.weight_sparse import WeightSparseConfig, build_model, train_weight_sparse
+from circuits.evaluation.ablation import evaluate
+from circuits.finders.prune import PruneConfig, TargetNotReached, prune
+from circuits.tasks.binary import get_task
+from circuits.finders.weight_sparse import WeightSparseConfig, build_model, train_weight_sparse
 from interp.data import tokenize_texts
 
 
@@ -40,7 +40,7 @@ def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: s
     results: dict = {"task": task_name, "target_loss": target, "train_steps": steps, "objective": objective}
     models = {}
     if prune_only:  # reuse the models a previous run saved (and its training numbers)
-        from circuits.checkpoint import load_checkpoint
+        from circuits.model.checkpoint import load_checkpoint
 
         previous = out / "results.json"
         if previous.exists():
@@ -54,7 +54,7 @@ def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: s
         val = [tokenize_texts(model.tokenizer, val_texts[i:i + 64]) for i in range(0, 256, 64)]
         if objective == "task":  # train on the task's answers (both splits of a fresh batch each step)
             tok = model.tokenizer
-            from circuits.tasks import answer_ce
+            from circuits.tasks.binary import answer_ce
 
             def task_loss(m, b):
                 return answer_ce(m({"input_ids": b.ids, "attention_mask": b.mask}), b)
@@ -74,7 +74,7 @@ def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: s
     pcfg = PruneConfig(target_loss=target, steps=prune_steps, lambda_steps=lambda_steps, batch_size=32, n_eval=128)
     mean_batches = [tokenize_texts(models["dense"][0].tokenizer, val_texts[i:i + 64]) for i in range(0, 256, 64)]
     random_sparse = build_model(WeightSparseConfig(l0=1 / 16, steps=1))
-    from circuits.weight_sparse import project_model_
+    from circuits.finders.weight_sparse import project_model_
 
     project_model_(random_sparse.hf_model, 1 / 16, 4)
     for name, model in (("dense", models["dense"][0]), ("sparse", models["sparse"][0]), ("random_sparse", random_sparse)):

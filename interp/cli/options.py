@@ -22,7 +22,7 @@ from typing import Any
 
 import typer
 
-from interp.devices import DEVICE_CHOICES
+from interp.infra.devices import DEVICE_CHOICES
 
 DEFAULT_MODEL = "smollm2-135m"  # same as interp.models.DEFAULT_MODEL, repeated so help needs no model code
 

@@ -3,7 +3,7 @@
 Several second-wave papers (GEM, SAFER, GFD-EMVC, SourceScreen, CoupledPI, PACE's coding rates, RDMReg's
 score, MoE-NoiseFilter) need the same thing: residual-stream rows of a real LM over a few text corpora on
 this machine. This module caches them once per (model, corpus, size) into an `ActivationStore` with
-`interp.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors.
+`interp.cache.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors.
 
     store = corpus_store("stdlib-docs", n_seq=32)          # cached under contrib_cache_root()
     X, idx = token_rows(store, "blocks.12.hook_resid_post") # rows at positions >= 1 (see below)
@@ -52,7 +52,7 @@ def corpus_store(corpus: str, n_seq: int = 32, ctx_len: int = 64, model: str = "
 
     `loaded` is an already-loaded `HookedModel` to reuse (saves the ~20 s GGUF load per corpus).
     """
-    from interp.caching import CacheConfig, cache_activations
+    from interp.cache.caching import CacheConfig, cache_activations
     from interp.store import ActivationStore
 
     if n_seq <= 0 or ctx_len <= 1:

@@ -1,7 +1,7 @@
 """Where a dashboard's activations come from: store rows read in sequence-aligned chunks, encoded on the fly.
 
 A `StoreSource` reads one hook's rows from an `ActivationStore` (the next chunk is read on a background
-thread while the current one is encoded), applies the shared special-row rule (`interp.rows`), and turns
+thread while the current one is encoded), applies the shared special-row rule (`interp.cache.rows`), and turns
 each chunk into feature activations with an `encode` callable: an SAE's encoder for latents, nothing
 for the hook's own channels. With a `decode` callable it also accumulates the reconstruction totals
 behind FVU and L0, over exactly the rows the statistics cover. Chunks end on sequence boundaries, so
@@ -75,7 +75,7 @@ class StoreSource:
     encode: Encode | None = None
     decode: Encode | None = None
     row_filter: Any | None = None
-    """An `interp.rows.RowFilter` (its `keep_tensor(x, pos)` marks ordinary rows); None keeps every row."""
+    """An `interp.cache.rows.RowFilter` (its `keep_tensor(x, pos)` marks ordinary rows); None keeps every row."""
     chunk_rows: int = 4096
     max_kept: int | None = None
     """Stop after this many ordinary rows (those the row filter keeps), as `interp sae eval --max-rows` does;

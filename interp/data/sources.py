@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from interp.data.text_source import TextSource
 from interp.data.user_sources import USER_PREFIXES, USER_SPECS, get_user_source
 
 __all__ = [
@@ -69,31 +70,6 @@ DIR_SUFFIXES = (".txt", ".md", ".py", ".xml")
 USR_SHARE_DOC_ROOTS = ("/usr/share/doc", "/usr/share/common-licenses")
 
 _BINARY_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".png", ".jpg", ".gif", ".pdf", ".ico")
-
-
-@dataclass(frozen=True)
-class TextSource:
-    """A named, sorted list of documents whose text is read on demand.
-
-    Iterating yields ``(doc_id, text)`` in ``doc_ids`` order; documents whose text is empty
-    (a module without docstrings, a binary file) are skipped.
-    """
-
-    spec: str
-    """The spec this source was made from, e.g. ``"dir:/data/notes"``."""
-    doc_ids: tuple[str, ...]
-    """Document ids (paths), sorted."""
-    load: Callable[[str], str]
-    """Reads one document's text; returns ``""`` for documents with no usable text."""
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        for doc_id in self.doc_ids:
-            text = self.load(doc_id)
-            if text:
-                yield doc_id, text
-
-    def __len__(self) -> int:
-        return len(self.doc_ids)
 
 
 def _read_text(path: str) -> str:

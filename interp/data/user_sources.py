@@ -48,7 +48,7 @@ def split_path_spec(rest: str, n_fields: int) -> tuple[str, list[str]]:
 
 def _texts_source(spec: str, path: str, rows: Callable[[], list[str | None]]):
     """A `TextSource` over the rows of one file (read once, on first use)."""
-    from interp.data.sources import TextSource
+    from interp.data.text_source import TextSource
 
     texts = lru_cache(maxsize=1)(rows)
     n = len(texts())

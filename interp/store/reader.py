@@ -23,18 +23,18 @@ from interp.store.errors import StoreCorruptError
 from interp.store.shards import INDEX_COLUMNS
 
 if TYPE_CHECKING:
-    from interp.store.store import ActivationStore
+    from interp.store.view import StoreView
 
 MAX_GAP_ROWS = 64
 """Random access reads one contiguous slice for requested rows closer than this; farther ones split."""
 
 
-def ensure_verified(store: ActivationStore, index: int) -> None:
+def ensure_verified(store: StoreView, index: int) -> None:
     """Check shard `index` (header always, hash once per file per process); raise if it is damaged."""
     verified.checked_path(store, index, verify=True)
 
 
-def read_shard(store: ActivationStore, index: int, hooks: list[str], verify: bool) -> dict[str, Tensor]:
+def read_shard(store: StoreView, index: int, hooks: list[str], verify: bool) -> dict[str, Tensor]:
     """Tensors of `hooks` plus the index columns of shard `index` (see `ActivationStore.read_shard`)."""
     keys = [*hooks, *INDEX_COLUMNS]
     if verify and not verified.is_verified(store, index):
@@ -75,7 +75,7 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def verify_all(store: ActivationStore) -> VerifyReport:
+def verify_all(store: StoreView) -> VerifyReport:
     """Hash every committed shard file (streamed in chunks); see `VerifyReport`."""
     report = VerifyReport()
     for index in store.shard_indices:
@@ -101,7 +101,7 @@ def verify_all(store: ActivationStore) -> VerifyReport:
     return report
 
 
-def _as_index(store: ActivationStore, indices: Tensor | Sequence[int] | slice) -> Tensor:
+def _as_index(store: StoreView, indices: Tensor | Sequence[int] | slice) -> Tensor:
     n = len(store)
     if isinstance(indices, slice):
         return torch.arange(*indices.indices(n), dtype=torch.int64)
@@ -119,7 +119,7 @@ def _runs(rows: Tensor) -> list[tuple[int, int, Tensor]]:
 
 
 def get_rows(
-    store: ActivationStore, indices: Tensor | Sequence[int] | slice, hooks: list[str], verify: bool
+    store: StoreView, indices: Tensor | Sequence[int] | slice, hooks: list[str], verify: bool
 ) -> dict[str, Tensor]:
     """Rows by global index, in the order asked (duplicates allowed); see `ActivationStore.get_rows`."""
     idx = _as_index(store, indices)
@@ -167,7 +167,7 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
 
     def __init__(
         self,
-        store: ActivationStore,
+        store: StoreView,
         batch_size: int,
         hooks: list[str],
         shuffle: bool = True,

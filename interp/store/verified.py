@@ -31,7 +31,7 @@ from interp.store.shards import INDEX_COLUMNS, ShardInfo, shard_file_name
 from interp.store.shards import read_header as header_of_file  # key -> (dtype, shape), header only
 
 if TYPE_CHECKING:
-    from interp.store.store import ActivationStore
+    from interp.store.view import StoreView
 
 RACY_SECONDS = 2.0
 """Files modified more recently than this before hashing are re-hashed at every read (see module doc)."""
@@ -59,20 +59,20 @@ def _settled(st: os.stat_result) -> bool:
     return time.time() - st.st_mtime > RACY_SECONDS
 
 
-def shard_path(store: ActivationStore, index: int) -> Path:
+def shard_path(store: StoreView, index: int) -> Path:
     """Path of committed shard `index` (name fixed by the index, inside the store folder)."""
     store.shard_info(index)  # IndexError for shards that are not committed
     return store.path / shard_file_name(index)
 
 
-def missing(store: ActivationStore, index: int) -> StoreCorruptError:
+def missing(store: StoreView, index: int) -> StoreCorruptError:
     return StoreCorruptError(
         f"shard file {shard_file_name(index)} is missing from the store at {store.path}: run the caching "
         "command again to rewrite it"
     )
 
 
-def corrupt(store: ActivationStore, index: int, actual: str) -> StoreCorruptError:
+def corrupt(store: StoreView, index: int, actual: str) -> StoreCorruptError:
     info = store.shard_info(index)
     return StoreCorruptError(
         f"shard file {shard_file_name(index)} in {store.path} is damaged: its sha256 is {actual}, the manifest "
@@ -80,7 +80,7 @@ def corrupt(store: ActivationStore, index: int, actual: str) -> StoreCorruptErro
     )
 
 
-def expected_header(store: ActivationStore, info: ShardInfo) -> dict[str, tuple[str, list[int]]]:
+def expected_header(store: StoreView, info: ShardInfo) -> dict[str, tuple[str, list[int]]]:
     """Key -> (safetensors dtype, shape) that shard `info` must have."""
     dt = SAFETENSORS_DTYPES[store.dtype]
     want = {h: (dt, [info.n_rows, *s]) for h, s in store.meta.hooks.items()}
@@ -109,7 +109,7 @@ def header_of_bytes(data: bytes | memoryview) -> dict[str, tuple[str, list[int]]
     return {k: (v["dtype"], list(v["shape"])) for k, v in head.items() if k != "__metadata__"}
 
 
-def check_header(store: ActivationStore, index: int, header: dict[str, tuple[str, list[int]]]) -> None:
+def check_header(store: StoreView, index: int, header: dict[str, tuple[str, list[int]]]) -> None:
     problems = header_problems(expected_header(store, store.shard_info(index)), header)
     if problems:
         raise StoreCorruptError(
@@ -118,7 +118,7 @@ def check_header(store: ActivationStore, index: int, header: dict[str, tuple[str
         )
 
 
-def unreadable(store: ActivationStore, index: int, exc: BaseException) -> StoreCorruptError:
+def unreadable(store: StoreView, index: int, exc: BaseException) -> StoreCorruptError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
     return StoreCorruptError(
         f"shard file {shard_file_name(index)} in {store.path} is not a readable safetensors file ({first}). "
@@ -126,7 +126,7 @@ def unreadable(store: ActivationStore, index: int, exc: BaseException) -> StoreC
     )
 
 
-def checked_path(store: ActivationStore, index: int, verify: bool = True) -> Path:
+def checked_path(store: StoreView, index: int, verify: bool = True) -> Path:
     """The path of shard `index` after the header check and (with `verify`) the hash check; see module doc."""
     info = store.shard_info(index)
     path = shard_path(store, index)
@@ -154,7 +154,7 @@ def checked_path(store: ActivationStore, index: int, verify: bool = True) -> Pat
     return path
 
 
-def checked_bytes(store: ActivationStore, index: int) -> tuple[bytes, Any]:
+def checked_bytes(store: StoreView, index: int) -> tuple[bytes, Any]:
     """(bytes, stat) of shard `index` read once, hashed and header-checked from those same bytes.
 
     Used when a whole shard is read anyway and has not been verified in this process yet: one read
@@ -180,7 +180,7 @@ def checked_bytes(store: ActivationStore, index: int) -> tuple[bytes, Any]:
     return data, st
 
 
-def is_verified(store: ActivationStore, index: int) -> bool:
+def is_verified(store: StoreView, index: int) -> bool:
     """True when this process already verified the current file of shard `index` (no I/O beyond a stat)."""
     path = shard_path(store, index)
     try:

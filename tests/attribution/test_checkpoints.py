@@ -9,7 +9,7 @@ import torch
 from attribution.jobs import AttributeConfig, load_scores, run_attribution, save_tokens
 from attribution.tracin import Checkpoint, checkpoints_from, expand_checkpoints, tracin
 from attribution.capture import GradientFeaturizer
-from interp.jobs import clear_worker_cache
+from interp.infra.jobs import clear_worker_cache
 from interp.models.registry import state_sha256
 from tests.tiny import ARCHS, tiny_hf
 

@@ -13,7 +13,7 @@ import interp
 from attribution.influence import HeadComponent, fit_ekfac, influence_scores, mean_gradient
 from attribution.jobs import AttributeConfig, load_scores, run_attribution, save_tokens
 from attribution.mda import copy_target_probe
-from interp.jobs import clear_worker_cache
+from interp.infra.jobs import clear_worker_cache
 from tests.tiny import tiny_hf
 
 pytestmark = pytest.mark.cuda

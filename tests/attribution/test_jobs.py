@@ -9,7 +9,7 @@ from attribution.cli import app
 from attribution.jobs import AttributeConfig, load_scores, run_attribution, save_tokens
 from attribution.looped import random_looped_gpt
 from attribution.train import train_lm
-from interp.jobs import clear_worker_cache
+from interp.infra.jobs import clear_worker_cache
 from interp.store.atomic import temp_path_for
 
 BYTE = "interp/byte-level"

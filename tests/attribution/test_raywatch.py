@@ -17,7 +17,7 @@ psutil = pytest.importorskip("psutil")
 COORDINATOR = textwrap.dedent("""
     import json, sys, time
     import psutil
-    from interp.jobs import ray_session
+    from interp.infra.jobs import ray_session
     from attribution.raywatch import _ray_temp_dir, watched
     with ray_session(None, 1) as ray, watched(ray):
         ray.get(ray.remote(lambda: 1).remote())  # a worker exists

@@ -7,10 +7,10 @@ import torch
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 
-from circuits.checkpoint import CheckpointError, load_checkpoint
+from circuits.model.checkpoint import CheckpointError, load_checkpoint
 from circuits.cli import app
-from circuits.format import Circuit, Node
-from circuits.graph import write_html
+from circuits.format.circuit import Circuit, Node
+from circuits.format.graph_html import write_html
 from tests.circuits.conftest import make_model
 
 runner = CliRunner()

@@ -1,7 +1,7 @@
 import json
 
 from circuits.demo import step
-from circuits.format import Circuit
+from circuits.format.circuit import Circuit
 
 
 def test_demo_step_finds_a_refusal_circuit(tmp_path):

@@ -5,12 +5,13 @@ import torch
 from torch import nn
 
 import interp
-from circuits.eap import eap, eap_ig
-from circuits.eap_graph import EdgeGraph
-from circuits.edge_circuit import circuit_mask, scores_from_circuit
-from circuits.edge_patching import patched_metric
-from circuits.format import Circuit
-from circuits.pairs import PairBatch
+from circuits.finders.eap import eap, eap_ig
+from circuits.model.residual_graph import EdgeGraph
+from circuits.finders.eap import scores_from_circuit
+from circuits.format.edge_circuit import circuit_mask
+from circuits.evaluation.edge_patching import patched_metric
+from circuits.format.circuit import Circuit
+from circuits.tasks.pairs import PairBatch
 from interp.data import byte_tokenizer
 from tests.tiny import tiny_hf
 
@@ -125,7 +126,7 @@ def test_edge_patching_endpoints_are_the_clean_and_corrupted_runs():
     model = interp.HookedModel(tiny_hf("gpt2"), byte_tokenizer())
     batch = pairs(seed=2)
     graph = EdgeGraph.of(model)
-    from circuits.metrics import metric_rows
+    from circuits.tasks.metrics import metric_rows
 
     with torch.no_grad():
         clean = metric_rows(model({"input_ids": batch.clean}), batch, "logit-diff")
@@ -139,8 +140,8 @@ def test_edge_patching_endpoints_are_the_clean_and_corrupted_runs():
 def test_eap_ig_converges_to_the_integrated_gradient_computed_by_hand():
     model = interp.HookedModel(tiny_hf("llama", seed=3), byte_tokenizer())
     batch = pairs(seed=3)
-    from circuits.eap import _weights, run_upstream
-    from circuits.metrics import metric_rows
+    from circuits.finders.eap import _weights, run_upstream
+    from circuits.tasks.metrics import metric_rows
 
     graph = EdgeGraph.of(model)
     lw = _weights(model)
@@ -187,7 +188,7 @@ def test_graph_size_matches_the_eap_ig_paper_for_gpt2_small():
 
 
 def test_head_sets_become_the_edges_among_them():
-    from circuits.faithfulness import head_edges, minimal_size
+    from circuits.evaluation.faithfulness import head_edges, minimal_size
 
     g = EdgeGraph(n_layers=2, n_heads=4, n_kv=2, parallel=False)
     all_heads = {(layer, h) for layer in range(2) for h in range(4)}

@@ -3,10 +3,10 @@ import json
 import pytest
 import torch
 
-from circuits.edges import circuit_edges
-from circuits.format import Circuit, CircuitFormatError, Edge, Node
-from circuits.tasks import TASKS, binary_accuracy, binary_loss, get_task
-from circuits.weights import layer_weights
+from circuits.format.edges import circuit_edges
+from circuits.format.circuit import Circuit, CircuitFormatError, Edge, Node
+from circuits.tasks.binary import TASKS, binary_accuracy, binary_loss, get_task
+from circuits.model.weights import layer_weights
 from interp.data import bracket_labels, byte_tokenizer
 
 TOK = byte_tokenizer()
@@ -106,7 +106,7 @@ def test_edge_listing_is_capped_with_a_message(neox):
 
 @pytest.mark.parametrize("name", ["ioi", "greater-than", "capital", "python-close"])
 def test_real_tasks_have_correct_pairs(name):
-    from circuits.real_tasks import CAPITALS
+    from circuits.tasks.real import CAPITALS
 
     task = get_task(name)
     rows = task.rows(40, 1)

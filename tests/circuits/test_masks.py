@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from circuits.format import Node
-from circuits.masks import UnitMasks, gate, mask_hooks, nodes_to_masks, site_means, sites_of
-from circuits.tasks import get_task
+from circuits.format.circuit import Node
+from circuits.finders.masks import UnitMasks, gate, mask_hooks, nodes_to_masks, site_means, sites_of
+from circuits.tasks.binary import get_task
 from tests.circuits.conftest import make_model
 
 IDS = torch.randint(0, 256, (3, 12), generator=torch.Generator().manual_seed(0))

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 import interp
-from circuits.baseline import TaskTooHard, baseline, require_ability
-from circuits.eap import eap
-from circuits.export import check_circuit_tracer, from_circuit_tracer, to_circuit_tracer, write_circuit_tracer
-from circuits.format import Circuit, Edge, Node
-from circuits.graph import page_data, to_html
-from circuits.metrics import metric_rows
-from circuits.pairs import PairError, encode_pairs, read_prompt_file
-from circuits.tasks import get_task
+from circuits.evaluation.baseline import TaskTooHard, baseline, require_ability
+from circuits.finders.eap import eap
+from circuits.format.circuit_tracer import check_circuit_tracer, from_circuit_tracer, to_circuit_tracer, write_circuit_tracer
+from circuits.format.circuit import Circuit, Edge, Node
+from circuits.format.graph_html import page_data, to_html
+from circuits.tasks.metrics import metric_rows
+from circuits.tasks.pairs import PairError, encode_pairs, read_prompt_file
+from circuits.tasks.binary import get_task
 from interp.data import byte_tokenizer
 from tests.tiny import tiny_hf
 

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from circuits.format import Circuit, Node
-from circuits.safeseek import SafeSeekConfig, circuit_tuning, safeseek
-from circuits.tasks import get_task
+from circuits.format.circuit import Circuit, Node
+from circuits.finders.safeseek import SafeSeekConfig, circuit_tuning, safeseek
+from circuits.tasks.binary import get_task
 from tests.circuits.conftest import make_model
 
 
@@ -26,7 +26,7 @@ def test_safeseek_lowers_its_objective_and_returns_a_valid_circuit(objective, ta
 
 
 def test_neuron_code_weights_train_both_masks():
-    from circuits.safeseek import NEURON_CODE_WEIGHTS
+    from circuits.finders.safeseek import NEURON_CODE_WEIGHTS
 
     model = make_model("gpt_neox_seq")
     cfg = SafeSeekConfig(objective="backdoor", steps=4, eval_every=2, n_train=8, n_val=8, backdoor_weights=NEURON_CODE_WEIGHTS)
@@ -35,8 +35,8 @@ def test_neuron_code_weights_train_both_masks():
 
 
 def test_activation_difference_control_and_random_ablation_distribution():
-    from circuits.ablation import ablation_report
-    from circuits.controls import activation_difference, unit_differences
+    from circuits.evaluation.ablation import ablation_report
+    from circuits.evaluation.controls import activation_difference, unit_differences
 
     model = make_model("gpt_neox_seq")
     task = get_task("backdoor")

@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from circuits.prune import PruneConfig, TargetNotReached, bisect_k, prune
-from circuits.tasks import get_task
-from circuits.weight_sparse import (
+from circuits.finders.prune import PruneConfig, TargetNotReached, bisect_k, prune
+from circuits.tasks.binary import get_task
+from circuits.finders.weight_sparse import (
     WeightSparseConfig,
     abs_topk,
     build_model,

@@ -43,7 +43,7 @@ def test_load_model_puts_weights_and_inputs_on_the_device(device):
 
 
 def test_cache_rows_match_the_cpu(tmp_path, device):
-    from interp.caching import CacheConfig, cache_activations
+    from interp.cache.caching import CacheConfig, cache_activations
 
     rows = {}
     for dev in ("cpu", device):
@@ -57,7 +57,7 @@ def test_cache_rows_match_the_cpu(tmp_path, device):
 
 def test_sae_training_matches_the_cpu(tmp_path, device):
     pytest.importorskip("sae_lens")
-    from interp.caching import CacheConfig, cache_activations
+    from interp.cache.caching import CacheConfig, cache_activations
     from sae.train import TrainConfig, train_sae
 
     cfg = CacheConfig(out=str(tmp_path / "store"), model="pythia-14m-init", hooks=["blocks.2.hook_resid_post"],

@@ -6,6 +6,7 @@ import torch
 import interp
 from interp.data import byte_tokenizer
 from interp.hooks.attention import ATTR
+from interp.wrapper.tokens import next_token_loss
 from tests.tiny import ARCHS, tiny_hf
 
 
@@ -216,7 +217,7 @@ def test_gradients_at_hook_points_match_autograd():
     out = bare(x, output_hidden_states=True)
     h1 = out.hidden_states[1]
     h1.retain_grad()
-    ref_loss = interp.hooked_model.next_token_loss(out.logits, x, torch.ones_like(x))
+    ref_loss = next_token_loss(out.logits, x, torch.ones_like(x))
     ref_loss.backward()
     assert torch.allclose(loss, ref_loss.detach())
     assert rel(grads["blocks.0.hook_resid_post"], h1.grad) < 1e-5

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from interp.caching import CacheConfig, cache_activations
+from interp.cache.caching import CacheConfig, cache_activations
 from interp.data import byte_tokenizer
-from interp.portable import relative_to, resolve_recorded, tokenizer_identity
+from interp.infra.portable import relative_to, resolve_recorded, tokenizer_identity
 from interp.store import ActivationStore
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from circuits.prune import PruneConfig
-from circuits.safeseek import SafeSeekConfig
-from circuits.weight_sparse import WeightSparseConfig
-from interp.caching import CacheConfig
+from circuits.finders.prune import PruneConfig
+from circuits.finders.safeseek import SafeSeekConfig
+from circuits.finders.weight_sparse import WeightSparseConfig
+from interp.cache.caching import CacheConfig
 from interp.probes.report import ProbeConfig
 
 
@@ -32,7 +32,7 @@ def test_out_of_range_numbers_are_named(make, match):
 
 def test_a_context_longer_than_the_model_is_refused_before_any_work(tmp_path):
     import interp
-    from interp.caching import cache_activations
+    from interp.cache.caching import cache_activations
     from interp.data import byte_tokenizer
     from interp.probes.report import run_probes
     from tests.tiny import tiny_hf

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from interp.tensor_file import TensorFileError, read_tensors
+from interp.infra.tensor_file import TensorFileError, read_tensors
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from circuits.checkpoint import CheckpointError, load_checkpoint
+from circuits.model.checkpoint import CheckpointError, load_checkpoint
 from tests.tiny import tiny_hf
 
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from circuits.format import Circuit, Node, check_circuit_model
+from circuits.format.circuit import Circuit, Node, check_circuit_model
 from interp.cli.dashboard import _tokenizer
 from sae.evaluate import evaluate_store
 

@@ -197,7 +197,7 @@ def test_running_out_of_memory_is_advice_naming_the_options(tmp_path, monkeypatc
                            "you tried to allocate 10737418240 bytes. Error code 12 (Cannot allocate memory)")
 
     monkeypatch.setattr(st.SAETrainer, "step", no_memory)
-    from interp.oom import OutOfMemoryAdvice
+    from interp.infra.oom import OutOfMemoryAdvice
     with pytest.raises(OutOfMemoryAdvice, match=r"CPU memory asking for 10.00 GiB.*--batch-size \(now 128\)"):
         train_sae(store, TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=128), tmp_path / "run",
                   progress=False)

@@ -1,11 +1,11 @@
-"""`interp.safe_state`: nested training state round-trips through safetensors + JSON without pickle."""
+"""`interp.infra.safe_state`: nested training state round-trips through safetensors + JSON without pickle."""
 
 import math
 
 import pytest
 import torch
 
-from interp.safe_state import StateFileError, load_state, load_torch_weights_only, save_state
+from interp.infra.safe_state import StateFileError, load_state, load_torch_weights_only, save_state
 
 
 def test_round_trip_keeps_types_keys_and_tensors(tmp_path):

@@ -1,9 +1,9 @@
-"""The one special-row rule (interp.rows) and inference codes that do not depend on the batch."""
+"""The one special-row rule (interp.cache.rows) and inference codes that do not depend on the batch."""
 
 import pytest
 import torch
 
-from interp.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
+from interp.cache.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
 from sae import load_sae, make_sae
 from sae.inference import ThresholdReLU, to_inference
 from sae.synthetic import write_store

@@ -185,7 +185,7 @@ def main(argv=None) -> dict:
     out = Path(args.out)
     _check_settings(out, cfg)
     torch.set_num_threads(args.threads)
-    from interp.devices import resolve_device
+    from interp.infra.devices import resolve_device
 
     device = resolve_device(args.device)
     train_rows, eval_rows = corpus_split(cfg)

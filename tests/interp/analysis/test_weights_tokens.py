@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from interp.weights import MissingWeightError, expand_kv
+from interp.wrapper.weights import MissingWeightError, expand_kv
 from tests.interp.analysis.helpers import ids, rel, wrap
 from tests.tiny import ARCHS
 

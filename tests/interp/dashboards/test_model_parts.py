@@ -7,7 +7,7 @@ from interp.dashboards import Vocab
 from interp.dashboards.logits import load_unembedding, logit_effects
 from interp.dashboards.text import TextView, hook_activations
 from interp.data import byte_tokenizer
-from interp.hooked_model import HookedModel
+from interp.wrapper.hooked_model import HookedModel
 from tests.tiny import tiny_hf
 
 

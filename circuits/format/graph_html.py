@@ -1,0 +1,211 @@
+"""A circuit as an interactive graph in one self-contained HTML page (plotly.js embedded, works offline).
+
+Layout by layer: x is the layer (the embedding at the left, each layer's heads at x = layer and its MLP
+at layer + 0.5, the logits at the right); y is the head index (key/value heads of grouped-query models
+above the heads, MLPs below). Unit circuits (neurons, channels) go by sub-layer and rank. Node labels
+are drawn (L5H3, MLP7, embed, logits). Edges are coloured by their signed weight on a diverging scale
+with a colour bar, and drawn wider the larger |weight|. In the page, a slider keeps the top-k edges by
+|weight| (or a box sets a |weight| threshold), client-side; clicking a node highlights its neighbours
+and edges (click it again to clear; `graph.html#node=L5H3` opens with that node selected). Every label from the model or the user is HTML-escaped and
+the data are embedded as JSON with `<` escaped, so no text can close the script.
+
+    write_html(Circuit.load("circuit.json"), "graph.html")
+    circuit                      # in a notebook: shown inline (Circuit._repr_html_)
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Node(Protocol):
+    """What the page reads of a node (`circuits.format.circuit.Node` is one)."""
+
+    layer: int
+    kind: str
+    index: int
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def short_label(self) -> str: ...
+
+
+class Circuit(Protocol):
+    """What the page reads of a circuit (`circuits.format.circuit.Circuit` is one): the page module does not
+    import the format, so the format can show itself in a notebook through this module."""
+
+    nodes: list[Any]
+    edges: list[Any]
+    extra: dict[str, Any]
+    metrics: dict[str, Any]
+    provenance: dict[str, Any]
+
+
+STAGE = {"resid_pre": 0.0, "q": 0.15, "k": 0.2, "v": 0.25, "head": 0.0, "head_compat": 0.4, "attn_out": 0.45,
+         "resid_mid": 0.5, "neuron": 0.6, "mlp_out": 0.8, "resid_post": 0.95}
+KIND_COLOUR = {"head": "#1f77b4", "kv": "#17becf", "mlp": "#ff7f0e", "embed": "#2ca02c", "logits": "#d62728",
+               "neuron": "#ff7f0e", "q": "#9467bd", "k": "#8c564b", "v": "#e377c2", "attn_out": "#1f77b4",
+               "mlp_out": "#ff7f0e", "head_compat": "#17becf"}
+
+
+def _label(n: Node) -> str:
+    return n.short_label
+
+
+def layout(circuit: Circuit) -> list[tuple[float, float]]:
+    """(x, y) of every node."""
+    g = circuit.extra.get("graph") or {}
+    n_heads = int(g.get("n_heads", max([n.index + 1 for n in circuit.nodes if n.kind == "head"] + [1])))
+    n_layers = int(g.get("n_layers", max([n.layer + 1 for n in circuit.nodes] + [1])))
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, n in enumerate(circuit.nodes):
+        groups.setdefault((n.layer, n.kind), []).append(i)
+    rank = {}
+    for members in groups.values():
+        members.sort(key=lambda i: circuit.nodes[i].index)
+        for r, i in enumerate(members):
+            rank[i] = r - (len(members) - 1) / 2
+    pos = []
+    for i, n in enumerate(circuit.nodes):
+        if n.kind == "embed":
+            pos.append((-1.0, (n_heads - 1) / 2))
+        elif n.kind == "logits":
+            pos.append((n_layers + 0.2, (n_heads - 1) / 2))
+        elif n.kind == "head":
+            pos.append((float(n.layer), float(n.index)))
+        elif n.kind == "kv":
+            pos.append((n.layer - 0.15, n_heads + 0.5 + n.index))
+        elif n.kind == "mlp":
+            pos.append((n.layer + 0.5, -1.5))
+        else:
+            pos.append((n.layer + STAGE.get(n.kind, 0.5), rank[i]))
+    return pos
+
+
+def page_data(circuit: Circuit) -> dict:
+    """What the page script draws: nodes (label, x, y, colour) and edges sorted by |weight|."""
+    pos = layout(circuit)
+    nodes = [{"label": html.escape(_label(n)), "x": x, "y": y, "kind": n.kind, "colour": KIND_COLOUR.get(n.kind, "#555")}
+             for n, (x, y) in zip(circuit.nodes, pos)]
+    edges = sorted(([e.src, e.dst, float(e.weight), html.escape(e.label)] for e in circuit.edges), key=lambda e: -abs(e[2]))
+    prov = circuit.provenance
+    model = prov.get("model_spec") or (prov.get("model", {}).get("spec", "?") if isinstance(prov.get("model"), dict) else prov.get("model", "?"))
+    m = circuit.metrics
+    bits = [f"{k} {m[k]:.4g}" if isinstance(m[k], float) else f"{k} {m[k]}"
+            for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction") if m.get(k) is not None]
+    title = f"{prov.get('method', 'circuit')} circuit of {prov.get('task', '?')} in {model}"
+    return {"nodes": nodes, "edges": edges, "title": html.escape(title), "subtitle": html.escape(", ".join(bits))}
+
+
+_SCRIPT = r"""
+(function(){
+const D = JSON.parse(document.getElementById('circuit-data').textContent);
+const el = document.getElementById('circuit-graph');
+const slider = document.getElementById('topk'), kout = document.getElementById('kout');
+const thr = document.getElementById('thr');
+let selected = null;
+const maxAbs = Math.max(1e-12, ...D.edges.map(e => Math.abs(e[2])));
+slider.max = D.edges.length; slider.value = Math.min(+slider.dataset.k, D.edges.length);
+const SCALE = [[0, '#2166ac'], [0.25, '#67a9cf'], [0.5, '#dddddd'], [0.75, '#ef8a62'], [1, '#b2182b']];
+function colour(w) {
+  const t = Math.max(0, Math.min(1, 0.5 + 0.5 * w / maxAbs));
+  for (let i = 1; i < SCALE.length; i++) { if (t <= SCALE[i][0]) {
+    const [a, ca] = SCALE[i - 1], [b, cb] = SCALE[i], f = (t - a) / (b - a);
+    const p = s => [1, 3, 5].map(j => parseInt(s.substr(j, 2), 16));
+    const x = p(ca), y = p(cb);
+    return 'rgb(' + x.map((v, j) => Math.round(v + f * (y[j] - v))).join(',') + ')'; } }
+  return SCALE[SCALE.length - 1][1];
+}
+function visibleEdges() {
+  const t = parseFloat(thr.value);
+  if (!isNaN(t) && thr.value !== '') return D.edges.filter(e => Math.abs(e[2]) >= t);
+  return D.edges.slice(0, +slider.value);
+}
+function draw() {
+  const edges = visibleEdges();
+  kout.textContent = edges.length + ' of ' + D.edges.length + ' edges';
+  const used = new Set(); edges.forEach(e => { used.add(e[0]); used.add(e[1]); });
+  D.nodes.forEach((n, i) => { if (n.kind === 'embed' || n.kind === 'logits') used.add(i); });
+  const near = new Set();
+  if (selected !== null) { near.add(selected); edges.forEach(e => { if (e[0] === selected) near.add(e[1]); if (e[1] === selected) near.add(e[0]); }); }
+  const bins = {};
+  edges.forEach(e => {
+    const on = selected === null || e[0] === selected || e[1] === selected;
+    const c = on ? colour(e[2]) : 'rgba(200,200,200,0.25)';
+    const w = on ? (1 + 5 * Math.abs(e[2]) / maxAbs).toFixed(1) : '1';
+    const key = c + '|' + w;
+    (bins[key] = bins[key] || {x: [], y: [], c: c, w: +w, text: []});
+    const a = D.nodes[e[0]], b = D.nodes[e[1]];
+    bins[key].x.push(a.x, b.x, null); bins[key].y.push(a.y, b.y, null);
+  });
+  const traces = Object.values(bins).map(b => ({type: 'scatter', mode: 'lines', x: b.x, y: b.y, hoverinfo: 'skip',
+    showlegend: false, line: {color: b.c, width: b.w}}));
+  const idx = [...used];
+  const mids = edges.map(e => { const a = D.nodes[e[0]], b = D.nodes[e[1]];
+    return [(a.x + b.x) / 2, (a.y + b.y) / 2, a.label + ' \u2192 ' + b.label + (e[3] ? ' <' + e[3] + '>' : '') + ': ' + e[2].toPrecision(3), e[2]]; });
+  traces.push({type: 'scatter', mode: 'markers', x: mids.map(m => m[0]), y: mids.map(m => m[1]), text: mids.map(m => m[2]),
+    hovertemplate: '%{text}<extra></extra>', showlegend: false,
+    marker: {size: 6, opacity: 0.01, color: mids.map(m => m[3]), colorscale: SCALE, cmin: -maxAbs, cmax: maxAbs,
+             showscale: true, colorbar: {title: {text: 'edge score<br>(metric change<br>if patched)'}, thickness: 14}}});
+  traces.push({type: 'scatter', mode: 'markers+text', x: idx.map(i => D.nodes[i].x), y: idx.map(i => D.nodes[i].y),
+    text: idx.map(i => D.nodes[i].label), textposition: 'top center', customdata: idx, showlegend: false,
+    hovertemplate: '%{text}<extra></extra>', textfont: {size: 10},
+    marker: {size: 13, color: idx.map(i => D.nodes[i].colour), line: {width: 1.5, color: '#fff'},
+             opacity: idx.map(i => selected === null || near.has(i) ? 1 : 0.25)}});
+  Plotly.react(el, traces, {title: {text: D.title + '<br><sub>' + D.subtitle + '</sub>'}, template: 'plotly_white',
+    hovermode: 'closest', height: 720, margin: {t: 80},
+    xaxis: {title: 'layer (heads at the layer, MLP at +0.5)', zeroline: false},
+    yaxis: {title: 'head index (MLPs below, key/value heads above)', zeroline: false}}, {responsive: true});
+}
+const want = decodeURIComponent((location.hash.match(/node=([^&]+)/) || [])[1] || '');
+if (want) { const i = D.nodes.findIndex(n => n.label === want); if (i >= 0) selected = i; }  // e.g. graph.html#node=L9H6
+slider.addEventListener('input', () => { thr.value = ''; draw(); });
+thr.addEventListener('change', draw);
+draw();
+el.on('plotly_click', ev => { const p = ev.points[0];
+  selected = (p.customdata !== undefined && selected !== p.customdata) ? p.customdata : null; draw(); });
+})();
+"""
+
+
+def to_html(circuit: Circuit, top_k: int = 200, include_plotlyjs: bool = True) -> str:
+    """The whole page as a string."""
+    from plotly.offline import get_plotlyjs
+
+    data = json.dumps(page_data(circuit)).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    title = page_data(circuit)["title"]  # already escaped
+    js = f"<script>{get_plotlyjs()}</script>" if include_plotlyjs else ""
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>{js}</head>
+<body style="font-family: sans-serif; margin: 8px">
+<div style="display:flex; gap:18px; align-items:center; font-size:14px">
+ <label>top edges by |score|: <input id="topk" type="range" min="1" max="1" value="1" data-k="{int(top_k)}" style="width:320px"></label>
+ <span id="kout"></span>
+ <label>or |score| &ge; <input id="thr" type="number" step="any" style="width:90px"></label>
+ <span style="color:#666">click a node to highlight its neighbours</span>
+</div>
+<div id="circuit-graph" style="width:100%; height:720px"></div>
+<script type="application/json" id="circuit-data">{data}</script>
+<script>{_SCRIPT}</script>
+</body></html>"""
+
+
+def write_html(circuit: Circuit, path: str | Path, top_k: int = 200) -> Path:
+    """Write the graph as one HTML file with plotly.js embedded."""
+    from interp.store.atomic import atomic_write_bytes
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, to_html(circuit, top_k).encode())
+    return path
+
+
+def notebook_html(circuit: Circuit, top_k: int = 200) -> str:
+    """The page inside an iframe (srcdoc), so it runs its own script in a notebook output cell."""
+    return (f'<iframe srcdoc="{html.escape(to_html(circuit, top_k))}" style="width:100%; height:800px; border:0" '
+            'sandbox="allow-scripts"></iframe>')

@@ -1,0 +1,294 @@
+"""`HookedModel`: a real HF causal LM with TransformerLens-named hook points, and nothing re-implemented.
+
+    model = interp.load_model("smollm2-135m")
+    logits, cache = model.run_with_cache("The capital of France is", names="blocks.*.hook_resid_post")
+    with model.hooks(fwd_hooks=[("blocks.3.attn.hook_z", zero_head_2)]):
+        patched = model("The capital of France is")
+
+Hooks exist only inside `hooks()` (or the `run_with_*` calls built on it) and are removed in `finally`.
+A cached run that does not ask for logits stops right after the last hook it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from interp.adapters import adapter_for
+from interp.cache import ActivationCache
+from interp.data import tokenize_texts
+from interp.hooks.attention import use_hooked_attention
+from interp.hooks.install import HookFn, install_backward, install_forward
+from interp.hooks.points import HookPoint, NameFilter, build_points, select_points
+from interp.wrapper.tokens import TokensMixin, next_token_loss
+from interp.wrapper.weights import WeightsMixin
+
+Inputs = str | Sequence[str] | Tensor | dict
+HookList = Sequence[tuple[str | Callable[[str], bool], HookFn]]
+
+
+class StopForward(Exception):
+    """Raised by the stop hook once every hook a cached run needs has fired."""
+
+
+class HookedModel(WeightsMixin, TokensMixin):
+    """A HuggingFace causal LM with hook points over its own modules.
+
+    Attributes: `hf_model` (the wrapped `transformers` model itself), `tokenizer`, `adapter`,
+    `provenance` (spec, weight sha256, dtype), the sizes `n_layers`, `d_model`, `n_heads`,
+    `n_kv_heads`, `d_head`, `d_vocab`, `n_ctx`, and `prepend_bos` (None: the tokenizer's convention).
+    Weights with TransformerLens names come from `interp.wrapper.weights`, token helpers (`to_str_tokens`,
+    `test_prompt`, `loss`) from `interp.wrapper.tokens`, generation from `interp.wrapper.generate`.
+    """
+
+    prepend_bos: bool | None = None
+    """Default BOS rule for text inputs (see `interp.data.tokenize_texts`); per-call arguments override it."""
+
+    def __init__(self, hf_model, tokenizer=None, provenance: dict | None = None):
+        self.hf_model = hf_model.eval()
+        self.tokenizer = tokenizer
+        self.config = hf_model.config
+        self.adapter = adapter_for(self.config)
+        use_hooked_attention(hf_model)
+        self.points: list[HookPoint] = build_points(self.adapter, self.config)
+        self._by_name = {p.name: p for p in self.points}
+        self.provenance = dict(provenance or {})
+        c = self.config
+        self.n_layers = c.num_hidden_layers
+        self.d_model = c.hidden_size
+        self.n_heads = c.num_attention_heads
+        self.n_kv_heads = getattr(c, "num_key_value_heads", None) or self.n_heads
+        self.d_head = getattr(c, "head_dim", None) or self.d_model // self.n_heads
+        self.d_vocab = c.vocab_size
+        self.n_ctx = getattr(c, "max_position_embeddings", None) or getattr(c, "n_positions", None)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def name(self) -> str:
+        return self.provenance.get("spec", type(self.hf_model).__name__)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.hf_model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.hf_model.parameters()).dtype
+
+    def to(self, device: str | torch.device) -> HookedModel:
+        self.hf_model.to(device)
+        return self
+
+    def parameters(self):
+        return self.hf_model.parameters()
+
+    def __repr__(self) -> str:
+        return (
+            f"HookedModel({self.name}: {self.config.model_type}, {self.n_layers} layers, d_model {self.d_model}, "
+            f"{self.n_heads} heads, {len(self.points)} hook points)"
+        )
+
+    def hook_names(self) -> list[str]:
+        """Every hook point name, in forward order."""
+        return [p.name for p in self.points]
+
+    def hook_points(self, names: NameFilter = None) -> list[HookPoint]:
+        """Hook points chosen by names, glob patterns or a predicate (None: all), in forward order."""
+        return select_points(self.points, names)
+
+    # ------------------------------------------------------------------ inputs
+    def to_tokens(self, inputs: Inputs, truncate: bool = False, prepend_bos: bool | None = None) -> tuple[Tensor, Tensor]:
+        """(input_ids, attention_mask) on the model's device; text is right-padded.
+
+        Text longer than the context raises a ValueError unless `truncate=True` (keeps the start).
+        `prepend_bos` (text only): None keeps the tokenizer's convention, True/False force BOS on/off
+        (`interp.data.tokenize_texts`); None falls back to `model.prepend_bos`, itself None by default.
+        """
+        if isinstance(inputs, dict):
+            ids = inputs["input_ids"]
+            mask = inputs.get("attention_mask")
+        elif isinstance(inputs, Tensor):
+            ids, mask = inputs, None
+        else:
+            if self.tokenizer is None:
+                raise ValueError("this model has no tokenizer; pass token ids as a LongTensor [batch, pos]")
+            texts = [inputs] if isinstance(inputs, str) else list(inputs)
+            bos = self.prepend_bos if prepend_bos is None else prepend_bos
+            ids, mask = tokenize_texts(self.tokenizer, texts, max_len=self.n_ctx, truncate=truncate, prepend_bos=bos)
+        if ids.ndim == 1:
+            ids = ids[None]
+            mask = None if mask is None else mask[None]
+        if ids.numel() == 0:
+            raise ValueError("empty input: no tokens to run")
+        if self.n_ctx and ids.shape[1] > self.n_ctx:
+            raise ValueError(f"{ids.shape[1]} tokens is longer than the model's context of {self.n_ctx}; cut the input")
+        if mask is None:
+            mask = torch.ones_like(ids)
+        return ids.to(self.device), mask.to(self.device)
+
+    def to_string(self, tokens: Tensor) -> str | list[str]:
+        """Decode a [pos] or [batch, pos] tensor of token ids."""
+        if tokens.ndim == 1:
+            return self.tokenizer.decode(tokens)
+        return self.tokenizer.batch_decode(tokens)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, inputs: Inputs, truncate: bool = False, prepend_bos: bool | None = None) -> Tensor:
+        """Logits [batch, pos, d_vocab] of the wrapped HF model, with whatever hooks are installed."""
+        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
+        return self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+
+    __call__ = forward
+
+    @contextmanager
+    def hooks(self, fwd_hooks: HookList = (), bwd_hooks: HookList = ()) -> Iterator[HookedModel]:
+        """Install hooks for the duration of the block; they are removed in `finally`, even on error.
+
+        Each entry is (name, pattern or predicate, fn); fn(tensor, hook) returns a replacement or None.
+        """
+        removes: list[Callable[[], None]] = []
+        try:
+            for installer, pairs in ((install_forward, fwd_hooks), (install_backward, bwd_hooks)):
+                for names, fn in pairs:
+                    for point in self.hook_points(names):
+                        removes += installer(self.hf_model, point, fn)
+            yield self
+        finally:
+            for remove in reversed(removes):
+                remove()
+
+    def run_with_hooks(
+        self,
+        inputs: Inputs,
+        fwd_hooks: HookList = (),
+        bwd_hooks: HookList = (),
+        truncate: bool = False,
+        prepend_bos: bool | None = None,
+    ) -> Tensor:
+        """Logits of one forward with the given hooks."""
+        with self.hooks(fwd_hooks, bwd_hooks):
+            return self.forward(inputs, truncate, prepend_bos)
+
+    def run_with_cache(
+        self,
+        inputs: Inputs,
+        names: NameFilter = None,
+        return_logits: bool = True,
+        device: str | torch.device | None = None,
+        truncate: bool = False,
+        prepend_bos: bool | None = None,
+        names_filter: NameFilter = None,
+    ) -> tuple[Tensor | None, ActivationCache]:
+        """(logits, cache) of one forward. `names`: names, globs or a predicate; None caches everything
+        except the on-demand points (`attn.hook_result`: name it). `names_filter` is TransformerLens's
+        name for the same argument.
+
+        With `return_logits=False` the forward stops after the last hook needed and logits are None.
+        Tensors are detached; `device` moves them (e.g. "cpu") as they are captured.
+        """
+        points = self.hook_points(_names(names, names_filter))
+        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
+        store: dict[str, Tensor] = {}
+
+        def save(t: Tensor, hook: HookPoint) -> None:
+            store[hook.name] = t.detach() if device is None else t.detach().to(device)
+
+        logits = None
+        with ExitStack() as stack, torch.no_grad():
+            stack.enter_context(self.hooks([(p.name, save) for p in points]))
+            if not return_logits and points:
+                stack.enter_context(self._stop_after(points[-1]))
+            try:
+                logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            except StopForward:
+                pass
+        ordered = {p.name: store[p.name] for p in points if p.name in store}
+        return (logits if return_logits else None), ActivationCache(ordered, ids, mask, self)
+
+    def run_with_grads(
+        self,
+        inputs: Inputs,
+        names: NameFilter = None,
+        loss_fn: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
+        truncate: bool = False,
+        prepend_bos: bool | None = None,
+        names_filter: NameFilter = None,
+    ) -> tuple[Tensor, ActivationCache, ActivationCache]:
+        """(loss, activations, gradients of the loss w.r.t. those activations) at the chosen hook points.
+
+        `loss_fn(logits, input_ids, attention_mask)` defaults to the mean next-token cross-entropy.
+        """
+        points = self.hook_points(_names(names, names_filter))
+        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
+        acts: dict[str, Tensor] = {}
+        grads: dict[str, Tensor] = {}
+
+        def save_act(t: Tensor, hook: HookPoint) -> None:
+            acts[hook.name] = t.detach()
+
+        def save_grad(g: Tensor, hook: HookPoint) -> None:
+            grads[hook.name] = g.detach()
+
+        pairs = [(p.name, save_act) for p in points]
+        with self.hooks(pairs, [(p.name, save_grad) for p in points]):
+            logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            loss = (loss_fn or next_token_loss)(logits, ids, mask)
+            loss.backward()
+        order = [p.name for p in points]
+        return (
+            loss.detach(),
+            ActivationCache({n: acts[n] for n in order if n in acts}, ids, mask, self),
+            ActivationCache({n: grads[n] for n in order if n in grads}, ids, mask, self),
+        )
+
+    @contextmanager
+    def _stop_after(self, point: HookPoint) -> Iterator[None]:
+        def stop(module, args, output):
+            raise StopForward
+
+        handle = self.hf_model.get_submodule(point.stop_module).register_forward_hook(stop)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    def generate(self, inputs: Inputs, max_new_tokens: int = 20, **kwargs):
+        """HF's KV-cached `generate` with hooks active; see `interp.wrapper.generate.generate` (names=, fwd_hooks=)."""
+        from interp.wrapper.generate import generate
+
+        return generate(self, inputs, max_new_tokens, **kwargs)
+
+    # ------------------------------------------------------------------ views
+    def to_transformer_bridge(self):
+        """A TransformerLens 3 `TransformerBridge` over the same weights, on its own module tree
+        (`model.hf_model` is never altered); see `interp.views.bridge`."""
+        from interp.views.bridge import to_transformer_bridge
+
+        return to_transformer_bridge(self)
+
+    def to_transformer_lens(self):
+        """A TransformerLens `HookedTransformer` with the same weights (no folding), where TL supports it.
+
+        Prefer `to_transformer_bridge()`; this one is kept for `HookedTransformer` code.
+        """
+        from interp.views.transformer_lens import to_transformer_lens
+
+        return to_transformer_lens(self)
+
+    @cached_property
+    def nnsight(self):
+        """An nnsight model over the very same HF modules (no copy): `with model.nnsight.trace(ids): ...`."""
+        from nnsight.modeling.transformers import TransformersModel
+
+        return TransformersModel(self.hf_model, task="text-generation", tokenizer=self.tokenizer)
+
+
+def _names(names: NameFilter, names_filter: NameFilter) -> NameFilter:
+    """`names` or its TransformerLens alias `names_filter` (not both)."""
+    if names is not None and names_filter is not None:
+        raise TypeError("pass names= or names_filter= (the same argument), not both")
+    return names if names is not None else names_filter
