@@ -1,6 +1,7 @@
 # Two commands do all of the set-up on a fresh machine:
 #   make demo   creates .venv, installs, obtains the default model, runs the main job (interp demo)
-#   make test   creates .venv, installs with dev extras, runs the whole suite (tests + notebooks)
+#   make test   creates .venv, installs with dev extras, lints (ruff), runs the whole suite (tests + notebooks)
+#   make docs   the API reference from the docstrings, offline, into docs/api/
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ export IPYTHONDIR := $(CURDIR)/.cache/ipython
 export JUPYTER_RUNTIME_DIR := $(CURDIR)/.cache/jupyter
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +29,14 @@ install: $(STAMP)
 demo: install
 	$(BIN)/interp demo
 
-test: install
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+docs: install
+	$(BIN)/python docs/build_api.py --out docs/api
+
+test: install lint
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_RUNTIME_DIR) $(MPLCONFIGDIR)
 	$(BIN)/python -m pytest -q tests --nbmake notebooks
 

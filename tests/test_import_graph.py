@@ -35,3 +35,16 @@ def test_the_checker_sees_a_lazy_cycle_and_a_family_import(tmp_path):
     graph = import_graph(tmp_path)
     assert cycles(graph) == [["interp.a", "interp.b"]]
     assert family_imports_in_core(graph) == [("interp.b", "sae.thing")]
+
+
+def test_only_the_contrib_command_reaches_into_contrib():
+    """`interp/contrib/` sits beside the core: the core reads it only through the `interp contrib` command."""
+    graph = import_graph()
+    reach = sorted(
+        (src, dst)
+        for src, targets in graph.items()
+        if not src.startswith("interp.contrib")
+        for dst in targets
+        if dst.startswith("interp.contrib")
+    )
+    assert reach == [("interp.cli.contrib", "interp.contrib.registry")]
