@@ -42,6 +42,8 @@ def attribute(
     component: str = typer.Option("L0H0:qk", metavar="TEXT", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"),
     probe: str = typer.Option("queries", metavar="TEXT", help="EK-FAC measurement: queries | copy | prev"),
     fit_samples: int = typer.Option(64, metavar="INT", help="EK-FAC: training sequences used to fit the factors"),
+    damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of each block's mean eigenvalue"),
+    label_samples: int = typer.Option(1, metavar="INT", help="EK-FAC: labels sampled from the model per fitting sequence"),
     representation: str = typer.Option("hidden", metavar="TEXT", help="DRA: hidden | gradient"),
     hook: str = typer.Option("", metavar="TEXT", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
     raw: bool = typer.Option(False, "--raw", help="DRA: no denoising at all (the raw-similarity baseline)"),
@@ -88,7 +90,8 @@ def attribute(
         cfg = AttributeConfig(
             method=method, model=model, train=train, queries=queries, out=out, checkpoints=_split(checkpoints),
             lrs=[float(x) for x in _split(lrs)] or None, sketch_dim=sketch_dim, modules=_split(modules),
-            component=component, probe=probe, fit_samples=fit_samples, representation=representation, hook=hook,
+            component=component, probe=probe, fit_samples=fit_samples, damping=damping, label_samples=label_samples,
+            representation=representation, hook=hook,
             denoise=not raw, center=center, whiten=whiten, neutral_removal=neutral_removal, select_dims=dims,
             adam_state=adam_state, ctx_len=ctx_len, max_train=max_train, max_queries=max_queries,
             shard_size=shard_size, batch_size=batch_size, seed=seed, device=device, dtype=dtype, executor=executor,

@@ -27,6 +27,16 @@ from attribution.tracin import features
 from attribution.train import train_lm
 
 
+def loglog_slope(ms: list[float], errs: list[float]) -> float | None:
+    """Least-squares slope of log(error) against log(m); None with fewer than two distinct sizes (no slope), or
+    when an error is 0 (exact at that size: the log is undefined)."""
+    if len(set(ms)) < 2 or min(errs) <= 0:
+        return None
+    xs, ys = [math.log(m) for m in ms], [math.log(e) for e in errs]
+    xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sum((x - xm) ** 2 for x in xs)
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/sdi_exp")
@@ -79,10 +89,7 @@ def main(argv=None) -> dict:
                      "tracin_rel_err_std": std(terrs), "max_conservation_gap": max(cons),
                      "peak_step_agreement": mean(agree)})
         print(json.dumps(rows[-1]), flush=True)
-    xs = [math.log(r["m"]) for r in rows]
-    ys = [math.log(r["sdi_rel_err"]) for r in rows]
-    xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sum((x - xm) ** 2 for x in xs)
+    slope = loglog_slope([r["m"] for r in rows], [r["sdi_rel_err"] for r in rows])
     mean_sdi = sum(sketched(2048, 1000 + s).sdi for s in range(args.bias_seeds)) / args.bias_seeds
     single = next(r["sdi_rel_err"] for r in rows if r["m"] == 2048) if any(r["m"] == 2048 for r in rows) else None
     result = {

@@ -130,3 +130,47 @@ def test_overwrite_starts_over_and_replaces_a_run_with_other_settings(run):
         run_attribution(_cfg(run, "ow", method="sdi"), progress=False)
     redone = run_attribution(_cfg(run, "ow", method="sdi"), progress=False, overwrite=True)
     assert redone["shards_computed_now"] == first["shards"] and "sdi" in load_scores(run / "ow")
+
+
+@pytest.mark.parametrize("n_train", [1_000, 40_000])
+def test_a_pickled_shard_task_carries_only_its_own_rows(n_train):
+    """A Ray task is pickled: its rows are a view of the whole training tensor, and a pickled view would carry
+    the whole storage (8 rows of 40,000 x 64 int64 = 20 MB). The bytes must not grow with the training set."""
+    import pickle
+
+    train = torch.zeros(n_train, 64, dtype=torch.long)
+    task = jobs.ShardTask(3, 24, train[24:32], AttributeConfig(method="tracin", model="m", train="t", queries="q", out="o"),
+                          "out", {})
+    size = len(pickle.dumps(task))
+    assert size < 8 * 64 * 8 + 4_000
+    back = pickle.loads(pickle.dumps(task))
+    assert torch.equal(back.tokens, train[24:32]) and back.index == 3 and back.start == 24
+    assert task.tokens.untyped_storage().data_ptr() == train.untyped_storage().data_ptr()  # in-process: no copy
+
+
+def test_checkpoints_are_loaded_once_per_worker_not_once_per_shard(run, monkeypatch):
+    from attribution.tracin import Checkpoint
+
+    loads = []
+    real = Checkpoint.load
+    monkeypatch.setattr(Checkpoint, "load", lambda self, model: loads.append(self.path) or real(self, model))
+    clear_worker_cache()
+    run_attribution(_cfg(run, "tracin-memo", method="tracin"), progress=False)  # 4 shards, 2 checkpoints
+    scoring = loads[2:]  # the first two loads compute the query features in `prepare`
+    assert len(loads) == 4 and sorted(scoring) == sorted(set(scoring))
+
+
+def test_damping_and_label_samples_reach_the_ekfac_fit(run, monkeypatch):
+    import attribution.influence as influence
+
+    seen = {}
+    real = influence.fit_ekfac
+    monkeypatch.setattr(influence, "fit_ekfac", lambda *a, **kw: seen.update(kw) or real(*a, **kw))
+    base = ["--model", f"looped-gpt:{run / 'run'}", "--train", f"tokens:{run / 'train.safetensors'}",
+            "--queries", f"tokens:{run / 'queries.safetensors'}", "--shard-size", "10", "--device", "cpu",
+            "--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8"]
+    res = CliRunner().invoke(app, [*base, "--damping", "1.0", "--label-samples", "2", "--out", str(run / "ekd")])
+    assert res.exit_code == 0, res.output
+    assert seen["damping_alpha"] == 1.0 and seen["label_samples"] == 2
+    res = CliRunner().invoke(app, [*base, "--damping", "0", "--out", str(run / "ekd0")])
+    assert res.exit_code == 2 and "damping must be positive" in res.output and not (run / "ekd0").exists()

@@ -71,3 +71,12 @@ def test_features_are_batch_independent():
     feat = looped_featurizer(model, 128)
     torch.testing.assert_close(features(model, feat, ids, batch_size=5), features(model, feat, ids, batch_size=2),
                                rtol=1e-4, atol=1e-6)
+
+
+def test_the_experiments_slope_needs_two_sizes():
+    """`python -m attribution.experiments.sdi --sizes 2048` (one size) reports its error and no slope."""
+    from attribution.experiments.sdi import loglog_slope
+
+    assert loglog_slope([2048], [0.05]) is None
+    assert loglog_slope([512, 512], [0.1, 0.2]) is None
+    assert abs(loglog_slope([256, 1024, 4096], [0.2, 0.1, 0.05]) + 0.5) < 1e-9
