@@ -28,7 +28,7 @@ def digits(scale: Literal["unit", "signed"] = "unit", images: bool = False) -> t
     return (x.unsqueeze(1) if images else x), torch.tensor(d.target)
 
 
-def standardise(x: Tensor, eps: float = 1e-8) -> Tensor:
+def standardise_columns(x: Tensor, eps: float = 1e-8) -> Tensor:
     """Columns to mean 0, standard deviation 1, in float64 (a constant column stays 0)."""
     x = x.double()
     return (x - x.mean(0)) / x.std(0).clamp_min(eps)
@@ -39,4 +39,4 @@ def diabetes() -> tuple[Tensor, Tensor]:
     from sklearn.datasets import load_diabetes
 
     x, y = load_diabetes(return_X_y=True)
-    return standardise(torch.tensor(x)), standardise(torch.tensor(y)[:, None])[:, 0]
+    return standardise_columns(torch.tensor(x)), standardise_columns(torch.tensor(y)[:, None])[:, 0]

@@ -37,12 +37,11 @@ from interp.contrib.data.gfd_emvc import (
     last_layer_gradients,
     prototype_relabel,
     small_loss_scores,
-    spearman,
     standardise,
 )
+from interp.contrib.common.ranks import auroc, spearman
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
-from interp.contrib.uncertainty_ood.gem import auroc
 
 NOISE = 0.3
 METHODS = ("no purification", "small-loss + relabel", "GFD (gradient outliers) + relabel", "clean labels (oracle)")

@@ -20,6 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.datasets import digits
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.trdi import NoiseSchedule, best_path, ddim_jump, invert, jump_costs, reconstruct
 from interp.contrib.report import fmt, markdown_table
@@ -39,12 +40,6 @@ class EpsMLP(nn.Module):
         freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float32) / half)
         ang = t.float().unsqueeze(1) * freqs
         return self.net(torch.cat([x.float(), torch.sin(ang), torch.cos(ang)], 1))
-
-
-def digits() -> Tensor:
-    from sklearn.datasets import load_digits
-
-    return torch.tensor(load_digits().data / 8.0 - 1.0, dtype=torch.float32)
 
 
 def train_ddpm(x: Tensor, sched: NoiseSchedule, steps: int, seed: int = 0, batch: int = 256) -> EpsMLP:
@@ -90,7 +85,7 @@ def main(argv=None) -> dict:
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
     sched = NoiseSchedule(1000)
-    X = digits()
+    X, _ = digits(scale="signed")
     if a.quick:
         stride, Ks, seeds, steps, n_cal, n_test = 100, (5,), 1, 150, 16, 50
     else:

@@ -24,18 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.common.datasets import digits
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.rdm_reg import gaussian_reg_loss, l0_fraction, rdmreg_loss, rgg_fit, vicreg_loss
 from interp.contrib.report import fmt, markdown_table
 
 MUS = (-1.0, -0.5, 0.0, 0.5)
-
-
-def digits():
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    return torch.tensor(d.data, dtype=torch.float32) / 16.0, torch.tensor(d.target)
 
 
 def augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:

@@ -24,9 +24,9 @@ import json
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
-from interp.contrib.uncertainty_ood.gem import auroc
 from interp.contrib.uncertainty_ood.safer import SAFER, sbm_graph, sgc_features, train_linear_head
 
 TASKS = ((0, 1), (2, 3), (4, 5))
@@ -119,12 +119,10 @@ def graph_data(seed: int, n: int):
 
 
 def lm_data():
-    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, token_rows
 
-    xs, toks, loaded = [], [], None
+    xs, toks, loaded = [], [], load_lm()  # its weights key the caches
     for c in CORPORA:
-        if loaded is None and not (store_path(c, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            loaded = load_lm()
         x, idx = token_rows(corpus_store(c, 48, 64, loaded=loaded), hook_name(12))
         xs.append(x)
         toks.append(idx["tokens"].long())
