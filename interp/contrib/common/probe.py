@@ -5,7 +5,7 @@
 
 Initialisation is the caller's choice: `init="small"` draws W ~ 0.01 N(0, 1) from a generator seeded with
 `seed` and b = 0 (deterministic per seed); `init="linear"` is `nn.Linear`'s default, drawn from torch's
-global generator (seed it yourself).
+global generator (seed it yourself); a pair (W0, b0) continues from those weights (a warm start).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from interp.contrib.common.fit import fit, make_optimizer
 
 
 def train_linear_probe(x: Tensor, y: Tensor, n_classes: int, steps: int = 300, lr: float = 0.1,
-                       weight_decay: float = 1e-4, init: Literal["small", "linear"] = "small",
+                       weight_decay: float = 1e-4, init: Literal["small", "linear"] | tuple[Tensor, Tensor] = "small",
                        seed: int = 0) -> tuple[Tensor, Tensor]:
     """(W [C, d], b [C]) minimising the cross-entropy of x @ Wᵀ + b against `y`, `steps` full-batch Adam steps."""
-    if init == "small":
+    if isinstance(init, tuple):
+        w, b = (t.detach().clone().requires_grad_() for t in init)
+    elif init == "small":
         g = torch.Generator().manual_seed(seed)
         w = (0.01 * torch.randn(n_classes, x.shape[1], generator=g)).requires_grad_()
         b = torch.zeros(n_classes, requires_grad=True)

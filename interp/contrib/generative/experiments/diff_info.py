@@ -18,6 +18,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.common.datasets import digits
 from interp.contrib.common.ridge import ridge_classify
 from interp.contrib.experiment import experiment_parser, parse
@@ -52,20 +53,17 @@ class CondDenoiser(nn.Module):
 def train(x: Tensor, y: Tensor, steps: int, seed: int, batch: int = 256) -> CondDenoiser:
     torch.manual_seed(seed)
     m = CondDenoiser(x.shape[1])
-    opt = torch.optim.Adam(m.parameters(), lr=2e-3)
-    sch = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    for _ in range(steps):
-        i = torch.randint(0, len(x), (batch,))
+
+    def loss_fn(i: Tensor) -> Tensor:
         x0, c = x[i], y[i].clone()
         c[torch.rand(batch) < 0.2] = N_CLASSES
         gm = torch.rand(batch) * 14 - 6
         a = torch.sigmoid(gm).unsqueeze(1)
         xt = a.sqrt() * x0 + (1 - a).sqrt() * torch.randn_like(x0)
-        loss = ((m(xt, gm, c) - x0) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sch.step()
+        return ((m(xt, gm, c) - x0) ** 2).mean()
+
+    fit(make_optimizer(m.parameters(), lr=2e-3), loss_fn, random_batches(len(x), batch, steps, None),
+        schedule="cosine", total_steps=steps)
     return m.eval()
 
 

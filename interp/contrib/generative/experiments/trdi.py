@@ -20,6 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.common.datasets import digits
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.trdi import NoiseSchedule, best_path, ddim_jump, invert, jump_costs, reconstruct
@@ -45,19 +46,17 @@ class EpsMLP(nn.Module):
 def train_ddpm(x: Tensor, sched: NoiseSchedule, steps: int, seed: int = 0, batch: int = 256) -> EpsMLP:
     torch.manual_seed(seed)
     model = EpsMLP(x.shape[1])
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    lr = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     abar = sched.abar.float()
-    for _ in range(steps):
-        x0 = x[torch.randint(0, len(x), (batch,))]
+
+    def loss_fn(i: Tensor) -> Tensor:
+        x0 = x[i]
         t = torch.randint(0, sched.T, (batch,))
         e = torch.randn_like(x0)
         a = abar[t].unsqueeze(1)
-        loss = ((model(a.sqrt() * x0 + (1 - a).sqrt() * e, t) - e) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        lr.step()
+        return ((model(a.sqrt() * x0 + (1 - a).sqrt() * e, t) - e) ** 2).mean()
+
+    fit(make_optimizer(model.parameters(), lr=2e-3), loss_fn, random_batches(len(x), batch, steps, None),
+        schedule="cosine", total_steps=steps)
     return model.eval()
 
 

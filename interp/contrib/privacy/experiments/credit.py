@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.common.datasets import digits
 from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
@@ -47,13 +48,11 @@ class Net(torch.nn.Module):
 
 
 def train(net: Net, x: torch.Tensor, target: torch.Tensor, soft: bool, steps: int, lr: float = 3e-3) -> Net:
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-4)
-    for _ in range(steps):
+    def loss_fn(_) -> torch.Tensor:
         _, logits = net(x)
-        loss = F.kl_div(F.log_softmax(logits, -1), target, reduction="batchmean") if soft else F.cross_entropy(logits, target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return F.kl_div(F.log_softmax(logits, -1), target, reduction="batchmean") if soft else F.cross_entropy(logits, target)
+
+    fit(make_optimizer(net.parameters(), lr=lr, weight_decay=1e-4), loss_fn, range(steps))
     return net
 
 
