@@ -3,7 +3,7 @@
 Several second-wave papers (GEM, SAFER, GFD-EMVC, SourceScreen, CoupledPI, PACE's coding rates, RDMReg's
 score, MoE-NoiseFilter) need the same thing: residual-stream rows of a real LM over a few text corpora on
 this machine. This module caches them once per (model weights, corpus tokens, size) into an `ActivationStore`
-with `interp.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors. The
+with `interp.cache.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors. The
 cache is keyed by the weights' sha256 and the corpus digest; a store computed from other weights or other
 text is refused (`StaleCacheError`) or, with `rebuild=True`, recomputed.
 
@@ -97,7 +97,7 @@ def corpus_store(corpus: str, n_seq: int = 32, ctx_len: int = 64, model: str = "
     `loaded` is an already-loaded `HookedModel` to reuse (saves the ~20 s GGUF load per corpus); without it
     the model named `model` is loaded (its weights are needed to check the cache).
     """
-    from interp.caching import CacheConfig, cache_activations
+    from interp.cache.caching import CacheConfig, cache_activations
     from interp.store import ActivationStore
 
     if n_seq <= 0 or ctx_len <= 1:

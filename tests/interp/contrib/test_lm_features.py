@@ -18,7 +18,7 @@ from interp.contrib.lm_features import (
     token_rows,
 )
 from interp.data import byte_tokenizer
-from interp.hooked_model import HookedModel
+from interp.wrapper.hooked_model import HookedModel
 from tests.tiny import tiny_hf
 
 LAYERS = (0, 1)

@@ -14,7 +14,7 @@ percentile of the training T². Metrics in the unseen mode: false-alarm rate (FA
 rate (FDR).
 
 SmolLM2 (`smollm2-135m`, stdlib-docs / stdlib / usr-share-doc, 48 x 64 tokens each, position 0 dropped,
-from `../../lm_features.py`; rows dropped by `interp/rows.py`'s
+from `../../lm_features.py`; rows dropped by `interp/cache/rows.py`'s
 `positions:0+norm-outliers:10`): x = `blocks.12.hook_resid_post` rows, y = log(position), environment =
 corpus; leave one corpus out. One direction, a linear readout calibrated on the training corpora; metrics
 on the held-out corpus: R² of log(position) and the mean shift of the held-out corpus along the
@@ -34,7 +34,7 @@ from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import fmt, markdown_table
 
 ROWS = "positions:0+norm-outliers:10"
-"""Rows dropped from the SmolLM2 stores (`interp/rows.py`'s default rule: the sink and massive-activation rows)."""
+"""Rows dropped from the SmolLM2 stores (`interp/cache/rows.py`'s default rule: the sink and massive-activation rows)."""
 
 
 def process(seed: int, shift_rank: int = 1, confounded: bool = False, n_train: int = 1000, n_test: int = 500):
@@ -87,7 +87,7 @@ def synthetic(seeds: int, lam: float, shift_rank: int, confounded: bool = False)
 
 
 def smollm(lams=(0.0, 10.0, 100.0)) -> dict:
-    from interp.rows import row_filter
+    from interp.cache.rows import row_filter
     from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, token_rows
 
     xs, ys, es, loaded = [], [], [], load_lm()  # its weights key the caches
