@@ -1,6 +1,7 @@
 """`interp contrib`: the 47 catalogue papers, and each implemented paper's experiment.
 
-    interp contrib list                 # every paper: cluster, module, status, one-line result
+    interp contrib list                 # every paper: cluster, module, status and qualifier, one-line result
+    interp contrib list --status partial  # only the papers of one status (see `Status` in the registry)
     interp contrib list --json
     interp contrib run CoupledPI --quick  # a seconds-long run; without --quick the README's full run
 
@@ -18,19 +19,33 @@ contrib_app = typer.Typer(add_completion=False, no_args_is_help=True, help="The 
 
 
 @contrib_app.command("list")
-def list_papers(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
-    """Every catalogue paper with its cluster, module, status and one-line result."""
-    from interp.contrib.registry import PAPERS
+def list_papers(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    status: str | None = typer.Option(None, "--status", help="Only papers of this status: reproduced, partial, "
+                                      "'not reproduced', 'metric only', 'not testable here'."),
+) -> None:
+    """Every catalogue paper with its cluster, module, status (and its qualifier) and one-line result."""
+    from interp.cli.main import fail
+    from interp.contrib.registry import PAPERS, papers_with_status
 
+    try:
+        papers = PAPERS if status is None else papers_with_status(status)
+    except ValueError as exc:
+        fail(exc)
     if as_json:
-        typer.echo(json.dumps([{"name": p.name, "cluster": p.cluster, "module": p.module, "status": p.status,
-                                "result": p.result, "experiment": p.experiment} for p in PAPERS], indent=1))
+        typer.echo(json.dumps([{"name": p.name, "cluster": p.cluster, "module": p.module, "status": p.status.value,
+                                "qualifier": p.qualifier, "result": p.result, "experiment": p.experiment}
+                               for p in papers], indent=1))
         return
     w = max(len(p.name) for p in PAPERS)
-    for p in PAPERS:
+    for p in papers:
         where = p.module or f"({p.cluster}, planned)"
-        line = f"{p.name:<{w}}  {p.cluster:<16} {where:<40} {p.status}"
-        typer.echo(line + (f"\n{'':<{w}}  {p.result}" if p.result else ""))
+        typer.echo(f"{p.name:<{w}}  {p.cluster:<16} {where:<40} {p.status} ({p.qualifier})")
+        if p.result:
+            typer.echo(f"{'':<{w}}  {p.result}")
+    if status is not None:
+        typer.echo(f"{len(papers)} of {len(PAPERS)} papers have status {status.strip().lower()!r}.")
+        return
     done = sum(p.implemented for p in PAPERS)
     typer.echo(f"{done} of {len(PAPERS)} papers implemented; `interp contrib run NAME --quick` runs one.")
 

@@ -2,8 +2,10 @@
 
 Several second-wave papers (GEM, SAFER, GFD-EMVC, SourceScreen, CoupledPI, PACE's coding rates, RDMReg's
 score, MoE-NoiseFilter) need the same thing: residual-stream rows of a real LM over a few text corpora on
-this machine. This module caches them once per (model, corpus, size) into an `ActivationStore` with
-`interp.cache.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors.
+this machine. This module caches them once per (model weights, corpus tokens, size) into an `ActivationStore`
+with `interp.cache.caching.cache_activations` (resumable, hashed shards) and reads them back as plain tensors. The
+cache is keyed by the weights' sha256 and the corpus digest; a store computed from other weights or other
+text is refused (`StaleCacheError`) or, with `rebuild=True`, recomputed.
 
     store = corpus_store("stdlib-docs", n_seq=32)          # cached under contrib_cache_root()
     X, idx = token_rows(store, "blocks.12.hook_resid_post") # rows at positions >= 1 (see below)
@@ -15,6 +17,7 @@ reader here drops it by default (`skip_first=True`) and the experiments record t
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -37,35 +40,82 @@ def hook_name(layer: int) -> str:
     return f"blocks.{layer}.hook_resid_post"
 
 
+class StaleCacheError(ValueError):
+    """A cached store was computed from other weights or other tokens than the ones asked for now."""
+
+
+KEY_FILE = "contrib_key.json"
+"""Written beside a store's manifest: the weights hash and corpus digest the store was computed from."""
+
+
+def cache_key(loaded, corpus: str, n_seq: int, ctx_len: int) -> dict[str, str]:
+    """{"model_sha256", "corpus_digest"}: the loaded model's weights hash (its provenance's, else a hash of its
+    tensors) and the sha256 of the token ids `corpus_store` feeds it (the corpus tokenized by its tokenizer)."""
+    from interp.data import resolve_corpus
+    from interp.models.registry import state_sha256
+
+    weights = loaded.provenance.get("weights_sha256") or state_sha256(loaded.hf_model)
+    tokens = resolve_corpus(corpus, loaded.tokenizer, ctx_len=ctx_len, max_tokens=n_seq * ctx_len, seed=0)
+    return {"model_sha256": weights, "corpus_digest": tokens.digest()}
+
+
 def store_path(corpus: str, n_seq: int, ctx_len: int, model: str, layers: tuple[int, ...] = DEFAULT_LAYERS,
-               root: str | Path | None = None) -> Path:
-    """Where `corpus_store` keeps the store of these settings."""
+               root: str | Path | None = None, key: dict[str, str] | None = None) -> Path:
+    """Where `corpus_store` keeps the store of these settings; with a `cache_key`, the folder name ends with
+    the first 12 hex digits of the weights hash and of the corpus digest, so other weights or other text never
+    share a folder."""
     tag = "-".join(map(str, layers))
     safe = corpus.replace(":", "_").replace("/", "_")
-    return Path(root or contrib_cache_root()) / f"{model}_{safe}_{n_seq}x{ctx_len}_L{tag}"
+    name = f"{model}_{safe}_{n_seq}x{ctx_len}_L{tag}"
+    if key is not None:
+        name += f"_w{key['model_sha256'][:12]}_c{key['corpus_digest'][:12]}"
+    return Path(root or contrib_cache_root()) / name
+
+
+def _check_fresh(out: Path, key: dict[str, str], store) -> None:
+    """Raise StaleCacheError when the store in `out` was not computed from `key`'s weights and tokens."""
+    path = out / KEY_FILE
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    recorded_digest = store.meta.data.get("digest")
+    stale = {k: saved.get(k) for k in key if saved.get(k) != key[k]}
+    if recorded_digest != key["corpus_digest"]:
+        stale["manifest corpus digest"] = recorded_digest
+    if stale:
+        raise StaleCacheError(
+            f"the cached store {out} is stale: it was computed from {stale}, but the model and corpus now give "
+            f"{key}; delete the folder or pass rebuild=True to recompute it")
 
 
 def corpus_store(corpus: str, n_seq: int = 32, ctx_len: int = 64, model: str = "smollm2-135m",
-                 layers: tuple[int, ...] = DEFAULT_LAYERS, root: str | Path | None = None, loaded=None):
+                 layers: tuple[int, ...] = DEFAULT_LAYERS, root: str | Path | None = None, loaded=None,
+                 rebuild: bool = False):
     """The `ActivationStore` of `model`'s residual stream at `layers` (+ `ln_final.hook_normalized`) over
     `n_seq` sequences of `ctx_len` tokens of `corpus`; computed on first use, then only read.
 
-    `loaded` is an already-loaded `HookedModel` to reuse (saves the ~20 s GGUF load per corpus).
+    The cache is keyed by the weights hash and the corpus digest (`cache_key`); a complete store whose
+    recorded key differs is refused with a `StaleCacheError`, or recomputed in place when `rebuild`.
+    `loaded` is an already-loaded `HookedModel` to reuse (saves the ~20 s GGUF load per corpus); without it
+    the model named `model` is loaded (its weights are needed to check the cache).
     """
     from interp.cache.caching import CacheConfig, cache_activations
     from interp.store import ActivationStore
 
     if n_seq <= 0 or ctx_len <= 1:
         raise ValueError(f"n_seq must be positive and ctx_len above 1; got n_seq={n_seq}, ctx_len={ctx_len}")
-    out = store_path(corpus, n_seq, ctx_len, model, layers, root)
-    if (out / "manifest.json").is_file():
+    loaded = load_lm(model) if loaded is None else loaded
+    key = cache_key(loaded, corpus, n_seq, ctx_len)
+    out = store_path(corpus, n_seq, ctx_len, model, layers, root, key)
+    if (out / "manifest.json").is_file() and not rebuild:
         store = ActivationStore.open(out)
         if store.complete:
+            _check_fresh(out, key, store)
             return store
     hooks = [hook_name(l) for l in layers] + ["ln_final.hook_normalized"]
     cfg = CacheConfig(out=str(out), model=model, hooks=hooks, data=corpus, max_tokens=n_seq * ctx_len,
                       ctx_len=ctx_len, seqs_per_shard=max(n_seq, 1), batch_size=8, seed=0)
-    store, _ = cache_activations(cfg, model=loaded, progress=False)
+    (out / KEY_FILE).unlink(missing_ok=True)  # a store is created only in a folder holding nothing else
+    store, _ = cache_activations(cfg, model=loaded, progress=False, overwrite=rebuild)
+    (out / KEY_FILE).write_text(json.dumps(key, indent=1))
     return store
 
 
@@ -95,11 +145,9 @@ def load_lm(model: str = "smollm2-135m"):
 def labelled_corpora(hook: str, n_seq: int = 32, ctx_len: int = 64, corpora: tuple[str, ...] = CORPORA,
                      per_sequence: bool = True, model: str = "smollm2-135m") -> tuple[Tensor, Tensor]:
     """(features, corpus label) over several corpora: mean-pooled sequences, or token rows when
-    `per_sequence` is False. The model loads only if some store is missing."""
-    xs, ys, loaded = [], [], None
+    `per_sequence` is False. The model loads once, to key the caches."""
+    xs, ys, loaded = [], [], load_lm(model)  # its weights key the caches (`cache_key`)
     for c, name in enumerate(corpora):
-        if loaded is None and not (store_path(name, n_seq, ctx_len, model) / "manifest.json").is_file():
-            loaded = load_lm(model)
         store = corpus_store(name, n_seq, ctx_len, model, loaded=loaded)
         x = sequence_means(store, hook) if per_sequence else token_rows(store, hook)[0]
         xs.append(x)

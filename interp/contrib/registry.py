@@ -4,13 +4,41 @@
 with a `main`, run as `python -m experiment ARGS`); the index in `interp/contrib/README.md` is rendered
 from it (`python -m interp.contrib.registry` prints it) and a test checks that the two agree.
 
-Statuses: reproduced / partial / not reproduced / metric only (the first wave's wordings are kept as
-they were measured), or "planned" for a paper no wave has implemented yet.
+A status is a closed vocabulary (`Status`) plus a free-text qualifier that says at what scale the verdict
+was measured and what is missing: `Status.PARTIAL, "stage 1 only; stage 2 not implemented"`.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+
+
+class Status(str, enum.Enum):
+    """The verdict on a paper's claims, as measured here."""
+
+    REPRODUCED = "reproduced"
+    """The claims hold in our runs (at the scale the qualifier says)."""
+    PARTIAL = "partial"
+    """Some claims hold, others do not or were not done (the qualifier says which)."""
+    NOT_REPRODUCED = "not reproduced"
+    """The main claim does not hold in our runs."""
+    METRIC_ONLY = "metric only"
+    """The paper proposes a measure; we checked that it behaves as described, not a downstream claim."""
+    NOT_TESTABLE = "not testable here"
+    """The claims need what this machine does not have (scale, data, hardware)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, text: str) -> Status:
+        """The status whose value is `text` (case and surrounding spaces ignored); a ValueError listing the
+        valid values otherwise."""
+        for s in cls:
+            if s.value == text.strip().lower():
+                return s
+        raise ValueError(f"unknown status {text!r}; valid values: " + ", ".join(repr(s.value) for s in cls))
 
 
 @dataclass(frozen=True)
@@ -23,8 +51,10 @@ class Paper:
     """Folder under `interp/contrib/` where it lives (or will live)."""
     module: str | None
     """Path of its module relative to `interp/contrib/`, None while planned."""
-    status: str
-    """reproduced / partial / not reproduced / metric only (with the first wave's nuances), or planned."""
+    status: Status
+    """The verdict, from the closed vocabulary."""
+    qualifier: str
+    """Free text: the scale of the runs behind the verdict and what is missing."""
     result: str
     """One line: the measured result, with the baseline."""
     experiment: str | None = None
@@ -32,151 +62,210 @@ class Paper:
     quick: tuple[str, ...] = ()
     """Arguments of a seconds-long run (`--quick`)."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            raise TypeError(f"{self.name}: status must be a Status, got {self.status!r}")
+        if not self.qualifier.strip():
+            raise ValueError(f"{self.name}: the qualifier (scale, what is missing) must not be empty")
+
     @property
     def implemented(self) -> bool:
         return self.module is not None
 
 
 PAPERS: tuple[Paper, ...] = (
-    Paper('DeepUFM', 'geometry', 'geometry/neural_collapse.py', 'claim reproduced',
+    Paper('DeepUFM', 'geometry', 'geometry/neural_collapse.py', Status.REPRODUCED,
+          'claim reproduced on a deep unconstrained-features model (depth 1-6)',
           'deep UFM: class-mean logit effective rank falls with depth 4.94 -> 1.90 (depth 1 -> 6)',
           'interp.contrib.geometry.experiments.collapse', ('--quick',)),
-    Paper('DNC-Spectra', 'geometry', 'geometry/neural_collapse.py', 'claim reproduced',
+    Paper('DNC-Spectra', 'geometry', 'geometry/neural_collapse.py', Status.REPRODUCED,
+          "claim reproduced on a small MLP; SmolLM2's output Gauss-Newton trace measured as well",
           "Gauss-Newton top eigenvectors' overlap with the class-mean subspace 0.54 -> 0.98 as NC1 falls; smollm2: 80% of the output GN trace (random init 28%)",
           'interp.contrib.geometry.experiments.collapse', ('--quick',)),
-    Paper('RicciFlow', 'geometry', 'geometry/ricci_flow.py', 'partial',
+    Paper('RicciFlow', 'geometry', 'geometry/ricci_flow.py', Status.PARTIAL,
+          'small trained nets: negative local coefficients also in untrained and linear controls; only the '
+          'modularity rise is specific to training',
           'trained nets: negative local coefficients, but untrained/linear controls too; modularity rises only when trained',
           'interp.contrib.geometry.experiments.ricci', ('--quick',)),
-    Paper('InfoNCE-Geo', 'geometry', 'geometry/contrastive_gap.py', 'not reproduced',
+    Paper('InfoNCE-Geo', 'geometry', 'geometry/contrastive_gap.py', Status.NOT_REPRODUCED,
+          'toy two-modality contrastive model: the gap stays tiny and does not grow with mismatch',
           'gap stays tiny (0.03), modalities not separable, gap does not grow with mismatch',
           'interp.contrib.geometry.experiments.contrastive', ('--quick',)),
-    Paper('RDMReg', 'geometry', 'geometry/rdm_reg.py', 'reproduced',
+    Paper('RDMReg', 'geometry', 'geometry/rdm_reg.py', Status.REPRODUCED,
+          'digits JEPA; on SmolLM2 activations only the score is measured (metric)',
           "digits JEPA: projector ℓ0 falls 0.75 -> 0.21 as μ goes 0.5 -> -1 (Gaussian target and VICReg 1.00) with the encoder's linear probe unchanged (0.972-0.977 vs 0.972 / 0.978); SmolLM2 activations score far closer to a Gaussian than to any RGG (metric)",
           'interp.contrib.geometry.experiments.rdm_reg', ('--quick',)),
-    Paper('InfoGlobe', 'geometry', 'geometry/info_globe.py', 'reproduced',
+    Paper('InfoGlobe', 'geometry', 'geometry/info_globe.py', Status.REPRODUCED,
+          'synthetic gene-expression data; SmolLM2 next-token distributions as a second setting',
           '20 learned gene groups keep the true Fisher-Rao geometry (Spearman 0.983 vs PCA-log1p 0.863; cell types 0.982 vs 0.765), gene modules recovered (ARI 0.79); SmolLM2 next-token distributions: 20 token groups 0.778 of the 0.782 the top-1024 tokens allow (PCA 0.614)',
           'interp.contrib.geometry.experiments.info_globe', ('--quick',)),
-    Paper('FPE', 'mechanisms', 'mechanisms/neuron_expansion.py', 'not reproduced',
+    Paper('FPE', 'mechanisms', 'mechanisms/neuron_expansion.py', Status.NOT_REPRODUCED,
+          'small masked MLP at 264 nonzeros: clause-aware expansion below dense, paper 78.7/88.7/99.4',
           'same 264 nonzeros: dense 94.9%, random split 88.4%, clause-aware 93.1% (paper 78.7/88.7/99.4)',
           'interp.contrib.mechanisms.experiments.fpe', ('--quick',)),
-    Paper('BayesAttn', 'mechanisms', 'mechanisms/bayes_attention.py', 'partial',
+    Paper('BayesAttn', 'mechanisms', 'mechanisms/bayes_attention.py', Status.PARTIAL,
+          'toy heads: the Gaussian family reaches the Bayes oracle, the Bernoulli gap persists; SmolLM2 heads '
+          'unaligned',
           'Gaussian: one head reaches the Bayes oracle, QK metric = precision (cos 1.000); Bernoulli gap persists; smollm2 heads unaligned',
           'interp.contrib.mechanisms.experiments.bayes', ('--quick',)),
-    Paper('PACEAttention', 'mechanisms', 'mechanisms/pace_attention.py', 'partial',
+    Paper('PACEAttention', 'mechanisms', 'mechanisms/pace_attention.py', Status.PARTIAL,
+          'ViT-tiny on digits, our reconstruction: exact-Gram PACE ties CRATE-MSSA without a larger rate '
+          'reduction; the 8-row sketch fails',
           'ViT-tiny on digits at equal parameters, our reconstruction: PACE (exact Gram) matches CRATE-MSSA (0.777 vs 0.780) without a larger rate reduction (ΔR 1.16 vs 1.27); the 8-row sketch fails (0.260); softmax MHSA 0.906; SmolLM2: 12-14 nats of corpus ΔR above shuffled labels at every layer',
           'interp.contrib.mechanisms.experiments.pace_attention', ('--quick',)),
-    Paper('FourierSB', 'mechanisms', 'mechanisms/fourier_sb.py', 'partial',
+    Paper('FourierSB', 'mechanisms', 'mechanisms/fourier_sb.py', Status.PARTIAL,
+          'toy models: amplitude before phase reproduced; the phase-only task not learned in 2x10^5 samples at any β',
           'amplitude before phase reproduced (amplitude probe 0.75 after 6-16k samples, phase probe at chance through 2x10^5); phase-only task not learned in 2x10^5 samples at any β (final 0.537 / 0.552 / 0.564 for β 0 / 1 / 2: the claimed order, barely); SmolLM2 residual spectrum along positions nearly flat (β 0.02-0.12, 0.52 at layer 29)',
           'interp.contrib.mechanisms.experiments.fourier_sb', ('--quick',)),
-    Paper('VerbCheck', 'faithfulness', 'faithfulness/verbalization.py', 'partial',
+    Paper('VerbCheck', 'faithfulness', 'faithfulness/verbalization.py', Status.PARTIAL,
+          'toy LM: shared facts behave as claimed; on conflicting facts the adapter carries the target facts',
           'shared facts: controls match the verbalizer (score <= 0); conflicting facts: adapter carries target facts (0.31-0.68)',
           'interp.contrib.faithfulness.experiments.verbalization', ('--seeds', '1', '--steps', '20')),
-    Paper('CIR/SR', 'faithfulness', 'faithfulness/cot_importance.py', 'metrics behave as claimed',
+    Paper('CIR/SR', 'faithfulness', 'faithfulness/cot_importance.py', Status.METRIC_ONLY,
+          'metrics behave as claimed (toy chain-using vs shortcut model; SmolLM2 arithmetic vs facts)',
           'chain-using model CIR 0.54 / SR 1.00 vs shortcut CIR 0.00 / SR 0.06; smollm2 arithmetic CIR 0.37 vs facts 0.008',
           'interp.contrib.faithfulness.experiments.cot_importance', ('--steps', '20', '--n-eval', '20', '--no-smollm')),
-    Paper('AttrRob', 'faithfulness', 'faithfulness/attribution_robustness.py', 'not reproduced (MLP), partial (attention)',
+    Paper('AttrRob', 'faithfulness', 'faithfulness/attribution_robustness.py', Status.NOT_REPRODUCED,
+          'not reproduced (MLP), partial (attention): kernel attention more robust at every lr',
           'larger lr lowers input curvature but saliency robustness falls; kernel attention more robust at every lr',
           'interp.contrib.faithfulness.experiments.attribution_robustness', ('--seeds', '1', '--max-steps', '50')),
-    Paper('SSMoE', 'moe', 'moe/ssmoe.py', 'partial',
+    Paper('SSMoE', 'moe', 'moe/ssmoe.py', Status.PARTIAL,
+          'toy MoE: gains on a collapsed router only; costs 1-2 points on a healthy router',
           'collapsed router: accuracy 0.816 -> 0.836, load entropy 0.948 -> 0.953; costs 1-2 points on a healthy router',
           'interp.contrib.moe.experiments.ssmoe', ('--seeds', '1', '--steps', '5')),
-    Paper('MoE-NoiseFilter', 'moe', 'moe/noise_filter.py', 'not reproduced',
+    Paper('MoE-NoiseFilter', 'moe', 'moe/noise_filter.py', Status.NOT_REPRODUCED,
+          'iso-parameter toy regression and SmolLM2 features: dense wins at every noise level',
           'iso-parameter top-1 MoE vs dense: dense has lower test MSE at every noise level (σ=1: 2.45 vs 2.77) and 3-4x lower perturbation sensitivity; the expert filters noise only at σ <= 0.5, routing purity falls 0.73 -> 0.34; SmolLM2 features: dense 2.5 points more accurate',
           'interp.contrib.moe.experiments.noise_filter', ('--quick',)),
-    Paper('GEM', 'uncertainty_ood', 'uncertainty_ood/gem.py', 'not reproduced',
+    Paper('GEM', 'uncertainty_ood', 'uncertainty_ood/gem.py', Status.NOT_REPRODUCED,
+          'digits and a SmolLM2 layer-12 probe: every variant within seed noise of EDL',
           'digits: every GEM variant within seed noise of EDL (OOD AUROC 0.93-0.97 vs 0.96 on digits 7-9); SmolLM2 layer-12 probe, other text as OOD: all near chance (0.54-0.56), GEM-MIX-FI +0.03',
           'interp.contrib.uncertainty_ood.experiments.gem', ('--quick',)),
-    Paper('SAFER', 'uncertainty_ood', 'uncertainty_ood/safer.py', 'partial',
+    Paper('SAFER', 'uncertainty_ood', 'uncertainty_ood/safer.py', Status.PARTIAL,
+          'digits tasks: beats fine-tune+MSP, but class-prototype energy is more accurate; on SmolLM2 reshaping hurts',
           'vs fine-tune+MSP: accuracy 0.77 vs 0.31, forgetting 0.17 vs 0.97, open-set AUROC 0.81 vs 0.61; but class-prototype energy is more accurate (0.90), and on SmolLM2 reshaping hurts',
           'interp.contrib.uncertainty_ood.experiments.safer', ('--quick',)),
-    Paper('L2M', 'uncertainty_ood', 'uncertainty_ood/l2m.py', 'partial',
+    Paper('L2M', 'uncertainty_ood', 'uncertainty_ood/l2m.py', Status.PARTIAL,
+          'stage 1 only (closed-form Gaussian-logistic predictor); stage 2 (pretrained sequence model) not implemented',
           'stage 1 (closed-form Gaussian-logistic predictor): CMI-greedy beats random order by 0.08-0.11 accuracy but ties a global importance order (within 0.01); no larger gap with scarce labels or heavy missingness; stage 2 (pretrained sequence model) not implemented',
           'interp.contrib.uncertainty_ood.experiments.l2m', ('--quick',)),
-    Paper('GFD-EMVC', 'data', 'data/gfd_emvc.py', 'partial',
+    Paper('GFD-EMVC', 'data', 'data/gfd_emvc.py', Status.PARTIAL,
+          'synthetic views and SmolLM2 layers as views: purification helps, gradient-outlier detection does not'
+          ' beat small-loss',
           'purification raises fused test accuracy 0.759 -> 0.781 and noisy/clean fitness rank correlation 0.31 -> 0.38, but gradient-outlier detection does not beat small-loss (F1 0.627 vs 0.633; SmolLM2 layers as views: 0.578 vs 0.604)',
           'interp.contrib.data.experiments.gfd_emvc', ('--quick',)),
-    Paper('SourceScreen', 'data', 'data/source_screen.py', 'partial',
+    Paper('SourceScreen', 'data', 'data/source_screen.py', Status.PARTIAL,
+          'Gaussian x reproduced; at catalog sizes and on SmolLM2 rows the moment estimate fails',
           'Gaussian x: screening to 11% of sources cuts subspace error 0.82 -> 0.49 (genie) / 0.51 (empirical), random 40% 0.93; catalog sizes and SmolLM2 rows: moment estimate fails for every subset (sinΘ >= 0.98)',
           'interp.contrib.data.experiments.source_screen', ('--quick',)),
-    Paper('CoupledPI', 'data', 'data/coupled_pi.py', 'reproduced',
+    Paper('CoupledPI', 'data', 'data/coupled_pi.py', Status.REPRODUCED,
+          'synthetic privileged-information regression; SmolLM2 layer 24 as the privileged view of layer 6',
           'strong privileged view: coupled ≈ two-step (excess risk 0.36 vs 0.31, labeled-only 7.1); noisy view: two-step 7.9 falls below labeled-only, coupled 6.2 does not; smollm2 (layer 24 privileged for layer 6): 0.61 vs two-step 0.54 vs ridge 0.90, shuffled w: two-step 1.26, coupled 0.91',
           'interp.contrib.data.experiments.coupled_pi', ('--quick',)),
-    Paper('StreamATE', 'causal_stats', 'causal_stats/stream_ate.py', 'not reproduced (reconstruction)',
+    Paper('StreamATE', 'causal_stats', 'causal_stats/stream_ate.py', Status.NOT_REPRODUCED,
+          'not reproduced (reconstruction): 50k-row synthetic stream, online IPW more accurate',
           '50k stream with propensity + outcome shift: post-shift ATE error 0.19 with 1,150 rows held vs online IPW 0.07, full-data kernel balancing 0.15 (0.08 with time weighted 10x; coresets then 0.15); beats naive 0.64 and online regression 0.37',
           'interp.contrib.causal_stats.experiments.stream_ate', ('--quick',)),
-    Paper('CFL', 'causal_stats', 'causal_stats/causal_feature_learning.py', 'partial',
+    Paper('CFL', 'causal_stats', 'causal_stats/causal_feature_learning.py', Status.PARTIAL,
+          'synthetic process data: beats PCA-T² and PLS, ties CCA unless the target is confounded with the '
+          'mode; SmolLM2 probe already invariant',
           'unseen operating mode: fault detection 0.55 vs PCA-T² 0.02 / PLS 0.14 at 1-3% false alarms; vs CCA (λ=0) a tie unless the target is confounded with the mode, then false alarms 0.026 vs 0.214, detection 0.555 vs 0.420; SmolLM2 invariant probe of log(position): held-out-corpus R² 0.815 at every λ (already invariant)',
           'interp.contrib.causal_stats.experiments.causal_feature_learning', ('--quick',)),
-    Paper('EIG-ExpFam', 'causal_stats', 'causal_stats/eig_expfam.py', 'reproduced (estimator); gradients not done',
+    Paper('EIG-ExpFam', 'causal_stats', 'causal_stats/eig_expfam.py', Status.PARTIAL,
+          'reproduced (estimator); gradients not done',
           'collapsed EIG RMSE 9-110x below nested MC at equal budget (Poisson-Gamma ξ=3, 10^4 evals: 0.0037 vs 0.077); NMC bias picks ξ=14-20 instead of 9 (regret 0.14 vs 0.001 nats)',
           'interp.contrib.causal_stats.experiments.eig_expfam', ('--quick',)),
-    Paper('SelfTrain', 'causal_stats', 'causal_stats/self_training.py', 'partial',
+    Paper('SelfTrain', 'causal_stats', 'causal_stats/self_training.py', Status.PARTIAL,
+          'denoising reproduced, no U-shape at the catalog settings; SmolLM2 self-distilled probe also monotone',
           'denoising and weak-direction forgetting reproduced (risk 16.0 -> 3.0 in 12 steps), but no U-shape at the catalog settings (monotone to β*ᵀΣβ*); iterated GCV within ±1 of the oracle t* in 4/5 seeds; SmolLM2 self-distilled probe also monotone (MSE 5.1 -> 0.9)',
           'interp.contrib.causal_stats.experiments.self_training', ('--quick',)),
-    Paper('FI-Bagging', 'causal_stats', 'causal_stats/feature_bagging.py', 'reproduced (ridge)',
+    Paper('FI-Bagging', 'causal_stats', 'causal_stats/feature_bagging.py', Status.REPRODUCED,
+          'reproduced (ridge): diabetes, synthetic d = 50, SmolLM2 probe on 576 neurons',
           'max feature instability falls with smaller q, larger B, plateau by B≈20 (diabetes 0.210 -> 0.105, d=50 0.259 -> 0.071 at q=0.2, B=20); SmolLM2 probe on 576 neurons 0.130 -> 0.060',
           'interp.contrib.causal_stats.experiments.feature_bagging', ('--quick',)),
-    Paper('IPS-GRPO', 'post_training', 'post_training/ips_grpo.py', 'reproduced',
+    Paper('IPS-GRPO', 'post_training', 'post_training/ips_grpo.py', Status.REPRODUCED,
+          'bandit and a toy sums task',
           'bandit: GRPO collapses (KL to π∝r 3.08, 1.3 of 4 good modes), IPS on the raw reward reaches π∝r (KL 0.001, 4/4); sums task: correct answers covered 1.2 -> 6.2 at accuracy 1.000 -> 0.990; IPS on the normalised advantage collapses (KL 17.9)',
           'interp.contrib.post_training.experiments.ips_grpo', ('--quick',)),
-    Paper('MIPO', 'post_training', 'post_training/mipo.py', 'reproduced (toy policy)',
+    Paper('MIPO', 'post_training', 'post_training/mipo.py', Status.REPRODUCED,
+          'reproduced (toy policy); SmolLM2 PMI from its logits only (no LM training)',
           'context-following π(T|x) 0.32 -> 0.54, greedy accuracy 0.67 -> 0.79, PMI 1.22 -> 2.72 nats (max 2.77), generic responses 0.46 -> 0; self-SFT on the same samples changes nothing; SmolLM2 PMI from its logits: own prompt likeliest for 13/16 responses (no LM training)',
           'interp.contrib.post_training.experiments.mipo', ('--quick',)),
-    Paper('SCPO', 'post_training', 'post_training/scpo.py', 'not reproduced (toy, text-only reduction)',
+    Paper('SCPO', 'post_training', 'post_training/scpo.py', Status.NOT_REPRODUCED,
+          'not reproduced (toy, text-only reduction): symbolic images',
           'symbolic images: DPO cuts hallucination 0.139 -> 0.050, SCPO ends at 0.265; the condition-side term hurts (without it 0.092); every preference variant loses coverage 0.62 -> 0.29-0.36',
           'interp.contrib.post_training.experiments.scpo', ('--quick',)),
-    Paper('CREDIT', 'privacy', 'privacy/credit.py', 'not reproduced',
+    Paper('CREDIT', 'privacy', 'privacy/credit.py', Status.NOT_REPRODUCED,
+          'digits and SmolLM2 final states: independent models score as high as distilled copies',
           'digits: independent models score as high as copies distilled from the defended API (AUROC 0.89 undefended, 0.33 / 0.00 defended); SmolLM2 final states: AUROC 1.00 undefended, 0.93 / 0.63 defended; the defence costs 2-9 accuracy points',
           'interp.contrib.privacy.experiments.credit', ('--quick',)),
-    Paper('RepUnl', 'privacy', 'privacy/representation_unlearning.py', 'reproduced (class forgetting with retain data); partial otherwise',
+    Paper('RepUnl', 'privacy', 'privacy/representation_unlearning.py', Status.PARTIAL,
+          'reproduced (class forgetting with retain data); partial otherwise: SmolLM2 fact not forgotten at our budget',
           "forget acc 0.89 -> 0.008, retain unchanged; on smollm2 'capital of France' not forgotten at our budget",
           'interp.contrib.privacy.experiments.representation_unlearning', ('--steps', '50')),
-    Paper('FedFit', 'privacy', 'privacy/fedfit.py', 'reproduced (digits); tie on SmolLM2 features',
+    Paper('FedFit', 'privacy', 'privacy/fedfit.py', Status.PARTIAL,
+          'reproduced (digits); tie on SmolLM2 features',
           'digits, 90% sparse, 10 non-IID clients: 0.858 vs 0.777 for magnitude/gradient (dense 0.913; gap 0.056 vs 0.136); SmolLM2 layer-12 corpus probe: 0.910 vs 0.913 (dense 0.915)',
           'interp.contrib.privacy.experiments.fedfit', ('--quick',)),
-    Paper('FuseFSS', 'security', 'security/fuse_fss.py', 'reproduced (protocol, small domain); speed-ups out of scope',
+    Paper('FuseFSS', 'security', 'security/fuse_fss.py', Status.PARTIAL,
+          'reproduced (protocol, small domain); speed-ups out of scope',
           'specs from SmolLM2 cached ranges within 1e-3 (SiLU/GELU/exp, rsqrt layers 10-29; layer-0 rsqrt 9e-3); two-party output = plaintext within 1-11 units of 2^-16; 2 FSS calls vs 4-256',
           'interp.contrib.security.experiments.fuse_fss', ('--quick',)),
-    Paper('DP-SMK', 'privacy', 'privacy/dp_smk.py', 'partial',
+    Paper('DP-SMK', 'privacy', 'privacy/dp_smk.py', Status.PARTIAL,
+          'our reconstruction: below the naive DP greedy at 200 users for ε ≤ 4, above it with more users',
           'our DP greedy+ (reconstruction): below the naive DP greedy at 200 users for ε ≤ 4 (0.77 vs 0.80 at ε = 4), above it with more users: 0.94 vs 0.86 at ε = 4 (2,000 users), 0.98 vs 0.86 at ε = 1 (20,000)',
           'interp.contrib.privacy.experiments.dp_smk', ('--quick',)),
-    Paper('EF-NoisyQ', 'fairness', 'fairness/ef_noisy_queries.py', 'reproduced',
+    Paper('EF-NoisyQ', 'fairness', 'fairness/ef_noisy_queries.py', Status.REPRODUCED,
+          'simulated valuations, m up to 160 items',
           'queries for 90% envy-free success grow as m^2.50 ± 0.07 and Δ^-2.17 (paper m^2.5/Δ²); per-item baseline m^3.44, 9-16x more at m = 80-160',
           'interp.contrib.fairness.experiments.ef_noisy_queries', ('--quick',)),
-    Paper('OnlineFair', 'fairness', 'fairness/online_fair.py', 'partial',
+    Paper('OnlineFair', 'fairness', 'fairness/online_fair.py', Status.PARTIAL,
+          'simulated goods: with exact predictions an adaptive no-info rule ties except when big goods come first',
           'exact predictions: all agents reach PROP/MMS (max-value greedy 0.33), but an adaptive no-info rule ties except when big goods come first (1.00 vs 0.88); frequency predictions degrade smoothly (0.88-0.93 at noise 1), totals fast (0.56-0.65)',
           'interp.contrib.fairness.experiments.online_fair', ('--quick',)),
-    Paper('MultiBreak', 'security', 'security/multibreak.py', 'partial (loop only, benign placeholders)',
+    Paper('MultiBreak', 'security', 'security/multibreak.py', Status.PARTIAL,
+          'partial (loop only, benign placeholders)',
           'toy judge: active learning reaches 0.82 success per round vs 0.10 for random mutation; SmolLM2 refusal-direction judge: no success for either, mean refusal projection 10.9 -> 8.4 vs 10.6',
           'interp.contrib.security.experiments.multibreak', ('--quick',)),
-    Paper('OrchJail', 'security', 'security/orch_jail.py', 'reproduced at 1,000 queries (benign toy); not at 300',
+    Paper('OrchJail', 'security', 'security/orch_jail.py', Status.PARTIAL,
+          'reproduced at 1,000 queries (benign toy); not at 300',
           '10 simulated agents, 1,000 queries: all broken vs 6/10 for random mutation, first success 425 vs 676 queries, 74 vs 0.6 successes per 1,000; at 300 queries both 2/10',
           'interp.contrib.security.experiments.orch_jail', ('--quick',)),
-    Paper('HMH', 'graphs', 'graphs/haar_spectral.py', 'partial',
+    Paper('HMH', 'graphs', 'graphs/haar_spectral.py', Status.PARTIAL,
+          'HMH-lite on a heterophilous CSBM: beats GCN, level with a polynomial filter and a feature-only MLP',
           'HMH-lite (fixed spectral tree, Haar basis, per-level gains) on a heterophilous CSBM (h 0.20): 0.914 vs GCN 0.621, but level with a polynomial filter 0.911 and a feature-only MLP 0.908',
           'interp.contrib.graphs.experiments.haar_spectral', ('--quick',)),
-    Paper('HIAL', 'graphs', 'graphs/hial.py', 'not reproduced',
+    Paper('HIAL', 'graphs', 'graphs/hial.py', Status.NOT_REPRODUCED,
+          'synthetic hypergraph: the same objective on the clique expansion does as well',
           'synthetic hypergraph, 2 / 5 labels per class: HIAL 0.849 / 0.873 vs the same influence objective on the clique expansion 0.872 / 0.884 (random 0.777 / 0.880); clique-expansion utility shows no hyperedge-size bias (Spearman 0.00 vs HIAL 0.13)',
           'interp.contrib.graphs.experiments.hial', ('--quick',)),
-    Paper('BRep', 'graphs', 'graphs/brep.py', 'partial',
+    Paper('BRep', 'graphs', 'graphs/brep.py', Status.PARTIAL,
+          'synthetic quadratic coupling: perfect in 1 of 3 seeds; on SmolLM2 co-activations Pearson wins',
           'synthetic quadratic coupling invisible to Pearson: BRep perfect in 1 of 3 seeds (1.00; else 0.47, 0.48) while Pearson + MLP stays at chance (0.43-0.56); SmolLM2 co-activation of 30 residual units, corpus from 63 tokens: Pearson 0.965 vs BRep 0.715 ± 0.349',
           'interp.contrib.graphs.experiments.brep', ('--quick',)),
-    Paper('ParalESN', 'timeseries', 'timeseries/paralesn.py', 'partial',
+    Paper('ParalESN', 'timeseries', 'timeseries/paralesn.py', Status.PARTIAL,
+          'Mackey-Glass accuracy and memory reproduced; no speed-up on one CPU thread',
           'Mackey-Glass 84-step NRMSE 0.062 (3 layers with mixing) vs tanh ESN 0.167, memory capacity 82 vs 26; scan checked equal to the loop (1e-12) but no speed-up on one CPU thread (0.5-1.0x the diagonal loop; diagonal vs dense ESN 1.3-5.7x)',
           'interp.contrib.timeseries.experiments.paralesn', ('--quick',)),
-    Paper('KUMA', 'timeseries', 'timeseries/koopman_forecast.py', 'partial',
+    Paper('KUMA', 'timeseries', 'timeseries/koopman_forecast.py', Status.PARTIAL,
+          'KUMA-lite (no attention): helps after a regime switch, worse while the switch is inside the window',
           'KUMA-lite (no attention): per-window Koopman operator cuts MSE after a regime switch 1.04 -> 0.66 vs a global operator (all windows 1.14 -> 0.52; DLinear 2.40), worse while the switch is inside the window (1.37 vs 1.15); residual branch no help',
           'interp.contrib.timeseries.experiments.koopman_forecast', ('--quick',)),
-    Paper('SWM', 'timeseries', 'timeseries/social_world_model.py', 'partial',
+    Paper('SWM', 'timeseries', 'timeseries/social_world_model.py', Status.PARTIAL,
+          'synthetic belief series reproduced; SmolLM2-encoded events with unseen verbs do not generalise',
           'ELBO-trained latent state-space model on event-driven belief series: post-event RMSE 0.330 vs AR 0.616 and persistence 0.623; events as sentences encoded by SmolLM2, unseen verbs at test: no generalisation (0.420 vs persistence 0.342, random embeddings 0.405)',
           'interp.contrib.timeseries.experiments.social_world_model', ('--quick',)),
-    Paper('TRDI', 'generative', 'generative/trdi.py', 'reproduced',
+    Paper('TRDI', 'generative', 'generative/trdi.py', Status.REPRODUCED,
+          'tiny DDPM on digits, DDIM inversion at K = 10 and 20',
           'tiny DDPM on digits, DDIM inversion + reconstruction: DP schedule MSE 0.0297 -> 0.0229 at K=10 (+1.1 dB), 0.00747 -> 0.00660 at K=20 (+0.5 dB); one-jump deviation U-shaped in t; a global stretch alone does not help',
           'interp.contrib.generative.experiments.trdi', ('--quick',)),
-    Paper('DiffInfo', 'generative', 'generative/diff_info.py', 'partial',
+    Paper('DiffInfo', 'generative', 'generative/diff_info.py', Status.PARTIAL,
+          'tiny conditional diffusion on digits: high-pass share and CFG shape as claimed, class-information '
+          'density peaks at snr 1, not lowest snr',
           'tiny conditional diffusion on digits, log-snr <= 2: 57% of the information beyond Gaussian is high-pass (2.37 of 4.15 nats); class-information density peaks at snr 1, not lowest snr; CFG vector large early and tapering in x0 space (2.75 -> 0.33), growing in eps space; hooked hidden layers carry the class from log-snr >= 0',
           'interp.contrib.generative.experiments.diff_info', ('--quick',)),
-    Paper('SBC', 'generative', 'generative/softbinary_coding.py', 'not reproduced',
+    Paper('SBC', 'generative', 'generative/softbinary_coding.py', Status.NOT_REPRODUCED,
+          'Gaussian blocks of 8, our straight-through SBC: above scalar-quantised NTC except at 0.94 bits',
           'Gaussian blocks of 8: our SBC (straight-through) 1.6-4.8 dB above Shannon at its KL rate vs scalar-quantized NTC 1.6-1.8 dB (ECSQ theory 1.53); ties only at 0.94 bits; a PFR channel-simulation code adds 1.9-2.9 dB',
           'interp.contrib.generative.experiments.softbinary_coding', ('--quick',)),)
 
@@ -202,16 +291,22 @@ def get_paper(name: str) -> Paper:
     return p
 
 
+def papers_with_status(status: Status | str) -> list[Paper]:
+    """The papers of one status (a `Status` or its text, e.g. "not reproduced")."""
+    status = status if isinstance(status, Status) else Status.parse(status)
+    return [p for p in PAPERS if p.status is status]
+
+
 def render_index() -> str:
     """The README index table (Markdown), one row per paper, from PAPERS."""
-    lines = ["| paper | cluster | module | status | result here |", "|---|---|---|---|---|"]
+    lines = ["| paper | cluster | module | status | qualifier | result here |", "|---|---|---|---|---|---|"]
     for p in PAPERS:
         if p.module:
             mod = f"[`{p.module}`]({p.module})"
             res = f"{p.result} ([details]({p.cluster}/README.md))"
         else:
             mod, res = f"`contrib/{p.cluster}` (planned)", "-"
-        lines.append(f"| {p.name} | {p.cluster} | {mod} | {p.status} | {res} |")
+        lines.append(f"| {p.name} | {p.cluster} | {mod} | {p.status} | {p.qualifier} | {res} |")
     return "\n".join(lines)
 
 

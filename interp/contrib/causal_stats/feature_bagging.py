@@ -30,6 +30,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge_gram
+
+
 
 def _check(x: Tensor, y: Tensor, lam: float) -> None:
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
@@ -53,7 +56,7 @@ class Ridge:
         _check(x, y, lam)
         feats = torch.arange(x.shape[1]) if feats is None else feats
         xs = x[:, feats].double()
-        h = torch.linalg.inv(xs.T @ xs + lam * torch.eye(len(feats), dtype=torch.float64))
+        h = torch.linalg.inv(ridge_gram(xs, lam))
         return cls(feats, h @ xs.T @ y.double(), h)
 
     def predict(self, x: Tensor) -> Tensor:

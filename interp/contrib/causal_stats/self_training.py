@@ -34,6 +34,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge_gram
+
+
 
 def _check_rows(x: Tensor, name: str, d: int | None = None) -> None:
     if x.ndim != 2 or x.shape[0] == 0:
@@ -46,8 +49,7 @@ def ridge_operator(x: Tensor, lam: float) -> Tensor:
     """(XᵀX/n + λI)⁻¹ Xᵀ/n: [d, n], so ridge(X, y) = ridge_operator(X, λ) @ y."""
     if lam <= 0:
         raise ValueError(f"the ridge penalty lam={lam} must be positive (λ > 0 keeps every step well posed)")
-    n, d = x.shape
-    return torch.linalg.solve(x.T @ x / n + lam * torch.eye(d, dtype=x.dtype), x.T / n)
+    return torch.linalg.solve(ridge_gram(x, lam, mean=True), x.T / len(x))
 
 
 def ridge(x: Tensor, y: Tensor, lam: float) -> Tensor:

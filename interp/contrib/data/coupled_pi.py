@@ -32,6 +32,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge
+
+
 DEFAULT_LAMBDAS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 DEFAULT_KAPPAS = (0.0, 1.0)
 
@@ -72,13 +75,6 @@ def _check(x_l: Tensor, w_l: Tensor, y: Tensor, x_u: Tensor, w_u: Tensor, lam: f
         raise ValueError("lam > 0 needs unlabeled rows (x_u, w_u); pass lam=0 for plain ridge")
 
 
-def ridge(x: Tensor, y: Tensor, rho: float) -> Tensor:
-    """argmin |y - xa|²/n + ρ|a|² (float64)."""
-    x, y = x.double(), y.double()
-    n, d = x.shape
-    return torch.linalg.solve(x.T @ x / n + rho * torch.eye(d, dtype=x.dtype), x.T @ y / n)
-
-
 def coupled_closed_form(x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, rho: float = 1e-3) -> CoupledFit:
     """The fixed point of the f- and g-steps by one linear solve of their stationarity equations."""
     _check(x_l, w_l, y, x_u, w_u, lam, rho, kappa)
@@ -108,7 +104,7 @@ def fit_coupled(x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, rho: floa
     eye_z = torch.eye(z_l.shape[1], dtype=torch.float64)
     a_x = torch.linalg.inv(x_l.T @ x_l / nl + lam * x_u.T @ x_u / nu + rho * eye_x)
     a_z = torch.linalg.inv(z_l.T @ z_l / nl + kappa * lam * z_u.T @ z_u / nu + rho * eye_z)
-    beta = ridge(z_l, y, rho)
+    beta = ridge(z_l, y, rho, mean=True)
     alpha = a_x @ (x_l.T @ y / nl + lam * x_u.T @ (z_u @ beta) / nu)
     for _ in range(iters):
         beta = a_z @ (z_l.T @ y / nl + kappa * lam * z_u.T @ (x_u @ alpha) / nu)
@@ -123,9 +119,9 @@ def fit_coupled(x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, rho: floa
 def fit_two_step(x_l, w_l, y, x_u, w_u, rho: float = 1e-3) -> CoupledFit:
     """Baseline: g = ridge on labeled [x, w]; f = ridge of g's pseudo-responses on the unlabeled x."""
     _check(x_l, w_l, y, x_u, w_u, 1.0, rho)
-    beta = ridge(torch.cat([x_l, w_l], 1), y, rho)
+    beta = ridge(torch.cat([x_l, w_l], 1).double(), y.double(), rho, mean=True)
     pseudo = torch.cat([x_u, w_u], 1).double() @ beta
-    return CoupledFit(ridge(x_u, pseudo, rho), beta, float("nan"))
+    return CoupledFit(ridge(x_u.double(), pseudo, rho, mean=True), beta, float("nan"))
 
 
 def fit_coupled_cv(x_l, w_l, y, x_u, w_u, lambdas=DEFAULT_LAMBDAS, kappas=DEFAULT_KAPPAS, folds: int = 5,

@@ -142,12 +142,3 @@ def evolve_fusion(view_logits: Sequence[Tensor], labels: Tensor, pop: int = 20, 
     return popu[0], history
 
 
-def spearman(a: Tensor, b: Tensor) -> float:
-    """Spearman rank correlation (average ranks for ties)."""
-    def ranks(x: Tensor) -> Tensor:
-        _, inv, counts = torch.unique(x.double(), return_inverse=True, return_counts=True)
-        return (counts.cumsum(0) - (counts - 1) / 2.0).double()[inv]
-    ra, rb = ranks(a), ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(ra.norm() * rb.norm())
-    return float((ra * rb).sum()) / den if den > 0 else 0.0

@@ -28,6 +28,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge as ridge_weights
+
+
 
 def _check_sources(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> int:
     if len(xs) == 0 or len(xs) != len(ys):
@@ -130,5 +133,5 @@ def pilot_heads(xs: Sequence[Tensor], ys: Sequence[Tensor], b_hat: Tensor, ridge
     out = []
     for x, y in zip(xs, ys):
         z = x.double() @ b_hat.double()
-        out.append(torch.linalg.solve(z.T @ z + ridge * torch.eye(z.shape[1], dtype=torch.float64), z.T @ y.double()))
+        out.append(ridge_weights(z, y.double(), ridge))
     return torch.stack(out)

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp.contrib.common.ranks import rowwise_spearman
+
 Model = Callable[[Tensor], Tensor]
 
 
@@ -48,21 +50,6 @@ def topk_intersection(a: Tensor, b: Tensor, k: int, absolute: bool = True) -> Te
     return (ta * tb).sum(1).float() / k
 
 
-def _ranks(x: Tensor) -> Tensor:
-    """Average ranks (ties share the mean rank), per row, from 0."""
-    order = x.argsort(dim=1)
-    ranks = torch.empty_like(x)
-    base = torch.arange(x.shape[1], dtype=x.dtype).expand_as(x)
-    ranks.scatter_(1, order, base)
-    out = ranks.clone()
-    for i in range(x.shape[0]):  # ties: rare for float maps, exact when present
-        vals, inv, counts = torch.unique(x[i], return_inverse=True, return_counts=True)
-        if counts.max() > 1:
-            sums = torch.zeros(len(vals), dtype=x.dtype).index_add_(0, inv, ranks[i])
-            out[i] = (sums / counts)[inv]
-    return out
-
-
 def spearman(a: Tensor, b: Tensor, absolute: bool = False) -> Tensor:
     """Spearman rank correlation between two maps, per row: [batch] in [-1, 1]."""
     a, b = _flat_pair(a, b)
@@ -70,10 +57,7 @@ def spearman(a: Tensor, b: Tensor, absolute: bool = False) -> Tensor:
         raise ValueError("rank correlation needs at least two features per map")
     if absolute:
         a, b = a.abs(), b.abs()
-    ra, rb = _ranks(a.double()), _ranks(b.double())
-    ra, rb = ra - ra.mean(1, keepdim=True), rb - rb.mean(1, keepdim=True)
-    den = (ra.norm(dim=1) * rb.norm(dim=1)).clamp_min(1e-30)
-    return ((ra * rb).sum(1) / den).float()
+    return rowwise_spearman(a, b)
 
 
 def cosine(a: Tensor, b: Tensor) -> Tensor:

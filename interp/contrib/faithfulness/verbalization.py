@@ -30,6 +30,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge as ridge_weights
+
+
 
 def embed_patch_hook(positions: Tensor, vectors: Tensor):
     """A hook for `hook_embed` [batch, pos, d] writing `vectors[b]` at `positions[b]`.
@@ -71,9 +74,8 @@ def fit_linear_map(x: Tensor, y: Tensor, ridge: float = 1e-3) -> tuple[Tensor, T
     x, y = x.double(), y.double()
     mx, my = x.mean(0), y.mean(0)
     xc, yc = x - mx, y - my
-    gram = xc.T @ xc
-    lam = ridge * float(gram.diagonal().mean().clamp_min(1e-12))
-    w = torch.linalg.solve(gram + lam * torch.eye(x.shape[1], dtype=x.dtype), xc.T @ yc)
+    lam = ridge * float((xc.T @ xc).diagonal().mean().clamp_min(1e-12))
+    w = ridge_weights(xc, yc, lam)
     return w.float(), (my - mx @ w).float()
 
 

@@ -96,14 +96,6 @@ class InfoGlobe:
         return self.assignment().argmax(-1)
 
 
-def spearman(a: Tensor, b: Tensor) -> float:
-    """Spearman rank correlation of two flat tensors (ties get distinct ranks; fine for continuous data)."""
-    ra = a.flatten().argsort().argsort().double()
-    rb = b.flatten().argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra * rb).sum() / (ra.norm() * rb.norm()))
-
-
 def angle_distances(x: Tensor) -> Tensor:
     """Pairwise angles arccos(cos(x_i, x_j)) [n, n]: the PCA baseline's cosine geometry."""
     z = F.normalize(x, dim=1)

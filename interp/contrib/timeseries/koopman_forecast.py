@@ -19,6 +19,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge as ridge_weights
+
+
 
 def delay_pairs(w: Tensor, m: int) -> tuple[Tensor, Tensor]:
     """Windows [N, L] -> (S [N, L-m, m], S_next [N, L-m, m]) of consecutive delay vectors."""
@@ -46,8 +49,7 @@ def _iterate(A: Tensor, s: Tensor, horizon: int) -> Tensor:
 def local_operators(w: Tensor, m: int = 16, ridge: float = 1e-3) -> Tensor:
     """Per-window Koopman operators A_n [N, m, m] minimising Σ‖A s_t - s_{t+1}‖² + ridge‖A‖² on window n."""
     S, S1 = delay_pairs(w.double(), m)
-    G = S.transpose(1, 2) @ S + ridge * torch.eye(m, dtype=torch.float64)
-    A = torch.linalg.solve(G, S.transpose(1, 2) @ S1).transpose(1, 2)
+    A = ridge_weights(S, S1, ridge).transpose(1, 2)
     return _stabilise(A)
 
 
@@ -78,8 +80,7 @@ class GlobalKoopman:
         """series [C, T] (channels share the operator)."""
         S, S1 = delay_pairs(series.double(), self.m)
         S, S1 = S.reshape(-1, self.m), S1.reshape(-1, self.m)
-        G = S.T @ S + self.ridge * torch.eye(self.m, dtype=torch.float64)
-        self.A = _stabilise(torch.linalg.solve(G, S.T @ S1).T)
+        self.A = _stabilise(ridge_weights(S, S1, self.ridge).T)
         return self
 
     def forecast(self, w: Tensor, horizon: int) -> Tensor:
@@ -110,7 +111,7 @@ class DLinear:
         if len(w) != len(y) or len(w) == 0:
             raise ValueError("windows and targets must have the same non-zero length")
         X = self._features(w)
-        self.W = torch.linalg.solve(X.T @ X + self.ridge * torch.eye(X.shape[1], dtype=torch.float64), X.T @ y.double())
+        self.W = ridge_weights(X, y.double(), self.ridge)
         return self
 
     def predict(self, w: Tensor) -> Tensor:
@@ -132,7 +133,7 @@ class KoopmanResidual:
 
     def fit(self, w: Tensor, y: Tensor) -> "KoopmanResidual":
         base, X = self._parts(w, y.shape[1])
-        self.W = torch.linalg.solve(X.T @ X + self.ridge * torch.eye(X.shape[1], dtype=torch.float64), X.T @ (y.double() - base))
+        self.W = ridge_weights(X, y.double() - base, self.ridge)
         return self
 
     def predict(self, w: Tensor, horizon: int) -> Tensor:

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ridge import ridge, with_bias
+
+
 
 @dataclass
 class ParalESNConfig:
@@ -132,9 +135,7 @@ def ridge_readout(H: Tensor, Y: Tensor, alpha: float = 1e-6) -> Tensor:
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0; got {alpha}")
     Y2 = Y.reshape(len(Y), -1).to(H.dtype)
-    X = torch.cat([H, torch.ones(len(H), 1, dtype=H.dtype)], 1)
-    G = X.T @ X + alpha * torch.eye(X.shape[1], dtype=H.dtype)
-    return torch.linalg.solve(G, X.T @ Y2)
+    return ridge(with_bias(H), Y2, alpha)
 
 
 def apply_readout(H: Tensor, W: Tensor) -> Tensor:

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.ridge import ridge as ridge_weights, with_bias
+
+
 
 @dataclass
 class SWMConfig:
@@ -125,8 +128,7 @@ def fit_ar(b: Tensor, p: int = 3, ridge: float = 1e-3) -> Tensor:
         raise ValueError(f"series too short for AR({p})")
     X = d.unfold(1, p, 1)[:, :-1].reshape(-1, p)
     y = d[:, p:].reshape(-1)
-    X = torch.cat([X, torch.ones(len(X), 1)], 1)
-    return torch.linalg.solve(X.T @ X + ridge * torch.eye(p + 1), X.T @ y)
+    return ridge_weights(with_bias(X), y, ridge)
 
 
 def ar_forecast(b_hist: Tensor, coef: Tensor, horizon: int) -> Tensor:

@@ -125,12 +125,3 @@ def brier(prob: Tensor, y: Tensor) -> float:
     return float((prob - F.one_hot(y, prob.shape[-1]).to(prob.dtype)).pow(2).sum(-1).mean())
 
 
-def auroc(score_pos: Tensor, score_neg: Tensor) -> float:
-    """P(score of a positive > score of a negative) + ties / 2 (the Mann-Whitney AUROC)."""
-    if score_pos.numel() == 0 or score_neg.numel() == 0:
-        raise ValueError("auroc needs at least one positive and one negative score")
-    s = torch.cat([score_pos.flatten(), score_neg.flatten()]).double()
-    _, inv, counts = torch.unique(s, return_inverse=True, return_counts=True)
-    ranks = (counts.cumsum(0) - (counts - 1) / 2.0).double()[inv]  # average rank of each tie group
-    n1 = score_pos.numel()
-    return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2) / (n1 * score_neg.numel()))

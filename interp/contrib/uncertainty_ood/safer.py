@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.contrib.common.probe import train_linear_probe
+
 
 def fingerprint(x: Tensor, rank: int) -> tuple[Tensor, Tensor]:
     """(μ [d], U [d, rank]): the mean and top-`rank` principal directions of task features x [n, d]."""
@@ -49,21 +51,6 @@ def reshape(x: Tensor, mu: Tensor, basis: Tensor) -> tuple[Tensor, Tensor]:
     c = x - mu
     proj = (c @ basis) @ basis.T
     return mu + proj, (c - proj).pow(2).sum(-1)
-
-
-def train_linear_head(x: Tensor, y: Tensor, n_classes: int, steps: int = 300, lr: float = 0.1,
-                      weight_decay: float = 1e-4, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Multinomial logistic regression by full-batch Adam: (W [C, d], b [C])."""
-    g = torch.Generator().manual_seed(seed)
-    w = (0.01 * torch.randn(n_classes, x.shape[1], generator=g)).requires_grad_()
-    b = torch.zeros(n_classes, requires_grad=True)
-    opt = torch.optim.Adam([w, b], lr=lr, weight_decay=weight_decay)
-    for _ in range(steps):
-        loss = F.cross_entropy(x @ w.T + b, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return w.detach(), b.detach()
 
 
 @dataclass
@@ -115,7 +102,7 @@ class SAFER:
         mu, basis = fingerprint(x, min(self.rank, *x.shape))
         feats, resid = reshape(x, mu, basis) if self.reshape_features else (x, reshape(x, mu, basis)[1])
         local = torch.searchsorted(classes, y)
-        w, b = train_linear_head(feats, local, len(classes), self.steps, seed=seed)
+        w, b = train_linear_probe(feats, local, len(classes), self.steps, seed=seed)
         self.tasks.append(TaskMemory(mu, basis, w, b, classes, float(resid.mean().clamp_min(1e-8))))
 
     def energies(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:

@@ -1,6 +1,7 @@
 """`interp contrib list` / `run`: one registry behind the CLI and the README index; every implemented
 paper's --quick run works."""
 
+import json
 import re
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from interp.cli.main import app
-from interp.contrib.registry import PAPERS, get_paper, render_index
+from interp.contrib.registry import PAPERS, Paper, Status, get_paper, papers_with_status, render_index
 
 README = Path(__file__).resolve().parents[3] / "interp" / "contrib" / "README.md"
 runner = CliRunner()
@@ -27,13 +28,41 @@ def test_registry_is_complete_and_consistent():
     for p in PAPERS:
         if p.implemented:
             assert (root / p.module).is_file(), p.module
-            assert p.experiment and p.result and p.status != "planned", p.name
+            assert p.experiment and p.result, p.name
             rel = Path(*p.experiment.split(".")[2:]).with_suffix(".py")
             assert (root / rel).is_file(), p.experiment
             assert (root / p.cluster / "README.md").is_file(), p.cluster
         else:
-            assert p.status == "planned" and p.experiment is None
+            assert p.experiment is None
     assert get_paper("coupledpi").name == "CoupledPI"
+
+
+def test_every_status_is_from_the_vocabulary_with_a_qualifier():
+    for p in PAPERS:
+        assert isinstance(p.status, Status) and p.status in set(Status), p.name
+        assert isinstance(p.qualifier, str) and p.qualifier.strip(), p.name
+    assert sum(len(papers_with_status(s)) for s in Status) == len(PAPERS)
+    assert Status.parse(" Not Reproduced ") is Status.NOT_REPRODUCED
+    with pytest.raises(ValueError, match="valid values: 'reproduced', 'partial'"):
+        Status.parse("claim reproduced")
+    with pytest.raises(TypeError):
+        Paper("X", "geometry", "geometry/x.py", "reproduced", "toy", "r")
+    with pytest.raises(ValueError, match="qualifier"):
+        Paper("X", "geometry", "geometry/x.py", Status.PARTIAL, " ", "r")
+
+
+def test_list_filters_by_status_and_shows_the_qualifier():
+    res = runner.invoke(app, ["contrib", "list", "--status", "not reproduced"])
+    assert res.exit_code == 0, res.output
+    expected = papers_with_status(Status.NOT_REPRODUCED)
+    assert expected and all(p.name in res.output and p.qualifier in res.output for p in expected)
+    assert all(f"{p.name} " not in res.output for p in PAPERS if p.status is not Status.NOT_REPRODUCED)
+    js = runner.invoke(app, ["contrib", "list", "--status", "partial", "--json"])
+    assert js.exit_code == 0 and {d["status"] for d in json.loads(js.output)} == {"partial"}
+    bad = runner.invoke(app, ["contrib", "list", "--status", "mostly"])
+    assert bad.exit_code == 2
+    assert "error: unknown status 'mostly'; valid values: 'reproduced', 'partial', 'not reproduced', " \
+           "'metric only', 'not testable here'" in bad.output
 
 
 def test_list_prints_every_paper():

@@ -88,12 +88,10 @@ def synthetic(seeds: int, lam: float, shift_rank: int, confounded: bool = False)
 
 def smollm(lams=(0.0, 10.0, 100.0)) -> dict:
     from interp.cache.rows import row_filter
-    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, token_rows
 
-    xs, ys, es, loaded = [], [], [], None
+    xs, ys, es, loaded = [], [], [], load_lm()  # its weights key the caches
     for e, corpus in enumerate(CORPORA):
-        if loaded is None and not (store_path(corpus, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            loaded = load_lm()
         store = corpus_store(corpus, 48, 64, loaded=loaded)
         x, idx = token_rows(store, hook_name(12))
         keep = row_filter(ROWS, store, hook_name(12)).keep_tensor(x, idx["pos"])

@@ -20,22 +20,11 @@ import json
 import torch
 
 from interp.contrib.causal_stats.feature_bagging import BaggedRidge, feature_instability, instance_instability
+from interp.contrib.common.datasets import diabetes, standardise_columns
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
 GRID = ((1.0, 1), (0.5, 1), (0.5, 5), (0.5, 20), (0.5, 100), (0.2, 1), (0.2, 5), (0.2, 20), (0.2, 100))
-
-
-def _std(x: torch.Tensor) -> torch.Tensor:
-    x = x.double()
-    return (x - x.mean(0)) / x.std(0).clamp_min(1e-8)
-
-
-def diabetes() -> tuple[torch.Tensor, torch.Tensor]:
-    from sklearn.datasets import load_diabetes
-
-    x, y = load_diabetes(return_X_y=True)
-    return _std(torch.tensor(x)), _std(torch.tensor(y)[:, None])[:, 0]
 
 
 def synthetic(seed: int, n: int = 400, d: int = 50) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,7 +59,7 @@ def smollm(seeds: int, quick: bool) -> list[dict]:
     x, lab = labelled_corpora(hook_name(12), n_seq=48, ctx_len=64, corpora=("stdlib-docs", "stdlib"), per_sequence=False)
     g = torch.Generator().manual_seed(0)
     keep = torch.randperm(len(x), generator=g)[:2000]
-    x, y = _std(x[keep]), lab[keep].double() * 2 - 1
+    x, y = standardise_columns(x[keep]), lab[keep].double() * 2 - 1
     grid = ((1.0, 1), (0.2, 20)) if quick else ((1.0, 1), (0.5, 20), (0.2, 20))
     return evaluate(x, y, seeds, grid, 10.0, 1000, ii_rows=10)
 

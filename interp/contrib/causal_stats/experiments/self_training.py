@@ -49,9 +49,9 @@ def _pcs(x: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def smollm(seeds: int, steps: int = 12) -> dict:
-    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, token_rows
 
-    loaded = None if (store_path("stdlib-docs", 48, 64, "smollm2-135m") / "manifest.json").is_file() else load_lm()
+    loaded = load_lm()  # its weights key the cache
     st = corpus_store("stdlib-docs", 48, 64, loaded=loaded)
     x = _pcs(token_rows(st, hook_name(12))[0], 64)
     target = _pcs(token_rows(st, "ln_final.hook_normalized")[0], 1)[:, 0]

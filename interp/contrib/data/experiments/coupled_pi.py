@@ -19,7 +19,8 @@ import json
 
 import torch
 
-from interp.contrib.data.coupled_pi import fit_coupled_cv, fit_two_step, ridge
+from interp.contrib.common.ridge import ridge
+from interp.contrib.data.coupled_pi import fit_coupled_cv, fit_two_step
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
@@ -39,7 +40,7 @@ def synthetic_trial(seed: int, strength: float, w_noise: float, n_unlab: int = N
     y = x @ a + w @ theta + SIGMA * torch.randn(n, generator=g, dtype=torch.float64)
     w_obs = w + w_noise * torch.randn(n, D_W, generator=g, dtype=torch.float64)
     xl, wl, yl, xu, wu = x[:N_LAB], w_obs[:N_LAB], y[:N_LAB], x[N_LAB:], w_obs[N_LAB:]
-    fits = {METHODS[0]: ridge(xl, yl, 1e-3), METHODS[1]: fit_two_step(xl, wl, yl, xu, wu).alpha}
+    fits = {METHODS[0]: ridge(xl.double(), yl.double(), 1e-3, mean=True), METHODS[1]: fit_two_step(xl, wl, yl, xu, wu).alpha}
     cv = fit_coupled_cv(xl, wl, yl, xu, wu, seed=seed)
     fits[METHODS[2]] = cv.alpha
     fits[METHODS[3]] = fit_coupled_cv(xl, wl, yl, xu, wu, kappas=(1.0,), seed=seed).alpha
@@ -64,13 +65,11 @@ def _pca(x: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def run_lm(seeds: int) -> list[dict]:
-    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, token_rows
 
     xs, ws, ys = [], [], []
-    loaded = None
+    loaded = load_lm()  # its weights key the caches
     for corpus in ("stdlib-docs", "stdlib"):
-        if loaded is None and not (store_path(corpus, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            loaded = load_lm()
         st = corpus_store(corpus, 48, 64, loaded=loaded)
         x6, idx = token_rows(st, hook_name(6))
         x24, _ = token_rows(st, hook_name(24))
@@ -88,7 +87,7 @@ def run_lm(seeds: int) -> list[dict]:
         def mse(alpha):
             return float(((x[test] @ alpha - y[test]) ** 2).mean())
 
-        res[METHODS[0]].append(mse(ridge(x[lab], y[lab], 1e-3)))
+        res[METHODS[0]].append(mse(ridge(x[lab].double(), y[lab].double(), 1e-3, mean=True)))
         for ww, tag in ((w, ""), (w_shuf, " (shuffled w)")):
             res["two-step" + tag].append(mse(fit_two_step(x[lab], ww[lab], y[lab], x[unl], ww[unl]).alpha))
             cv = fit_coupled_cv(x[lab], ww[lab], y[lab], x[unl], ww[unl], seed=s)

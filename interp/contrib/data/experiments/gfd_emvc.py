@@ -37,12 +37,12 @@ from interp.contrib.data.gfd_emvc import (
     last_layer_gradients,
     prototype_relabel,
     small_loss_scores,
-    spearman,
     standardise,
 )
+from interp.contrib.common.probe import train_linear_probe
+from interp.contrib.common.ranks import auroc, spearman
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
-from interp.contrib.uncertainty_ood.gem import auroc
 
 NOISE = 0.3
 METHODS = ("no purification", "small-loss + relabel", "GFD (gradient outliers) + relabel", "clean labels (oracle)")
@@ -75,17 +75,10 @@ def train_view(x, y, k, epochs, seed):
 def annotate(x_annot, y, k, seed, frac=NOISE):
     """Boundary-biased flips: a perturbed logistic annotator flips its least-sure rows to its 2nd choice."""
     torch.manual_seed(seed)
-    lin = nn.Linear(x_annot.shape[1], k)
-    opt = torch.optim.Adam(lin.parameters(), lr=0.05)
-    for _ in range(200):
-        loss = F.cross_entropy(lin(x_annot), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        g = torch.Generator().manual_seed(seed + 5)
-        lin.weight += 0.5 * lin.weight.std() * torch.randn(lin.weight.shape, generator=g)
-        p = F.softmax(lin(x_annot), -1)
+    w, b = train_linear_probe(x_annot, y, k, steps=200, lr=0.05, weight_decay=0.0, init="linear")
+    g = torch.Generator().manual_seed(seed + 5)
+    w = w + 0.5 * w.std() * torch.randn(w.shape, generator=g)
+    p = F.softmax(x_annot @ w.T + b, -1)
     top2 = p.topk(2, dim=1)
     sure = top2.values[:, 0] - top2.values[:, 1]
     flip = flag_top(-sure, frac)

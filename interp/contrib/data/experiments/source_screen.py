@@ -65,12 +65,10 @@ def gaussian_x(g, s, n=N_PER, d=D):
 
 
 def lm_x_sampler():
-    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, token_rows
 
-    rows, seqs, loaded, offset = [], [], None, 0
+    rows, seqs, loaded, offset = [], [], load_lm(), 0  # its weights key the caches
     for corpus in ("stdlib-docs", "stdlib", "usr-share-doc"):
-        if loaded is None and not (store_path(corpus, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            loaded = load_lm()
         x, idx = token_rows(corpus_store(corpus, 48, 64, loaded=loaded), hook_name(12))
         rows.append(x.double())
         seqs.append(idx["seq"] + offset)

@@ -18,6 +18,9 @@ import math
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
+from interp.contrib.common.datasets import digits
+from interp.contrib.common.ridge import ridge_classify
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.diff_info import HiddenTap, cfg_norm, gaussian_mmse, integrate_logsnr, mmse_curve, pool_projector
 from interp.contrib.report import fmt, markdown_table
@@ -50,20 +53,17 @@ class CondDenoiser(nn.Module):
 def train(x: Tensor, y: Tensor, steps: int, seed: int, batch: int = 256) -> CondDenoiser:
     torch.manual_seed(seed)
     m = CondDenoiser(x.shape[1])
-    opt = torch.optim.Adam(m.parameters(), lr=2e-3)
-    sch = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    for _ in range(steps):
-        i = torch.randint(0, len(x), (batch,))
+
+    def loss_fn(i: Tensor) -> Tensor:
         x0, c = x[i], y[i].clone()
         c[torch.rand(batch) < 0.2] = N_CLASSES
         gm = torch.rand(batch) * 14 - 6
         a = torch.sigmoid(gm).unsqueeze(1)
         xt = a.sqrt() * x0 + (1 - a).sqrt() * torch.randn_like(x0)
-        loss = ((m(xt, gm, c) - x0) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sch.step()
+        return ((m(xt, gm, c) - x0) ** 2).mean()
+
+    fit(make_optimizer(m.parameters(), lr=2e-3), loss_fn, random_batches(len(x), batch, steps, None),
+        schedule="cosine", total_steps=steps)
     return m.eval()
 
 
@@ -75,18 +75,12 @@ def denoiser(model: CondDenoiser, c: Tensor) -> callable:
 
 
 def probe_accuracy(h: Tensor, y: Tensor, n_train: int) -> float:
-    X = torch.cat([h.double(), torch.ones(len(h), 1, dtype=torch.float64)], 1)
-    Y = nn.functional.one_hot(y, N_CLASSES).double()
-    W = torch.linalg.solve(X[:n_train].T @ X[:n_train] + 1.0 * torch.eye(X.shape[1], dtype=torch.float64), X[:n_train].T @ Y[:n_train])
-    return float(((X[n_train:] @ W).argmax(1) == y[n_train:]).double().mean())
+    pred = ridge_classify(h[:n_train], y[:n_train], h[n_train:], N_CLASSES, 1.0)
+    return float((pred == y[n_train:]).double().mean())
 
 
 def run_seed(seed: int, steps: int, gammas: Tensor, n_test: int) -> dict:
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    X = torch.tensor(d.data / 8.0 - 1.0, dtype=torch.float32)
-    Y = torch.tensor(d.target)
+    X, Y = digits(scale="signed")
     perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))
     te, tr = perm[:n_test], perm[n_test:]
     model = train(X[tr], Y[tr], steps, seed)

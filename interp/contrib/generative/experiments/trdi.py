@@ -20,6 +20,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
+from interp.contrib.common.datasets import digits
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.trdi import NoiseSchedule, best_path, ddim_jump, invert, jump_costs, reconstruct
 from interp.contrib.report import fmt, markdown_table
@@ -41,28 +43,20 @@ class EpsMLP(nn.Module):
         return self.net(torch.cat([x.float(), torch.sin(ang), torch.cos(ang)], 1))
 
 
-def digits() -> Tensor:
-    from sklearn.datasets import load_digits
-
-    return torch.tensor(load_digits().data / 8.0 - 1.0, dtype=torch.float32)
-
-
 def train_ddpm(x: Tensor, sched: NoiseSchedule, steps: int, seed: int = 0, batch: int = 256) -> EpsMLP:
     torch.manual_seed(seed)
     model = EpsMLP(x.shape[1])
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    lr = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     abar = sched.abar.float()
-    for _ in range(steps):
-        x0 = x[torch.randint(0, len(x), (batch,))]
+
+    def loss_fn(i: Tensor) -> Tensor:
+        x0 = x[i]
         t = torch.randint(0, sched.T, (batch,))
         e = torch.randn_like(x0)
         a = abar[t].unsqueeze(1)
-        loss = ((model(a.sqrt() * x0 + (1 - a).sqrt() * e, t) - e) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        lr.step()
+        return ((model(a.sqrt() * x0 + (1 - a).sqrt() * e, t) - e) ** 2).mean()
+
+    fit(make_optimizer(model.parameters(), lr=2e-3), loss_fn, random_batches(len(x), batch, steps, None),
+        schedule="cosine", total_steps=steps)
     return model.eval()
 
 
@@ -90,7 +84,7 @@ def main(argv=None) -> dict:
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
     sched = NoiseSchedule(1000)
-    X = digits()
+    X, _ = digits(scale="signed")
     if a.quick:
         stride, Ks, seeds, steps, n_cal, n_test = 100, (5,), 1, 150, 16, 50
     else:

@@ -22,13 +22,13 @@ import json
 
 import torch
 
+from interp.contrib.common.ranks import spearman
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.info_globe import (
     InfoGlobe,
     angle_distances,
     fisher_rao,
     modular_counts,
-    spearman,
     to_proportions,
 )
 from interp.contrib.report import fmt, markdown_table

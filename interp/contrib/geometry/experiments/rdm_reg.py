@@ -24,18 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.common.datasets import digits
+from interp.contrib.common.probe import probe_accuracy
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.rdm_reg import gaussian_reg_loss, l0_fraction, rdmreg_loss, rgg_fit, vicreg_loss
 from interp.contrib.report import fmt, markdown_table
 
 MUS = (-1.0, -0.5, 0.0, 0.5)
-
-
-def digits():
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    return torch.tensor(d.data, dtype=torch.float32) / 16.0, torch.tensor(d.target)
 
 
 def augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -80,19 +75,6 @@ def train(method: str, mu: float, x, epochs: int, seed: int) -> JEPA:
     return net.eval()
 
 
-def probe(ftr, ytr, fte, yte, steps: int = 300) -> float:
-    mu, sd = ftr.mean(0), ftr.std(0).clamp_min(1e-6)
-    ftr, fte = (ftr - mu) / sd, (fte - mu) / sd
-    lin = nn.Linear(ftr.shape[1], 10)
-    opt = torch.optim.Adam(lin.parameters(), lr=0.05, weight_decay=1e-4)
-    for _ in range(steps):
-        loss = F.cross_entropy(lin(ftr), ytr)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return float((lin(fte).argmax(-1) == yte).float().mean())
-
-
 def run_digits(seeds: int, epochs: int, quick: bool) -> dict:
     x, y = digits()
     if quick:
@@ -109,8 +91,9 @@ def run_digits(seeds: int, epochs: int, quick: bool) -> dict:
                 hte, zte = net(x[te])
             name = f"RDMReg μ={mu}" if method == "rdmreg" else {"gaussian": "Gaussian target", "vicreg": "VICReg"}[method]
             row = res.setdefault(name, {"probe acc (encoder)": [], "probe acc (projector)": [], "projector ℓ0": []})
-            row["probe acc (encoder)"].append(probe(htr, y[tr], hte, y[te], 100 if quick else 300))
-            row["probe acc (projector)"].append(probe(ztr, y[tr], zte, y[te], 100 if quick else 300))
+            probe = dict(n_classes=10, standardise=True, steps=100 if quick else 300, lr=0.05, init="linear")
+            row["probe acc (encoder)"].append(probe_accuracy(htr, y[tr], hte, y[te], **probe))
+            row["probe acc (projector)"].append(probe_accuracy(ztr, y[tr], zte, y[te], **probe))
             row["projector ℓ0"].append(l0_fraction(zte))
     return res
 

@@ -42,14 +42,11 @@ def synthetic(seed: int, n: int = 400, T: int = 200, R: int = 30, n_pairs: int =
 
 
 def smollm_series():
-    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, store_path
+    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm
 
-    xs, ys = [], []
+    xs, ys, loaded = [], [], load_lm()  # its weights key the caches
     for c, name in enumerate(CORPORA):
-        if not (store_path(name, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            raise FileNotFoundError(f"no cached store for {name}; run an experiment that caches it first "
-                                    "(e.g. `interp contrib run CoupledPI`), or pass --no-lm")
-        st = corpus_store(name, 48, 64)
+        st = corpus_store(name, 48, 64, loaded=loaded)
         data = st.get_rows(slice(0, len(st)), hooks=[hook_name(12)])
         h = data[hook_name(12)].float()
         keep = data["pos"] > 0

@@ -19,6 +19,8 @@ import json
 import torch
 from torch import Tensor
 
+from interp.contrib.common.ranks import spearman
+from interp.contrib.common.ridge import ridge_classify
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.graphs.hial import Hypergraph, clique_expansion, hial_objective, hial_propagation, lazy_greedy
 from interp.contrib.report import fmt, markdown_table
@@ -59,20 +61,10 @@ def zhou_features(hg: Hypergraph, X: Tensor, steps: int = 2) -> Tensor:
 
 
 def ridge_accuracy(F: Tensor, y: Tensor, S: list[int], k: int, lam: float = 1e-1) -> float:
-    Fs = torch.cat([F, torch.ones(len(F), 1, dtype=F.dtype)], 1)
-    Y = torch.nn.functional.one_hot(y[S], k).double()
-    A = Fs[S]
-    W = torch.linalg.solve(A.T @ A + lam * torch.eye(A.shape[1], dtype=F.dtype), A.T @ Y)
-    pred = (Fs @ W).argmax(1)
     mask = torch.ones(len(y), dtype=torch.bool)
     mask[S] = False
-    return float((pred[mask] == y[mask]).double().mean())
-
-
-def _spearman(a: Tensor, b: Tensor) -> float:
-    ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra @ rb) / (ra.norm() * rb.norm()))
+    pred = ridge_classify(F[S], y[S], F[mask], k, lam)
+    return float((pred == y[mask]).double().mean())
 
 
 def trial(seed: int, budgets: tuple[int, ...], n: int, m: int, k: int = 6) -> dict:
@@ -95,9 +87,9 @@ def trial(seed: int, budgets: tuple[int, ...], n: int, m: int, k: int = 6) -> di
     util_ce = torch.tensor([f_ce([v]) for v in range(n)], dtype=torch.float64)
     util_h = torch.tensor([f_h([v]) for v in range(n)], dtype=torch.float64)
     has = H.sum(1) > 0
-    out["corr"] = {"degree (clique exp.)": _spearman(deg[has], mean_size[has]),
-                   "clique-exp. influence": _spearman(util_ce[has], mean_size[has]),
-                   "HIAL": _spearman(util_h[has], mean_size[has])}
+    out["corr"] = {"degree (clique exp.)": spearman(deg[has], mean_size[has]),
+                   "clique-exp. influence": spearman(util_ce[has], mean_size[has]),
+                   "HIAL": spearman(util_h[has], mean_size[has])}
     del clique_expansion_weights
     return out
 

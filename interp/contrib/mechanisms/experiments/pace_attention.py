@@ -23,6 +23,7 @@ import json
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.datasets import digits
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.pace_attention import PACEViT, head_overlap, rate_reduction
 from interp.contrib.report import fmt, markdown_table
@@ -31,20 +32,13 @@ VARIANTS = ("softmax", "mssa", "pace", "pace_exact")
 NAMES = {"softmax": "softmax MHSA", "mssa": "CRATE-MSSA", "pace": "PACE (sketch 8)", "pace_exact": "PACE (exact Gram)"}
 
 
-def digits():
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    return torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0, torch.tensor(d.target)
-
-
 def token_dr(states, labels) -> float:
     z = F.normalize(states.flatten(0, 1), dim=-1)  # every token of every image, labelled by its image
     return rate_reduction(z, labels.repeat_interleave(states.shape[1]))["dR"]
 
 
 def trial(variant: str, seed: int, epochs: int, quick: bool) -> dict[str, float]:
-    x, y = digits()
+    x, y = digits(images=True)
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(100 + seed))
     tr, te = perm[: int(0.7 * len(x))], perm[int(0.7 * len(x)) :]
     if quick:

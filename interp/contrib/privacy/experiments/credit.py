@@ -27,8 +27,10 @@ import json
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import roc_auc_score
 
+from interp.contrib.common.fit import fit, make_optimizer
+from interp.contrib.common.datasets import digits
+from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.privacy.credit import certified_threshold, credit_score, defend
 from interp.contrib.report import fmt, markdown_table
@@ -46,13 +48,11 @@ class Net(torch.nn.Module):
 
 
 def train(net: Net, x: torch.Tensor, target: torch.Tensor, soft: bool, steps: int, lr: float = 3e-3) -> Net:
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-4)
-    for _ in range(steps):
+    def loss_fn(_) -> torch.Tensor:
         _, logits = net(x)
-        loss = F.kl_div(F.log_softmax(logits, -1), target, reduction="batchmean") if soft else F.cross_entropy(logits, target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return F.kl_div(F.log_softmax(logits, -1), target, reduction="batchmean") if soft else F.cross_entropy(logits, target)
+
+    fit(make_optimizer(net.parameters(), lr=lr, weight_decay=1e-4), loss_fn, range(steps))
     return net
 
 
@@ -71,20 +71,16 @@ def served_probs(owner: Net, x: torch.Tensor, sigma: float, rng: np.random.Gener
 
 def verify(owner_emb, suspects: dict[str, list[np.ndarray]], sigma, queries, rng) -> dict:
     scores = {k: [credit_score(owner_emb, e, rng=rng) for e in v] for k, v in suspects.items()}
-    y = [1] * len(scores["surrogate"]) + [0] * len(scores["independent"])
-    auc = roc_auc_score(y, scores["surrogate"] + scores["independent"])
+    auc = auroc(torch.tensor(scores["surrogate"], dtype=torch.float64), torch.tensor(scores["independent"], dtype=torch.float64))
     tau = certified_threshold(owner_emb, sigma, queries) if sigma > 0 else float("nan")
     return {**scores, "auroc": float(auc), "tau": tau}
 
 
 def digits_run(seed: int, scales, steps: int, n_models: int) -> dict:
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
+    x, y = digits()
     g = np.random.default_rng(seed)
-    perm = g.permutation(len(x))
-    x = torch.tensor(x[perm] / 16.0, dtype=torch.float32)
-    y = torch.tensor(y[perm])
+    perm = torch.from_numpy(g.permutation(len(x)))
+    x, y = x[perm], y[perm]
     tr, ver, te = slice(0, 1000), slice(1000, 1300), slice(1300, None)
     torch.manual_seed(seed)
     owner = train(Net(64, 128, 32, 10), x[tr], y[tr], False, steps)
@@ -119,12 +115,10 @@ def _pca(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def lm_run(seed: int, scales, steps: int, n_models: int) -> dict:
-    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import corpus_store, hook_name, load_lm, token_rows
 
-    feats, finals, toks, loaded = [], [], [], None
+    feats, finals, toks, loaded = [], [], [], load_lm()  # its weights key the caches
     for corpus in ("stdlib-docs", "stdlib"):
-        if loaded is None and not (store_path(corpus, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            loaded = load_lm()
         st = corpus_store(corpus, 48, 64, loaded=loaded)
         f6, idx = token_rows(st, hook_name(6))
         fin, _ = token_rows(st, "ln_final.hook_normalized")

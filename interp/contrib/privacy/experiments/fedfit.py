@@ -16,6 +16,7 @@ import json
 
 import torch
 
+from interp.contrib.common.datasets import digits
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.privacy.fedfit import FedConfig, dirichlet_split, federated_train
 from interp.contrib.report import fmt, markdown_table
@@ -39,11 +40,8 @@ def run(x, y, dims, seed: int, rounds: int, n_test: int) -> dict[str, float]:
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 6 rounds (adjusting every round), digits only", no_lm=True)
     a = parse(ap, argv)
-    from sklearn.datasets import load_digits
-
     seeds, rounds = (1, 6) if a.quick else (a.seeds, 30)
-    xd, yd = load_digits(return_X_y=True)
-    xd, yd = torch.tensor(xd / 16.0, dtype=torch.float32), torch.tensor(yd)
+    xd, yd = digits()
     out = {"digits": [run(xd, yd, (64, 256, 10), s, rounds, 400) for s in range(seeds)]}
     if not (a.quick or a.no_lm):
         from interp.contrib.lm_features import labelled_corpora

@@ -25,6 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.privacy.representation_unlearning import RepresentationTransform, UnlearnConfig, fit_transform
@@ -72,11 +73,6 @@ def class_logits(model, x, hook=None):
     return model.run_with_hooks(x, fwd_hooks=hooks)[:, -1, TOPIC0 : TOPIC0 + N_TOPICS]
 
 
-def auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
-    """P(score_pos > score_neg): pos = -loss on forget examples, neg = -loss on test examples."""
-    return float((pos[:, None] > neg[None]).float().mean() + 0.5 * (pos[:, None] == neg[None]).float().mean())
-
-
 def metrics(model, sets, hook=None) -> dict:
     out = {}
     losses = {}
@@ -84,7 +80,7 @@ def metrics(model, sets, hook=None) -> dict:
         lg = class_logits(model, x, hook)
         out[f"acc_{name}"] = round((lg.argmax(-1) == y).float().mean().item(), 4)
         losses[name] = F.cross_entropy(lg, y, reduction="none")
-    out["mia_auc_forget_vs_test"] = round(auc(-losses["forget"], -losses["test"]), 4)
+    out["mia_auc_forget_vs_test"] = round(auroc(-losses["forget"], -losses["test"]), 4)
     return out
 
 

@@ -21,9 +21,11 @@ import math
 import torch
 from torch import nn
 
+from interp.contrib.common.datasets import digits
+from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
-from interp.contrib.uncertainty_ood.gem import GEMHead, auroc, brier, gem_loss
+from interp.contrib.uncertainty_ood.gem import GEMHead, brier, gem_loss
 
 VARIANTS = {  # name: (n_heads, gate, fisher_weight)
     "EDL": (1, False, 0.0),
@@ -76,10 +78,7 @@ def evaluate(net: Net, x_te, y_te, oods: dict[str, torch.Tensor]) -> dict[str, f
 
 
 def digits_data(seed: int):
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x, y = torch.tensor(d.data, dtype=torch.float32) / 16.0, torch.tensor(d.target)
+    x, y = digits()
     g = torch.Generator().manual_seed(seed)
     idd = torch.nonzero(y <= 6).flatten()
     idd = idd[torch.randperm(len(idd), generator=g)]

@@ -24,10 +24,11 @@ import json
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.probe import train_linear_probe
+from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
-from interp.contrib.uncertainty_ood.gem import auroc
-from interp.contrib.uncertainty_ood.safer import SAFER, sbm_graph, sgc_features, train_linear_head
+from interp.contrib.uncertainty_ood.safer import SAFER, sbm_graph, sgc_features
 
 TASKS = ((0, 1), (2, 3), (4, 5))
 UNKNOWN = (6, 7)
@@ -52,14 +53,7 @@ class FineTune:
         w, b = torch.zeros(n, x.shape[1]), torch.zeros(n)
         if self.w is not None:  # keep the old rows, continue training on the new task only
             w[: len(self.w)], b[: len(self.b)] = self.w, self.b
-        w, b = w.requires_grad_(), b.requires_grad_()
-        opt = torch.optim.Adam([w, b], lr=0.1, weight_decay=1e-4)
-        for _ in range(self.steps):
-            loss = F.cross_entropy(x @ w.T + b, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        self.w, self.b = w.detach(), b.detach()
+        self.w, self.b = train_linear_probe(x, y, n, self.steps, lr=0.1, weight_decay=1e-4, init=(w, b))
 
     def predict(self, x):
         p = F.softmax(x @ self.w.T + self.b, -1)
@@ -119,12 +113,10 @@ def graph_data(seed: int, n: int):
 
 
 def lm_data():
-    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, store_path, token_rows
+    from interp.contrib.lm_features import CORPORA, corpus_store, hook_name, load_lm, token_rows
 
-    xs, toks, loaded = [], [], None
+    xs, toks, loaded = [], [], load_lm()  # its weights key the caches
     for c in CORPORA:
-        if loaded is None and not (store_path(c, 48, 64, "smollm2-135m") / "manifest.json").is_file():
-            loaded = load_lm()
         x, idx = token_rows(corpus_store(c, 48, 64, loaded=loaded), hook_name(12))
         xs.append(x)
         toks.append(idx["tokens"].long())

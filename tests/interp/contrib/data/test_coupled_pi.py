@@ -1,12 +1,12 @@
 import pytest
 import torch
 
+from interp.contrib.common.ridge import ridge
 from interp.contrib.data.coupled_pi import (
     coupled_closed_form,
     fit_coupled,
     fit_coupled_cv,
     fit_two_step,
-    ridge,
 )
 
 
@@ -24,7 +24,7 @@ def test_hand_computed_ridge_case():
     fit = coupled_closed_form(xl, torch.tensor([[1.0], [0.0]]), yl, torch.zeros(0, 1), torch.zeros(0, 1), lam=0.0, rho=0.0)
     assert fit.alpha.item() == pytest.approx(1.0, abs=1e-12)
     # ridge: (xᵀx/n + ρ)⁻¹ xᵀy/n = (2.5 / (2.5 + 0.5))
-    assert ridge(xl, yl, 0.5).item() == pytest.approx(2.5 / 3.0)
+    assert ridge(xl, yl, 0.5, mean=True).item() == pytest.approx(2.5 / 3.0)
 
 
 @pytest.mark.parametrize("kappa", [0.0, 0.5, 1.0])
@@ -37,7 +37,7 @@ def test_alternating_solver_reaches_closed_form(kappa):
 
 def test_limits_lambda_zero_is_ridge_and_large_lambda_is_two_step():
     xl, wl, yl, xu, wu = _data()
-    assert torch.allclose(coupled_closed_form(xl, wl, yl, xu, wu, 0.0).alpha, ridge(xl, yl, 1e-3), atol=1e-10)
+    assert torch.allclose(coupled_closed_form(xl, wl, yl, xu, wu, 0.0).alpha, ridge(xl, yl, 1e-3, mean=True), atol=1e-10)
     far = coupled_closed_form(xl, wl, yl, xu, wu, 1e6, kappa=0.0, rho=0.0).alpha
     assert torch.allclose(far, fit_two_step(xl, wl, yl, xu, wu, rho=0.0).alpha, atol=1e-4)
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.ranks import spearman
 from interp.contrib.data.gfd_emvc import (
     detection_f1,
     evolve_fusion,
@@ -10,7 +11,6 @@ from interp.contrib.data.gfd_emvc import (
     last_layer_gradients,
     prototype_relabel,
     small_loss_scores,
-    spearman,
 )
 
 

@@ -3,12 +3,12 @@ import math
 import pytest
 import torch
 
+from interp.contrib.common.ranks import spearman
 from interp.contrib.geometry.info_globe import (
     InfoGlobe,
     angle_distances,
     fisher_rao,
     modular_counts,
-    spearman,
     to_proportions,
 )
 

@@ -3,10 +3,10 @@ import math
 import pytest
 import torch
 
+from interp.contrib.common.ranks import auroc
 from interp.contrib.uncertainty_ood.gem import (
     GEMHead,
     GEMOutput,
-    auroc,
     brier,
     edl_loss,
     fisher_allocation_penalty,

