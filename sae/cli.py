@@ -54,7 +54,7 @@ def train(
     k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
     max_tokens: int = typer.Option(200_000, "--max-tokens", metavar="INT", help="Training tokens."),
     batch_size: int = typer.Option(4096, help="Tokens per step."),
-    lr: float = typer.Option(3e-4, help="Adam learning rate."),
+    lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: 2e-4/sqrt(d_sae/16384), at most 1e-3)."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
     holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
@@ -90,7 +90,7 @@ def train(
 
 
 RUN_FILES = ("cfg.json", "sae_weights.safetensors", "train_config.json", "train_report.json")
-RUN_DIRS = ("checkpoint", "checkpoint.old")
+RUN_DIRS = ("checkpoint", "checkpoint.old", "training_sae")
 """What `sae train` writes into --out (all that `--overwrite` removes; other files stay)."""
 
 
