@@ -200,7 +200,7 @@ def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words:
     # the probes are small (~1,000 words): fitted on the CPU, with a CPU copy of the SAE
     cpu_sae = s if device == "cpu" else copy.deepcopy(s).cpu()
     fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws).cpu(), ws, cpu_sae)
-    return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec)
+    return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec, sae=cpu_sae)
 
 
 def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
