@@ -49,7 +49,7 @@ def train_sae_lens(arch: str, store: Any, run_dir: Path, d_sae: int, k: float, s
     from sae_lens.config import SAETrainerConfig
     from sae_lens.training.sae_trainer import SAETrainer
 
-    from interp.rows import RowRule
+    from interp.cache.rows import RowRule
     from sae.train import batches, split_shards
 
     cfg = json.loads((run_dir / "train_config.json").read_text())

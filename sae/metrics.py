@@ -112,13 +112,13 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     """Next-token CE with the SAE's reconstruction replacing the hook's activation, against the clean
     model and zero ablation; CE recovered = (CE_zero - CE_sae) / (CE_zero - CE_clean); KL(clean || sae).
 
-    Special rows (`rows`, an `interp.rows.RowFilter`; default: the toolkit's default rule measured on these
+    Special rows (`rows`, an `interp.cache.rows.RowFilter`; default: the toolkit's default rule measured on these
     activations) keep their clean value in the SAE and zero runs: they are never SAE inputs. CE and KL
     cover every next-token prediction; `spliced_frac` says which share of activations were replaced.
     `cache` (a dict the caller keeps) holds the zero-ablation CE per batch, which does not depend on the
     SAE: scoring several SAEs on the same tokens and rows then costs two forward passes each, not three."""
-    from interp.hooked_model import next_token_loss
-    from interp.rows import RowRule
+    from interp.wrapper.hooked_model import next_token_loss
+    from interp.cache.rows import RowRule
 
     sae.eval()
     mask = torch.ones_like(tokens) if mask is None else mask

@@ -2,7 +2,7 @@
 
 The optimisation step is sae-lens's own (`SAETrainer.step`: forward, losses, backward, grad-norm clip,
 Adam, lr and coefficient schedules, dead-latent tracking); this module supplies the data (batches from
-`store.iter_batches`, special rows dropped by the `interp.rows` rule, scaled so that E||x||² = d_in), progress, checkpoints
+`store.iter_batches`, special rows dropped by the `interp.cache.rows` rule, scaled so that E||x||² = d_in), progress, checkpoints
 (`sae.checkpoint`: safetensors + JSON, no pickle, swapped in so that a kill at any instant recovers),
 resumption (the data stream is replayed to the same row and every random draw of a step comes from a
 (seed, step) generator, so a killed-and-resumed run ends bitwise equal to an uninterrupted one), the
@@ -30,9 +30,9 @@ import torch
 from sae_lens.config import SAETrainerConfig
 from sae_lens.training.sae_trainer import SAETrainer
 
-from interp.portable import relative_to
-from interp.oom import advise_on_oom
-from interp.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
+from interp.infra.portable import relative_to
+from interp.infra.oom import advise_on_oom
+from interp.cache.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
 from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
 from sae import checkpoint
@@ -92,7 +92,7 @@ class TrainConfig:
     outlier_norm_multiple: float | None = None
     """Deprecated (kept for old callers): when set, `exclude` becomes "norm-outliers:<value>"."""
     exclude: str = DEFAULT_EXCLUDE
-    """Special rows never trained on (`interp.rows` spec: none, bos, positions:0,1, norm-outliers:10, or a
+    """Special rows never trained on (`interp.cache.rows` spec: none, bos, positions:0,1, norm-outliers:10, or a
     '+' combination); the canonical spec and its reference norm are recorded in train_config.json."""
     checkpoint_every: int = 50
     """Steps between checkpoints."""
@@ -104,7 +104,7 @@ class TrainConfig:
     """Where the SAE trains: auto, cpu, cuda or cuda:N (not part of the run's identity: a run may resume elsewhere)."""
 
     def __post_init__(self) -> None:
-        from interp.devices import resolve_device
+        from interp.infra.devices import resolve_device
 
         self.device = resolve_device(self.device)
         _, cfg_cls = training_class(self.arch)  # raises on unknown names
@@ -351,7 +351,7 @@ def _train_sae(
     ckpt = out / "checkpoint"
     checkpoint.recover(ckpt)
     identity = store.identity(hook, train_shards)
-    # The store is recorded relative to `out` (interp.portable), so the run and its store can move together.
+    # The store is recorded relative to `out` (interp.infra.portable), so the run and its store can move together.
     try:
         recorded = json.loads((out / "train_config.json").read_text()).get("rows") or {}
     except (OSError, json.JSONDecodeError):

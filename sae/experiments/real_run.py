@@ -12,7 +12,7 @@ training shards, Adam at dictionary_learning's lr 2e-4/sqrt(d_sae/16384), warmup
 the last 20%, official AuxK (1/32, normalised) for the BatchTopK family, C²R λ 5 normalised to the
 official batch of 2048, PolySAE ranks (d_in, 64, 64), TopK and PolySAE both without decoder-norm
 rescaling (as the PolySAE paper runs them), Coh on the TopK base with the paper's λ 1e-3 (summed).
-Special rows follow `interp.rows`' default (positions:0+norm-outliers:10) everywhere.
+Special rows follow `interp.cache.rows`' default (positions:0+norm-outliers:10) everywhere.
 
 Metrics, all on the held-out shard(s), which no SAE trains on: FVU, L0, dead latents (inference codes:
 BatchTopK family as JumpReLU; the batch-level FVU/L0 too for comparison); CE and KL recovered with the SAE
