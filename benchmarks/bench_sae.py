@@ -217,7 +217,7 @@ def main() -> None:
                 # toolkit: the whole train_sae path (timing from its report: the step loop only)
                 cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
                                   checkpoint_every=10_000, settings={k: v for k, v in settings.items() if k != "k"},
-                                  normalize=False, exclude="none")
+                                  normalize=False, exclude="none", dead_window_steps=10_000)  # no AuxK: as the bare loop
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 times[name]["toolkit"].append(rep_["steady_seconds_per_step"])  # after a first step, like the others
                 times[name]["trainer"] += trainer_step_times(arch, settings, x, B, d, n, steps, 1)
@@ -245,7 +245,7 @@ def main() -> None:
             tk = []
             for rep in range(reps):
                 cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
-                                  checkpoint_every=10_000, normalize=False, exclude="none")
+                                  checkpoint_every=10_000, normalize=False, exclude="none", dead_window_steps=10_000)
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 tk.append(rep_["steady_seconds_per_step"])
             med = statistics.median(tk)

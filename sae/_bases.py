@@ -22,9 +22,14 @@ from sae_lens.saes.standard_sae import StandardTrainingSAE, StandardTrainingSAEC
 from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig, act_times_W_dec, calculate_topk_aux_acts
 
 AUXK_STYLES = ("official", "sae_lens")
-"""official: BatchTopK's own AuxK (Bussmann et al.; dictionary_learning's `BatchTopKTrainer`): the dead
-latents' top-(d_in/2) reconstruction error of the residual, divided by the residual's variance, weight
-1/32. sae_lens: sae-lens's TopK AuxK (unnormalised, scaled by min(n_dead/k_aux, 1), weight 1)."""
+"""sae_lens (the default): sae-lens's TopK AuxK (unnormalised, scaled by min(n_dead/k_aux, 1), weight 1),
+which revives dead latents within a few hundred steps. official: BatchTopK's own AuxK (Bussmann et al.;
+dictionary_learning's `BatchTopKTrainer`): the dead latents' top-(d_in/2) reconstruction error of the
+residual, divided by the residual's variance, weight 1/32; it leaves two thirds of the latents dead in a
+2M-token run (sae/README.md), so it is the paper-reproduction setting (`--set auxk_style=official`)."""
+
+AUXK_COEFFICIENT = {"official": 1 / 32, "sae_lens": 1.0}
+"""Each style's own weight, used when `aux_loss_coefficient` is left at None."""
 
 
 def auxk_loss(style: str, coefficient: float, residual: torch.Tensor, recons: torch.Tensor, n_dead: int, k_aux: int) -> torch.Tensor:
@@ -40,13 +45,15 @@ def auxk_loss(style: str, coefficient: float, residual: torch.Tensor, recons: to
 class AuxKFields:
     """AuxK style of the BatchTopK family (mixed into its configs)."""
 
-    auxk_style: str = "official"
-    """'official' (normalised by the residual variance; use aux_loss_coefficient 1/32, the default here) or
-    'sae_lens' (sae-lens's unnormalised form; its coefficient is 1)."""
+    auxk_style: str = "sae_lens"
+    """'sae_lens' (sae-lens's unnormalised form, weight 1) or 'official' (normalised by the residual
+    variance, weight 1/32: the paper's). `aux_loss_coefficient` None takes the style's own weight."""
 
     def _check_auxk(self) -> None:
         if self.auxk_style not in AUXK_STYLES:
             raise ValueError(f"auxk_style must be one of {AUXK_STYLES}, got {self.auxk_style!r}")
+        if self.aux_loss_coefficient is None:
+            self.aux_loss_coefficient = AUXK_COEFFICIENT[self.auxk_style]
 
 
 class AuxKMixin:
@@ -68,13 +75,13 @@ class AuxKMixin:
 def _batchtopk_base() -> tuple[type, type]:
     def post_init(self) -> None:  # type: ignore[no-untyped-def]
         coerce_metadata(self)
+        self._check_auxk()  # first: resolves aux_loss_coefficient before the base's checks see it
         BatchTopKTrainingSAEConfig.__post_init__(self)
-        self._check_auxk()
 
     cfg_cls = dataclass(type("TkBatchTopKConfig", (BatchTopKTrainingSAEConfig, AuxKFields), {
-        "__doc__": "sae-lens's BatchTopK with the official AuxK by default.",
-        "__annotations__": {"aux_loss_coefficient": float},
-        "aux_loss_coefficient": 1 / 32,
+        "__doc__": "sae-lens's BatchTopK with a choice of AuxK (sae-lens's by default, the official one by flag).",
+        "__annotations__": {"aux_loss_coefficient": "float | None"},
+        "aux_loss_coefficient": None,
         "architecture": classmethod(lambda cls: "tk_batchtopk"),
         "__post_init__": post_init,
     }))
@@ -91,15 +98,18 @@ BASES: dict[str, tuple[type, type]] = {
     "matryoshka_batchtopk": (MatryoshkaBatchTopKTrainingSAE, MatryoshkaBatchTopKTrainingSAEConfig),
 }
 """Encoder/sparsity families a variant can be built on (our name -> training class, config): sae-lens's
-own training SAEs; the BatchTopK base is sae-lens's with the official AuxK (1/32, normalised) as default
-(`auxk_style`). Matryoshka keeps sae-lens's AuxK."""
+own training SAEs; the BatchTopK base is sae-lens's with a choice of AuxK (`auxk_style`: sae-lens's by
+default, the official 1/32 normalised one by flag). Matryoshka keeps sae-lens's AuxK."""
 
 
 def make_variant(name: str, base: str, mixin: type, fields: type, check: str, prefix: str,
-                 extra_cfg: dict[str, Any] | None = None, extra_cls: dict[str, Any] | None = None) -> tuple[type, type]:
+                 extra_cfg: dict[str, Any] | None = None, extra_cls: dict[str, Any] | None = None,
+                 loss_only: bool = True) -> tuple[type, type]:
     """Build and register `name` = `mixin` (losses/decoder) over base `base`, with config fields `fields`
     (validated by `fields.<check>()` after the base's own checks). A new base for every variant is one
-    entry in `BASES` plus one `make_variant` line per variant."""
+    entry in `BASES` plus one `make_variant` line per variant. A `loss_only` variant (a training term, the
+    same encoder and decoder: C²R, Coh) ships as its base's inference class, so its saved inference folder
+    loads in plain sae-lens; a variant that changes the model (PolySAE's decoder) passes False."""
     base_cls, base_cfg = BASES[base]
 
     def post_init(self) -> None:  # type: ignore[no-untyped-def]
@@ -113,10 +123,24 @@ def make_variant(name: str, base: str, mixin: type, fields: type, check: str, pr
         "__post_init__": post_init,
         **(extra_cfg or {}),
     }
+    if loss_only:
+        ns["get_inference_config_class"] = lambda self: _base_inference_config(base_cfg, self)
     cfg_cls = dataclass(type(f"{prefix}{base_cfg.__name__}", (base_cfg, fields), ns))
     cls = type(f"{prefix}{base_cls.__name__}", (mixin, base_cls), {"__doc__": f"{base} SAE + {prefix}.", **(extra_cls or {})})
     register(name, cls, cfg_cls)
     return cls, cfg_cls
+
+
+def _base_inference_config(base_cfg: type, cfg: Any) -> type:
+    """The inference config class of a base (sae-lens's default looks it up by the config's own
+    architecture name, which for a variant is the variant's)."""
+    from sae_lens.registry import get_sae_class
+    from sae_lens.saes.sae import TrainingSAEConfig
+
+    own = base_cfg.get_inference_config_class
+    if own is TrainingSAEConfig.get_inference_config_class:
+        return get_sae_class(base_cfg.architecture())[1]
+    return own(cfg)
 
 
 def register(name: str, cls: type, cfg_cls: type) -> None:

@@ -51,7 +51,28 @@ BASELINE_OF: dict[str, str] = {
 
 DEFAULTS: dict[str, dict[str, Any]] = {"relu": {"l1_coefficient": 5.0}}
 # Matryoshka nests prefixes of the dictionary: by default four levels, d_sae/8, /4, /2 and all (set by make_sae).
-"""Settings that differ from sae-lens's defaults for our use."""
+"""Settings that differ from sae-lens's defaults for our use, by *base* (`base_of`): a variant takes its
+base's, so c2r_relu, coh and poly_relu train with relu's L1 coefficient and differ from it only in their
+own term."""
+
+PAPER_SETTINGS: dict[str, Any] = {"auxk_style": "official", "c2r_ref_batch": 2048}
+"""The papers' settings where they differ from the defaults (the official 1/32 normalised AuxK, C²R's
+normalisation to batch 2048): what the paper-reproduction experiments pass (`paper_settings`)."""
+
+
+def base_of(arch: str) -> str:
+    """The base a toolkit architecture is built on (relu, topk, batchtopk, jumprelu, gated, matryoshka)."""
+    while arch in BASELINE_OF:
+        arch = BASELINE_OF[arch]
+    return arch
+
+
+def paper_settings(arch: str) -> dict[str, Any]:
+    """`PAPER_SETTINGS` restricted to the fields `arch`'s config has."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(training_class(arch)[1])}
+    return {k: v for k, v in PAPER_SETTINGS.items() if k in names}
 
 
 class UnknownArchitectureError(ValueError):
@@ -85,7 +106,7 @@ def make_sae(arch: str, d_in: int, d_sae: int, seed: int | None = None, **settin
         settings["matryoshka_widths"] = sorted({max(1, d_sae // 8), max(1, d_sae // 4), max(1, d_sae // 2), d_sae})
     if seed is not None:
         torch.manual_seed(seed)
-    return cls(cfg_cls(d_in=d_in, d_sae=d_sae, **{**DEFAULTS.get(arch, {}), **settings}))
+    return cls(cfg_cls(d_in=d_in, d_sae=d_sae, **{**DEFAULTS.get(base_of(arch), {}), **settings}))
 
 
 def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> SAE:
@@ -95,12 +116,15 @@ def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> S
     BatchTopK-family SAEs as JumpReLU with their threshold, so a row's code never depends on its batch).
     `inference=False` returns the training class (loss and settings; batch-level top-k in `encode`), for
     resuming or for the explicit batch-level evaluation. Inference-only folders load through
-    `SAE.load_from_disk` either way.
+    `SAE.load_from_disk` either way. A run folder of `interp sae train` holds the inference form (what
+    plain sae-lens loads) with the training form in `training_sae/` (`sae.train.save_trained`).
     """
     path = Path(path)
     cfg_file = path / "cfg.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} is not an SAE checkpoint: no cfg.json (train one with `interp sae train`)")
+    if (path / "training_sae" / "cfg.json").is_file():
+        return SAE.load_from_disk(path, device=device) if inference else load_sae(path / "training_sae", device, False)
     arch = json.loads(cfg_file.read_text()).get("architecture")
     if arch in SAE_TRAINING_CLASS_REGISTRY:
         sae = TrainingSAE.load_from_disk(path, device=device)

@@ -54,7 +54,7 @@ def train(
     k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
     max_tokens: int = typer.Option(200_000, "--max-tokens", metavar="INT", help="Training tokens."),
     batch_size: int = typer.Option(4096, help="Tokens per step."),
-    lr: float = typer.Option(3e-4, help="Adam learning rate."),
+    lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: 2e-4/sqrt(d_sae/16384), at most 1e-3)."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
     holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
@@ -90,7 +90,7 @@ def train(
 
 
 RUN_FILES = ("cfg.json", "sae_weights.safetensors", "train_config.json", "train_report.json")
-RUN_DIRS = ("checkpoint", "checkpoint.old")
+RUN_DIRS = ("checkpoint", "checkpoint.old", "training_sae")
 """What `sae train` writes into --out (all that `--overwrite` removes; other files stay)."""
 
 
@@ -200,7 +200,7 @@ def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words:
     # the probes are small (~1,000 words): fitted on the CPU, with a CPU copy of the SAE
     cpu_sae = s if device == "cpu" else copy.deepcopy(s).cpu()
     fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws).cpu(), ws, cpu_sae)
-    return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec)
+    return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec, sae=cpu_sae)
 
 
 def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:

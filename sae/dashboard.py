@@ -128,7 +128,8 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
         if not spec:
             raise ValueError("--text needs a model: pass --model SPEC")
         view = text_view(sr, interp.load_model(spec), text, vocab=Vocab(tok),
-                         pages=set(json.loads((Path(out) / "dashboard.json").read_text())["pages"]))
+                         pages=set(json.loads((Path(out) / "dashboard.json").read_text())["pages"]),
+                         dense=stats.freq > cfg.dense)
         atomic_write_bytes(Path(out) / "text.html", view.html().encode())
     return index
 
@@ -165,13 +166,27 @@ def feature_page(sae: Any, i: int, store: Any = None, max_rows: int = 16_384, ex
 
 
 def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = None, pages: set[int] | None = None,
-              exclude: str | None = None, n_features: int = 12) -> Any:
-    """Every latent's activations on your text (`TextView`, inline in Jupyter). `sae`: folder, SAE, or `SaeRows`."""
+              exclude: str | None = None, n_features: int = 12, dense: Any = None, max_rows: int = 8192) -> Any:
+    """Every latent's activations on your text (`TextView`, inline in Jupyter). `sae`: folder, SAE, or `SaeRows`.
+
+    Dense latents (firing on more than 10% of the store's rows, the index's rule) are listed last, in their
+    own section; `dense` ([d_sae] bool) gives them, else they are measured on the first `max_rows` rows
+    `sae eval` scores."""
     from interp.dashboards import Vocab
     from interp.dashboards.text import TextView, hook_activations
     from sae import metrics as M
 
-    sr = sae if isinstance(sae, SaeRows) else sae_rows(sae, store, 1, exclude)
+    sr = sae if isinstance(sae, SaeRows) else sae_rows(sae, store, max_rows, exclude)
+    if dense is None:
+        from interp.dashboards import DashboardConfig
+
+        from sae.evaluate import kept_rows
+
+        rows = kept_rows(sr.store, sr.hook, sr.rows, sr.row_filter or _KeepAll(), sr.max_rows or max_rows)[sr.hook]
+        fires = torch.zeros(sr.sae.cfg.d_sae)
+        for i in range(0, len(rows), 4096):
+            fires += (M.encode(sr.sae, rows[i:i + 4096].float()) > 0).sum(0).float()
+        dense = fires / max(len(rows), 1) > DashboardConfig().dense
     ids, x, pos = hook_activations(model, sr.hook, text)
     keep = sr.row_filter.keep_tensor(x, pos) if sr.row_filter is not None else torch.ones(len(x), dtype=torch.bool)
     z = torch.zeros(len(x), sr.sae.cfg.d_sae)
@@ -180,4 +195,12 @@ def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = N
     rule = sr.row_filter.spec if sr.row_filter is not None else "none"
     link = (lambda g: f"features/{g}.html" if g in pages else None) if pages else None
     return TextView(ids, z, vocab or Vocab(model.tokenizer), keep, n_features, link,
-                    note=f"latents of the SAE on {sr.hook}; rows rule {rule}")
+                    note=f"latents of the SAE on {sr.hook}; rows rule {rule}; dense: fires on > 10% of the store's rows",
+                    dense=dense)
+
+
+class _KeepAll:
+    """A row filter that keeps every row (an SAE scored with the rule 'none')."""
+
+    def keep(self, batch: dict[str, Any]) -> torch.Tensor:
+        return torch.ones(len(batch["seq"]), dtype=torch.bool)

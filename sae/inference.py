@@ -24,6 +24,7 @@ Batch-level top-k stays available as an explicit option: evaluate the training o
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import torch
@@ -94,3 +95,48 @@ def threshold_of(sae: Any) -> float | None:
     if isinstance(thr, Tensor) and thr.numel() and bool((thr == thr.flatten()[0]).all()):
         return float(thr.flatten()[0])
     return None
+
+
+@torch.no_grad()
+def calibrate_threshold(sae: Any, chunks: Any, k: float, slack: int = 4) -> dict[str, float]:
+    """Set a BatchTopK-family SAE's shipped threshold so that its JumpReLU codes fire k times per row on
+    average over the rows in `chunks` (an iterable of [n, d_in] tensors, in the SAE's input units).
+
+    The threshold sae-lens ships is a running average (rate 0.01) of the smallest activation each batch
+    selected: after a few hundred steps it still lags the encoder, and shipped L0 can be 5x k (issue 24).
+    Over N rows, batch top-k keeps the k·N largest pre-activations; the threshold that keeps exactly those
+    is the k·N-th largest value, which is what this sets. Each chunk contributes its `slack`·k·n largest
+    values (so memory is O(k·N), not O(N·d_sae)); if any chunk's kept values all lie above the result
+    (the chunk could hold more), the chunk is recomputed with no cut (exact either way).
+
+    Returns {"threshold_trained", "threshold", "rows"}; the SAE's `topk_threshold` is updated in place."""
+    if not is_batch_topk(sae):
+        raise ValueError(f"{type(sae).__name__} has no batch-level threshold to calibrate")
+    was_training = sae.training
+    sae.eval()
+    kept, floors, xs, n = [], [], [], 0
+    for x in chunks:
+        x = x.to(sae.W_enc.device, sae.W_enc.dtype)
+        _, pre = sae.encode_with_hidden_pre(x)
+        flat = pre.relu().flatten()
+        m = min(flat.numel(), max(1, int(math.ceil(slack * k * len(x)))))
+        top = flat.topk(m).values
+        kept.append(top)
+        floors.append(float(top[-1]) if m < flat.numel() else -math.inf)
+        xs.append(x)
+        n += len(x)
+    if not n:
+        raise ValueError("no rows to calibrate the threshold on")
+    want = max(1, int(round(k * n)))
+    vals = torch.cat(kept)
+    theta = float(vals.topk(min(want, vals.numel())).values[-1])
+    for i, floor in enumerate(floors):  # a chunk whose cut reaches the threshold may hold more values above it
+        if floor >= theta:
+            _, pre = sae.encode_with_hidden_pre(xs[i])
+            kept[i] = pre.relu().flatten()
+    vals = torch.cat(kept)
+    theta = float(vals.topk(min(want, vals.numel())).values[-1])
+    before = float(sae.topk_threshold)
+    sae.topk_threshold.fill_(theta)
+    sae.train(was_training)
+    return {"threshold_trained": before, "threshold": theta, "rows": n}

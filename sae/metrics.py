@@ -57,16 +57,30 @@ def encode(sae: Any, x: Tensor, batch_size: int = 4096) -> Tensor:
 def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float = 0.1) -> dict[str, float]:
     """MSE (summed over d_in, mean over rows), FVU, L0, and dead/dense latent fractions over `batches`.
 
-    Dead: never fired over all rows; dense: fires on more than `dense_threshold` of rows.
+    Dead: never fired on any of these rows (the window is the rows themselves: `dead_window_rows`); dense:
+    fires on more than `dense_threshold` of them. The one meaning of dead/dense of the toolkit: `sae eval`,
+    the train report's `eval`, the dashboards and the SAEBench-format JSON all count it on the held-out rows
+    the row rule keeps (all rows when training held none out). Also SAEBench core's reconstruction and
+    shrinkage numbers (l1, cossim, l2 norms and ratio, relative reconstruction bias E[x̂·x̂]/E[x̂·x], the
+    share of latents and of firing mass above 1% / 10% density).
     """
     sae.eval()
     n, se, s1, s2, l0 = 0, 0.0, None, None, 0.0
     fires = None
+    extra = dict.fromkeys(("l1", "cossim", "l2_in", "l2_out", "l2_ratio", "xh_xh", "xh_x"), 0.0)
     for x in batches:
         x = x.float()
         z = sae.encode(x)
         xh = sae.decode(z)
         se += float((xh - x).square().sum())
+        extra["l1"] += float(z.abs().sum())
+        extra["cossim"] += float(torch.nn.functional.cosine_similarity(xh, x, dim=-1).sum())
+        n_in, n_out = x.norm(dim=-1), xh.norm(dim=-1)
+        extra["l2_in"] += float(n_in.sum())
+        extra["l2_out"] += float(n_out.sum())
+        extra["l2_ratio"] += float((n_out / n_in.clamp_min(1e-12)).sum())
+        extra["xh_xh"] += float((xh * xh).sum())
+        extra["xh_x"] += float((xh * x).sum())
         s1 = x.sum(0) if s1 is None else s1 + x.sum(0)
         s2 = x.square().sum(0) if s2 is None else s2 + x.square().sum(0)
         f = (z > 0).sum(0)  # one pass over the codes gives both the per-latent counts and L0
@@ -80,7 +94,14 @@ def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float =
     return {
         "mse": se / n, "fvu": se / max(total_var, 1e-12), "l0": l0 / n,
         "dead_frac": float((freq == 0).float().mean()), "dense_frac": float((freq > dense_threshold).float().mean()),
-        "rows": n,
+        "rows": n, "dead_window_rows": n, "dense_threshold": dense_threshold,
+        "l1": extra["l1"] / n, "cossim": extra["cossim"] / n, "l2_norm_in": extra["l2_in"] / n,
+        "l2_norm_out": extra["l2_out"] / n, "l2_ratio": extra["l2_ratio"] / n,
+        "relative_reconstruction_bias": extra["xh_xh"] / extra["xh_x"] if extra["xh_x"] else float("nan"),
+        "freq_over_1_percent": float((freq > 0.01).float().mean()),
+        "freq_over_10_percent": float((freq > 0.1).float().mean()),
+        "normalized_freq_over_1_percent": float(freq[freq > 0.01].sum() / freq.sum().clamp_min(1e-12)),
+        "normalized_freq_over_10_percent": float(freq[freq > 0.1].sum() / freq.sum().clamp_min(1e-12)),
     }
 
 
@@ -122,7 +143,7 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     sae_fn = replace(lambda r: sae(r), count=True)
     zero_fn = replace(lambda t: torch.zeros_like(t))
     ce = {"clean": 0.0, "sae": 0.0, "zero": 0.0}
-    kl, n_tok = 0.0, 0
+    kl, kl_zero, n_tok = 0.0, 0.0, 0
     dev = getattr(model, "device", tokens.device)  # tokens go where the model runs
     tokens, mask = tokens.to(dev), mask.to(dev)
     for i in range(0, len(tokens), batch_size):
@@ -131,25 +152,30 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
         with model.hooks(fwd_hooks=[(hook, sae_fn)]):
             spliced = model(ids)
         key = (i, hook, repr(rows.config()) if rows is not None else None, tokens.shape, int(tokens.sum()))
+        lp = clean.log_softmax(-1)
         if cache is None or key not in cache:
             with model.hooks(fwd_hooks=[(hook, zero_fn)]):
-                zero_ce = float(next_token_loss(model(ids), ids, m))
+                zero = model(ids)
+            zero_ce = float(next_token_loss(zero, ids, m))
+            zero_kl = float(((lp.exp() * (lp - zero.log_softmax(-1))).sum(-1)[:, :-1] * m[:, 1:]).sum())
             if cache is not None:
-                cache[key] = zero_ce
+                cache[key] = (zero_ce, zero_kl)
         else:
-            zero_ce = cache[key]
+            zero_ce, zero_kl = cache[key]
         w = m[:, 1:].sum().item()
         for k, lg in (("clean", clean), ("sae", spliced)):
             ce[k] += float(next_token_loss(lg, ids, m)) * w
         ce["zero"] += zero_ce * w
-        lp, lq = clean.log_softmax(-1), spliced.log_softmax(-1)
+        lq = spliced.log_softmax(-1)
         kl_tok = (lp.exp() * (lp - lq)).sum(-1)[:, :-1]
         kl += float((kl_tok * m[:, 1:]).sum())
+        kl_zero += zero_kl
         n_tok += w
     ce = {k: v / n_tok for k, v in ce.items()}
     den = ce["zero"] - ce["clean"]
     rec = (ce["zero"] - ce["sae"]) / den if abs(den) > 1e-9 else float("nan")
     return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok,
+            "kl_zero": kl_zero / n_tok, "kl_score": 1 - kl / kl_zero if kl_zero > 0 else float("nan"),
             "spliced_frac": n_spliced[0] / max(n_all[0], 1), "spliced_row_rule": rows.config() if rows is not None else None}
 
 
@@ -236,7 +262,7 @@ def sparse_probe_f1(z_train: Tensor, y_train: Tensor, z_test: Tensor, y_test: Te
     top = diff.topk(k).indices
     w, b = logistic_regression(z_train[:, top], y_train)
     pred = (z_test[:, top].double() @ w + b) > 0
-    return {"f1": f1_score(pred, y_test), "latents": top.tolist()}
+    return {"f1": f1_score(pred, y_test), "accuracy": float((pred == y_test.bool()).float().mean()), "latents": top.tolist()}
 
 
 def mean_w1(z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
@@ -422,10 +448,13 @@ def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: An
 
         tr, te = balanced(tr_all), balanced(te_all)
         w, b = logistic_regression(x[tr], y[tr])
-        probe_ok = ((x[te].double() @ w + b) > 0) & y[te]
-        f1s, n_split = [], 1
+        probe_pred = (x[te].double() @ w + b) > 0
+        probe_ok = probe_pred & y[te]
+        f1s, accs, n_split = [], [], 1
         for k in range(1, k_max + 1):
-            f1s.append(sparse_probe_f1(z[tr], y[tr], z[te], y[te], k)["f1"])
+            r = sparse_probe_f1(z[tr], y[tr], z[te], y[te], k)
+            f1s.append(r["f1"])
+            accs.append(r["accuracy"])
         for k in range(1, k_max):
             if f1s[k] - f1s[k - 1] > split_gain:
                 n_split += 1
@@ -437,7 +466,9 @@ def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: An
         along[main] = False
         zt = z[te][probe_ok]
         absorbed = (zt[:, main] <= 0) & ((zt[:, along] > 0).any(1))
-        per[L] = {"absorption": float(absorbed.float().mean()) if len(zt) else 0.0, "n_split": n_split, "f1_k1": f1s[0]}
+        per[L] = {"absorption": float(absorbed.float().mean()) if len(zt) else 0.0, "n_split": n_split, "f1_k1": f1s[0],
+                  "accuracy_k": accs, "probe_accuracy": float((probe_pred == y[te]).float().mean()),
+                  "n_probe_true_positives": int(probe_ok.sum()), "n_full_absorption": int(absorbed.sum())}
     if not per:
         raise ValueError("no letter had enough words for the first-letter task")
     return {

@@ -199,7 +199,7 @@ def _make(base: str, name: str) -> tuple[type, type]:
         extra["rescale_acts_by_decoder_norm"] = False  # the paper's `--no_rescale_by_decoder_norm`
     if base == "batchtopk":
         extra["get_inference_config_class"] = lambda self: type(self)
-    return make_variant(name, base, PolyMixin, PolyFields, "_check_poly", "Poly", extra_cfg=extra)
+    return make_variant(name, base, PolyMixin, PolyFields, "_check_poly", "Poly", extra_cfg=extra, loss_only=False)
 
 
 PolyTopKSAE, PolyTopKConfig = _make("topk", "poly")

@@ -14,11 +14,18 @@ toolkit without downloads:
   balanced one-vs-rest sets, the absorbing latent needs cos > 0.025 with the probe (SAEBench also asks
   its projection to carry a minimum share of the probe direction), and feature splitting counts the
   latents k-sparse probing adds while each raises F1 by > 0.03 (SAEBench: by > 0.03 with k up to 5).
-- `sparse_probing`: the probing tasks are the 26 first-letter classes of the same words (SAEBench's
+- `sparse_probing`: the probing tasks are the first-letter classes of the same words (SAEBench's
   eight downloaded text-classification sets are replaced, since this machine has no network);
-  `sae_top_1_test_accuracy` is our k=1 probe F1 averaged over letters (SAEBench reports accuracy).
-- `core`: FVU / explained variance, L0, dead fraction, CE and KL recovered, with the row rule used.
+  `sae_top_{1,2}_test_accuracy` are our k-sparse probes' accuracies, `llm_test_accuracy` the full
+  probe's, on balanced test sets; the k=1 F1 is in `eval_result_unstructured`.
+- `core`: SAEBench's metric groups (explained variance, MSE per element, cosine, L0/L1, shrinkage, CE
+  and KL scores with zero ablation, density shares, alive fraction, encoder/decoder max cosines) on the
+  rows `sae eval` scored, with the row rule. Dead = never fired on those rows (`frac_alive` = 1 - dead);
+  `explained_variance_legacy` is written equal to `explained_variance` (not computed separately).
 
+Every file validates against SAEBench's own JSON schemas (`tests/sae/test_saebench_schema.py`, which
+reads them from an installed sae-bench: set `SAE_BENCH_DIR` to the folder holding its `sae_bench`
+package, e.g. after `pip install --target DIR --no-deps sae-bench`; skipped when unset).
 `sae_bench_commit_hash` is "not-sae-bench": these files are SAEBench-shaped, not produced by SAEBench.
 """
 
@@ -35,7 +42,7 @@ SUITE = ("absorption_first_letter", "sparse_probing", "core")
 
 
 def _envelope(eval_type: str, config: dict[str, Any], metrics: dict[str, Any], details: list[dict[str, Any]],
-              sae_id: str, sae_cfg: dict[str, Any] | None) -> dict[str, Any]:
+              sae_id: str, sae_cfg: dict[str, Any] | None, unstructured: Any = None) -> dict[str, Any]:
     import sae_lens
 
     return {
@@ -45,7 +52,7 @@ def _envelope(eval_type: str, config: dict[str, Any], metrics: dict[str, Any], d
         "datetime_epoch_millis": int(time.time() * 1000),
         "eval_result_metrics": metrics,
         "eval_result_details": details,
-        "eval_result_unstructured": None,
+        "eval_result_unstructured": unstructured,
         "sae_bench_commit_hash": "not-sae-bench",
         "sae_lens_id": sae_id,
         "sae_lens_release_id": "local",
@@ -54,44 +61,102 @@ def _envelope(eval_type: str, config: dict[str, Any], metrics: dict[str, Any], d
     }
 
 
+def _std(v: list[float]) -> float:
+    m = sum(v) / len(v)
+    return (sum((a - m) ** 2 for a in v) / max(len(v) - 1, 1)) ** 0.5
+
+
+def _max_cos(W: Any) -> float:
+    """Mean over latents of the largest cosine with another latent (SAEBench's average_max_*_cosine_sim)."""
+    import torch
+
+    with torch.no_grad():
+        U = W / W.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        out = []
+        for i in range(0, len(U), 2048):
+            c = U[i:i + 2048] @ U.T
+            c[torch.arange(len(c)), torch.arange(i, i + len(c))] = -1.0
+            out.append(c.max(1).values)
+        return float(torch.cat(out).mean())
+
+
 def saebench_records(fl: dict[str, Any], core: dict[str, Any], sae_id: str, hook: str, model: str,
-                     sae_cfg: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+                     sae_cfg: dict[str, Any] | None = None, sae: Any = None) -> dict[str, dict[str, Any]]:
     """The three SAEBench-format records from `metrics.first_letter_absorption`'s output (`fl`) and the
-    core metrics (`core`: fvu, l0, dead_frac, optional ce_recovered, kl, row_rule)."""
+    core metrics (`core`: `sae eval`'s output with the spliced-loss keys). Every field SAEBench's schemas
+    require is present; our extra fields go to `eval_result_unstructured` or to the config's extra keys.
+    `sae` (the SAE scored) gives the weight-based cosine statistics (0 without it)."""
     letters = fl["letters"]
-    cfg = {"model_name": model, "hook_name": hook, "implementation": "sae.metrics.first_letter_absorption",
-           "prompt_template": "The word is {word}", "k_sparse_probe_max": 3, "split_gain": 0.03,
+    cfg = {"model_name": model, "random_seed": 0, "f1_jump_threshold": 0.03, "max_k_value": 3,
+           "prompt_template": "The word is {word}", "prompt_token_pos": -1, "llm_dtype": "float32",
+           "implementation": "sae.metrics.first_letter_absorption", "hook_name": hook,
            "absorbing_latent_min_cosine": 0.025}
+    rates = [v["absorption"] for v in letters.values()]
+    splits = [float(v["n_split"]) for v in letters.values()]
     absorption = _envelope(
         "absorption_first_letter", cfg,
-        {"mean": {"mean_full_absorption_score": fl["mean_absorption"], "mean_num_split_features": fl["mean_num_split"]}},
-        [{"first_letter": L, "full_absorption_rate": v["absorption"], "num_split_features": v["n_split"]}
-         for L, v in sorted(letters.items())], sae_id, sae_cfg)
+        {"mean": {"mean_absorption_fraction_score": fl["mean_absorption"],
+                  "mean_full_absorption_score": fl["mean_absorption"], "mean_num_split_features": fl["mean_num_split"],
+                  "std_dev_absorption_fraction_score": _std(rates), "std_dev_full_absorption_score": _std(rates),
+                  "std_dev_num_split_features": _std(splits)}},
+        [{"first_letter": L, "mean_absorption_fraction": v["absorption"], "full_absorption_rate": v["absorption"],
+          "num_full_absorption": int(v.get("n_full_absorption", 0)),
+          "num_probe_true_positives": int(v.get("n_probe_true_positives", 0)), "num_split_features": int(v["n_split"])}
+         for L, v in sorted(letters.items())], sae_id, sae_cfg,
+        {"note": "mean_absorption_fraction is our full-absorption rate (SAEBench's partial-absorption fraction "
+                 "is not computed)"})
+    acc = {L: v.get("accuracy_k", [v["f1_k1"]]) for L, v in letters.items()}
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    two = all(len(a) > 1 for a in acc.values())
+    sae_m = {"sae_top_1_test_accuracy": mean([a[0] for a in acc.values()]),
+             "sae_top_2_test_accuracy": mean([a[1] for a in acc.values()]) if two else None}
     probing = _envelope(
-        "sparse_probing", {**cfg, "dataset_names": ["first_letter (26 one-vs-rest tasks, local vocabulary)"]},
-        {"sae": {"sae_top_1_test_f1": fl["mean_f1_k1"]}},
-        [{"dataset_name": f"first_letter_{L}", "sae_top_1_test_f1": v["f1_k1"]} for L, v in sorted(letters.items())],
-        sae_id, sae_cfg)
+        "sparse_probing", {"model_name": model, "random_seed": 0, "llm_dtype": "float32", "k_values": [1, 2],
+                           "dataset_names": ["first_letter (one-vs-rest tasks over the local vocabulary)"],
+                           "hook_name": hook},
+        {"llm": {"llm_test_accuracy": mean([v.get("probe_accuracy", float("nan")) for v in letters.values()])},
+         "sae": sae_m},
+        [{"dataset_name": f"first_letter_{L}", "llm_test_accuracy": v.get("probe_accuracy", float("nan")),
+          "sae_top_1_test_accuracy": acc[L][0], "sae_top_2_test_accuracy": acc[L][1] if len(acc[L]) > 1 else None}
+         for L, v in sorted(letters.items())],
+        sae_id, sae_cfg, {"sae_top_1_test_f1": fl["mean_f1_k1"]})
+    rows = int(core.get("rows", 0))
     core_rec = _envelope(
-        "core", {"model_name": model, "hook_name": hook, "row_rule": core.get("row_rule")},
-        {"reconstruction_quality": {"explained_variance": 1 - core["fvu"], "fvu": core["fvu"]},
-         "sparsity": {"l0": core["l0"]},
-         "misc": {"frac_dead_latents": core.get("dead_frac")},
-         "model_performance_preservation": {"ce_loss_score": core.get("ce_recovered")},
-         "model_behavior_preservation": {"kl_div": core.get("kl")}},
-        [], sae_id, sae_cfg)
+        "core", {"model_name": model, "llm_dtype": "float32", "compute_kl": "kl" in core,
+                 "compute_ce_loss": "ce_recovered" in core, "exclude_special_tokens_from_reconstruction": True,
+                 "hook_name": hook, "row_rule": core.get("row_rule"), "codes": core.get("codes"),
+                 "split": core.get("split")},
+        {"model_behavior_preservation": {"kl_div_score": core.get("kl_score"), "kl_div_with_ablation": core.get("kl_zero"),
+                                         "kl_div_with_sae": core.get("kl")},
+         "model_performance_preservation": {"ce_loss_score": core.get("ce_recovered"),
+                                            "ce_loss_with_ablation": core.get("ce_zero"),
+                                            "ce_loss_with_sae": core.get("ce_sae"), "ce_loss_without_sae": core.get("ce_clean")},
+         "reconstruction_quality": {"explained_variance": 1 - core["fvu"], "explained_variance_legacy": 1 - core["fvu"],
+                                    "mse": core["mse"] / (sae_cfg or {}).get("d_in", 1), "cossim": core.get("cossim")},
+         "shrinkage": {k: core.get(k) for k in ("l2_norm_in", "l2_norm_out", "l2_ratio", "relative_reconstruction_bias")},
+         "sparsity": {"l0": core["l0"], "l1": core.get("l1")},
+         "token_stats": {"total_tokens_eval_reconstruction": rows, "total_tokens_eval_sparsity_variance": rows},
+         "misc_metrics": {**{k: core.get(k) for k in ("freq_over_1_percent", "freq_over_10_percent",
+                                                      "normalized_freq_over_1_percent", "normalized_freq_over_10_percent")},
+                          "average_max_encoder_cosine_sim": _max_cos(sae.W_enc.T) if sae is not None else 0.0,
+                          "average_max_decoder_cosine_sim": _max_cos(sae.W_dec) if sae is not None else 0.0,
+                          "frac_alive": 1 - core["dead_frac"]}},
+        [], sae_id, sae_cfg,
+        {"dead": f"never fired on the {rows} {core.get('split', '')} rows the row rule keeps",
+         "frac_dead_latents": core.get("dead_frac"), "dense_frac": core.get("dense_frac"),
+         "explained_variance_legacy": "not computed: equal to explained_variance here", "fvu": core["fvu"]})
     return {"absorption_first_letter": absorption, "sparse_probing": probing, "core": core_rec}
 
 
 def write_saebench(folder: str | Path, fl: dict[str, Any], core: dict[str, Any], sae_id: str, hook: str, model: str,
-                   out: str | Path | None = None) -> list[Path]:
+                   out: str | Path | None = None, sae: Any = None) -> list[Path]:
     """Write `<out or folder/saebench>/<sae_id>_<eval_type>.json` for the three evals; returns the paths."""
     cfg_file = Path(folder) / "cfg.json"
     sae_cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else None
     dest = Path(out) if out is not None else Path(folder) / "saebench"
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, rec in saebench_records(fl, core, sae_id, hook, model, sae_cfg).items():
+    for name, rec in saebench_records(fl, core, sae_id, hook, model, sae_cfg, sae).items():
         p = dest / f"{sae_id}_{name}.json"
         p.write_text(json.dumps(rec, indent=1, default=str) + "\n")
         paths.append(p)

@@ -38,16 +38,22 @@ def hook_activations(model: Any, hook: str, text: str) -> tuple[Tensor, Tensor, 
 
 
 class TextView:
-    """Features' activations on one text. `z` [T, F]; `keep` [T] marks ordinary (non-special) rows."""
+    """Features' activations on one text. `z` [T, F]; `keep` [T] marks ordinary (non-special) rows.
+
+    `dense` [F] (bool; e.g. firing frequency above the dashboard's dense threshold on the store's rows)
+    ranks dense features after all others, as the index does: a feature lit on almost every token tops a
+    by-max list and says nothing about this text. They are shown in their own section."""
 
     def __init__(self, ids: Tensor, z: Tensor, vocab: Vocab, keep: Tensor | None = None, n_features: int = 12,
-                 link: Callable[[int], str | None] | None = None, note: str = ""):
+                 link: Callable[[int], str | None] | None = None, note: str = "", dense: Tensor | None = None):
         self.ids, self.vocab, self.link, self.note = ids.tolist(), vocab, link, note
         self.keep = torch.ones(len(self.ids), dtype=torch.bool) if keep is None else keep.bool()
         self.z = torch.where(self.keep[:, None], z.float(), torch.zeros(()))
         peak = self.z.max(0).values
-        k = min(n_features, int((peak > 0).sum()))
-        self.features = peak.topk(k).indices.tolist() if k else []
+        self.dense = torch.zeros(len(peak), dtype=torch.bool) if dense is None else dense.bool().cpu()
+        live = (peak > 0).nonzero().flatten()
+        order = sorted(live.tolist(), key=lambda f: (bool(self.dense[f]), -float(peak[f]), f))
+        self.features = order[:n_features]
 
     def _tokens(self) -> dict[str, list[str]]:
         return {str(i): [self.vocab.show(i), self.vocab.text(i), self.vocab.title(i)] for i in set(self.ids)}
@@ -77,15 +83,25 @@ class TextView:
         if self.note:
             p.append(f'<p class="muted">{esc(self.note)}</p>')
         p.append(self._line(None, toks))
-        p.append(f"<h3>Features most active on it ({len(self.features)})</h3>")
+        main = [f for f in self.features if not self.dense[f]]
+        dense = [f for f in self.features if self.dense[f]]
+        p.append(f"<h3>Features most active on it ({len(main)})</h3>")
         if not self.features:
             p.append('<p class="none">no feature fires on this text</p>')
-        p.append('<table><tr><th>feature</th><th>max</th><th>tokens</th></tr>')
-        for f in self.features:
+        p.append(self._table(main, toks))
+        if dense:
+            p.append(f'<h3>Dense features ({len(dense)}) <span class="muted">(fire on most tokens)</span></h3>')
+            p.append(self._table(dense, toks))
+        p.append("</div>")
+        return "".join(p)
+
+    def _table(self, feats: list[int], toks: dict[str, list[str]]) -> str:
+        p = ['<table><tr><th>feature</th><th>max</th><th>tokens</th></tr>']
+        for f in feats:
             href = self.link(f) if self.link else None
             name = f'<a href="{esc(href)}">{f}</a>' if href else str(f)
             p.append(f'<tr><td>{name}</td><td class="num">{float(self.z[:, f].max()):.3g}</td><td>{self._line(f, toks)}</td></tr>')
-        p.append("</table></div>")
+        p.append("</table>")
         return "".join(p)
 
     def _repr_html_(self) -> str:

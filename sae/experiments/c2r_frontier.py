@@ -33,6 +33,7 @@ from torch import Tensor
 
 from sae import metrics as M
 from sae.synthetic import hierarchical_split, write_store
+from sae.baselines import paper_settings
 from sae.train import TrainConfig, train_sae
 
 
@@ -58,10 +59,10 @@ def run(seed: int, k: int, arch: str, a: argparse.Namespace, work: Path) -> dict
     syn = hierarchical_split(n=a.n, seed=seed)
     test = hierarchical_split(n=20_000, seed=seed + 1000, dict_seed=seed)
     store = write_store(work / f"store_s{seed}", syn.x, rows_per_shard=8192)
-    settings = {"c2r_lambda": a.c2r_lambda} if arch == "c2r" else {}
+    settings = {**paper_settings(arch), **({"c2r_lambda": a.c2r_lambda} if arch == "c2r" else {})}
     cfg = TrainConfig(arch=arch, d_sae=a.d_sae, k=k, total_tokens=a.steps * a.batch_size, batch_size=a.batch_size,
                       lr=a.lr, seed=seed, exclude="none", checkpoint_every=10_000, dead_window_tokens=a.dead_window_tokens,
-                      settings=settings)
+                      lr_warmup_steps=min(1000, a.steps // 10), settings=settings)
     t0 = time.perf_counter()
     sae, _ = train_sae(store, cfg, work / f"{arch}_k{k}_s{seed}", progress=False)
     inf = to_inference(sae)

@@ -78,6 +78,7 @@ def plan(a: argparse.Namespace) -> list[tuple[str, int]]:
 
 
 def train_all(a: argparse.Namespace, store: Any) -> list[tuple[str, int, Path]]:
+    from sae.baselines import paper_settings
     from sae.train import TrainConfig, train_sae
 
     out = []
@@ -88,7 +89,8 @@ def train_all(a: argparse.Namespace, store: Any) -> list[tuple[str, int, Path]]:
             cfg = TrainConfig(arch=arch, d_sae=a.d_sae, k=a.k, hook=a.hook, total_tokens=a.tokens,
                               batch_size=a.batch_size, lr=a.lr, seed=seed, checkpoint_every=32,
                               holdout_shards=a.holdout_shards, dead_window_tokens=a.dead_window_tokens,
-                              settings=dict(settings))
+                              lr_warmup_steps=min(1000, a.tokens // a.batch_size // 10),
+                              settings={**paper_settings(arch), **settings})  # the papers' AuxK, C²R normalisation
             t0 = time.perf_counter()
             _, rep = train_sae(store, cfg, folder, progress=False)
             print(json.dumps({"trained": str(folder), "seconds": round(time.perf_counter() - t0, 1),

@@ -21,7 +21,10 @@ def test_train_eval_dashboard(tmp_path):
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "coh", "--out", str(tmp_path / "sae"),
                             "--d-sae", "32", "--max-tokens", "1024", "--batch-size", "256", "--set", "coh_lambda=0.5"])
     assert r.exit_code == 0, r.output
-    assert json.loads((tmp_path / "sae" / "cfg.json").read_text())["coh_lambda"] == 0.5
+    # cfg.json is the inference form plain sae-lens loads (coh on the ReLU base ships as "standard");
+    # the training settings are in training_sae/
+    assert json.loads((tmp_path / "sae" / "cfg.json").read_text())["architecture"] == "standard"
+    assert json.loads((tmp_path / "sae" / "training_sae" / "cfg.json").read_text())["coh_lambda"] == 0.5
     r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--out", str(tmp_path / "m")])
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "m" / "metrics.json").read_text())

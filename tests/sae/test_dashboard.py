@@ -53,3 +53,14 @@ def test_header_equals_sae_eval_with_special_rows(tmp_path):
     html = page._repr_html_()
     assert page.record["feature"] == s["pages"][0] and page.record["n_rows"] == 200
     assert html.startswith("<style>") and "Top activations" in html and "<script" not in html
+
+
+def test_text_view_lists_dense_latents_last():
+    from interp.dashboards import Vocab
+    from interp.dashboards.text import TextView
+
+    z = torch.tensor([[9.0, 1.0, 0.0, 2.0], [9.0, 0.0, 0.5, 0.0]])
+    view = TextView(torch.tensor([65, 66]), z, Vocab(None), dense=torch.tensor([True, False, False, False]))
+    assert view.features == [3, 1, 2, 0]  # by max among the others, the dense latent 0 after them
+    assert "Dense features (1)" in view.fragment()
+    assert TextView(torch.tensor([65, 66]), z, Vocab(None)).features[0] == 0  # no density given: by max

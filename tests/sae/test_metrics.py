@@ -32,7 +32,7 @@ def test_reconstruction_and_probe_and_w1():
     y = torch.arange(400) % 4 == 0
     z = torch.rand(400, 10) * 0.1
     z[:, 3] += 2 * y
-    assert M.sparse_probe_f1(z[:300], y[:300], z[300:], y[300:], k=1) == {"f1": 1.0, "latents": [3]}
+    assert M.sparse_probe_f1(z[:300], y[:300], z[300:], y[300:], k=1) == {"f1": 1.0, "accuracy": 1.0, "latents": [3]}
     w1 = M.mean_w1(z, y)
     assert abs(w1 - 2 / 10) < 0.02  # only latent 3 differs, by a shift of 2
 
