@@ -62,7 +62,8 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     from interp.store import ActivationStore
     from sae import load_sae
     from sae.evaluate import eval_rows, sae_row_filter
-    from sae.train import _check_shapes, _hook
+    from sae.store_rows import check_shapes as _check_shapes
+    from sae.store_rows import store_hook as _hook
 
     sae_dir = None
     if isinstance(sae, (str, Path)):

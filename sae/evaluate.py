@@ -44,7 +44,7 @@ def sae_row_filter(sae_dir: str | Path | None, store: Any, hook: str, exclude: s
 def eval_rows(sae_dir: str | Path | None, store: Any, split: str = "auto") -> tuple[str, Tensor]:
     """(split used, global row indices) to score an SAE on: "heldout" = the shards its training run held
     out (`train_config.json`: holdout_shards), "all" = every row; "auto" = heldout when there are any."""
-    from sae.train import split_shards
+    from sae.store_rows import split_shards
 
     if split not in ("auto", "heldout", "all"):
         raise ValueError(f"--split must be auto, heldout or all, got {split!r}")
@@ -95,7 +95,8 @@ def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str |
                    max_rows: int = 32_768, exclude: str | None = None, codes: str = "threshold",
                    chunk: int = 4096) -> dict[str, Any]:
     """`interp sae eval`'s numbers: which rows, which rule, which codes, and the metrics."""
-    from sae.train import _check_shapes, _hook
+    from sae.store_rows import check_shapes as _check_shapes
+    from sae.store_rows import store_hook as _hook
 
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")

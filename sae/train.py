@@ -38,6 +38,9 @@ from interp.store.atomic import atomic_write_bytes
 from sae import checkpoint
 from sae.baselines import load_sae, make_sae, training_class
 from sae.progress import Progress
+from sae.store_rows import check_shapes as _check_shapes
+from sae.store_rows import split_shards
+from sae.store_rows import store_hook as _hook
 
 
 class NonFiniteError(RuntimeError):
@@ -201,37 +204,6 @@ def _typed_settings(arch: str, cfg_cls: type, fields: dict[str, Any], settings: 
         else:
             raise ValueError(f"setting {key} of {arch} must be of type {kind}, got {v!r}")
     return out
-
-
-def _hook(store: ActivationStore, hook: str | None) -> str:
-    hooks = list(store.hooks)
-    if hook is None:
-        if len(hooks) != 1:
-            raise ValueError(f"the store has hooks {hooks}: pick one with --hook")
-        return hooks[0]
-    if hook not in store.hooks:
-        raise ValueError(f"hook {hook!r} is not in the store; it has {hooks}")
-    return hook
-
-
-def _check_shapes(store: ActivationStore, hook: str, d_in: int | None = None) -> int:
-    shape = store.hooks[hook]
-    if len(shape) != 1:
-        raise ValueError(f"hook {hook!r} has rows of shape {list(shape)}; an SAE needs vectors (e.g. a resid hook)")
-    if d_in is not None and shape[0] != d_in:
-        raise ValueError(
-            f"the store's {hook} rows have d_model {shape[0]} but the SAE expects d_in {d_in}: "
-            "use a store of the model/hook the SAE was trained on"
-        )
-    return shape[0]
-
-
-def split_shards(store: ActivationStore, holdout: int) -> tuple[list[int], list[int]]:
-    """(training shards, held-out shards): the last `holdout` committed shards are held out."""
-    order = store.shard_indices
-    if holdout >= len(order):
-        raise ValueError(f"holdout_shards={holdout} leaves nothing to train on: the store has {len(order)} shards")
-    return order[: len(order) - holdout], order[len(order) - holdout:]
 
 
 def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
