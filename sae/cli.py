@@ -81,9 +81,12 @@ def train(
                           seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
                           exclude=exclude, settings=_parse_settings(set_), device=device)
         st = ActivationStore.open(store)
-        if overwrite:
-            _remove_run(Path(out))
-        _, report = train_sae(st, cfg, out, resume=resume and not overwrite)
+        from interp.store.lock import holding
+
+        with holding(out, "the SAE run folder"):  # a second `sae train` into --out is refused, not raced
+            if overwrite:
+                _remove_run(Path(out))
+            _, report = train_sae(st, cfg, out, resume=resume and not overwrite)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     typer.echo(json.dumps(report, indent=1))
@@ -255,7 +258,8 @@ def dashboard(
     try:
         feats = parse_features(features)
         prepare_out(out, overwrite)
-        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split)
+        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split,
+                                    overwrite=overwrite)
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         _fail(exc)
     typer.echo(f"wrote {path}")
