@@ -24,6 +24,10 @@ EXIT_USAGE = 2
 
 
 
+DISK_FULL_TEXTS = ("No space left on device", "(os error 28)", "Disk quota exceeded", "(os error 122)")
+"""How libraries that wrap the OS error in their own type (safetensors' SafetensorError) report a full disk."""
+
+
 def debug_from_env() -> bool:
     """`INTERP_DEBUG=1` turns `--debug` on for every command."""
     return os.environ.get("INTERP_DEBUG", "") not in ("", "0")
@@ -61,6 +65,8 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {exc.filename}" if exc.filename else ""
         return f"disk full{where}: free some space or choose an --out on another disk"
+    if not isinstance(exc, OSError) and any(s in text for s in DISK_FULL_TEXTS):  # safetensors' own error type
+        return "disk full: free some space or choose an --out on another disk"
     if isinstance(exc, OSError) and exc.errno == errno.EROFS:
         return f"read-only file system: cannot write {exc.filename or 'the output'}; choose another --out"
     if isinstance(exc, PermissionError):
