@@ -61,8 +61,8 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     one its train_config.json names), with the rows and the row filter `interp sae eval` would use."""
     from interp.store import ActivationStore
     from sae import load_sae
-    from sae.evaluate import eval_rows, sae_row_filter
-    from sae.train import _check_shapes, _hook
+    from sae.evaluate import eval_rows, sae_hook, sae_row_filter
+    from sae.train import _check_shapes
 
     sae_dir = None
     if isinstance(sae, (str, Path)):
@@ -81,7 +81,7 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     st = store if hasattr(store, "get_rows") else ActivationStore.open(store)
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
-    h = _hook(st, sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in st.hooks else None)
+    h = sae_hook(sae, st)  # the model and hook its cfg records (another one is refused)
     _check_shapes(st, h, sae.cfg.d_in)
     used, rows = eval_rows(sae_dir, st, split)
     filt = sae_row_filter(sae_dir, st, h, exclude)

@@ -45,10 +45,11 @@ def assert_refused(result, *needles: str) -> str:
 
 
 def token_store(path: Path, n_seq: int = 16, ctx: int = 8, d: int = 12, hook: str = "blocks.0.hook_resid_post",
-                model: str = "synthetic", seed: int = 0) -> ActivationStore:
-    """A small store with token ids, seq and pos columns (two shards)."""
-    meta = StoreMeta(model=model, model_sha256="-", hooks={hook: [d]}, dtype="float32", tokenizer="-", ctx_len=ctx,
-                     data={})
+                model: str = "synthetic", seed: int = 0, also: tuple[str, ...] = ()) -> ActivationStore:
+    """A small store with token ids, seq and pos columns (two shards); `also`: more hooks of the same width."""
+    hooks = (hook, *also)
+    meta = StoreMeta(model=model, model_sha256="-", hooks={h: [d] for h in hooks}, dtype="float32", tokenizer="-",
+                     ctx_len=ctx, data={})
     st = ActivationStore.open_or_create(path, meta, n_shards_planned=2)
     g = torch.Generator().manual_seed(seed)
     half = n_seq * ctx // 2
@@ -56,7 +57,7 @@ def token_store(path: Path, n_seq: int = 16, ctx: int = 8, d: int = 12, hook: st
         x = torch.relu(torch.randn(half, 24, generator=g)) @ torch.randn(24, d, generator=g)
         seq = torch.arange(i * half, (i + 1) * half) // ctx
         st.commit_shard(write_shard_file(st.path, i, {
-            hook: x, "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32), "seq": seq,
+            **{h: x * (j + 1) for j, h in enumerate(hooks)}, "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32), "seq": seq,
             "pos": (torch.arange(half) % ctx).int()}))
     st.close()
     return st
