@@ -30,7 +30,7 @@ def load_run(run: str | Path) -> dict:
         raise FileNotFoundError(f"{run} is not a finished attribution run (no {', '.join(missing)}); "
                                 "run `interp attribute --method ... --out RUN` first (a killed run resumes)")
     from interp.json_file import read_json
-    from interp.tensor_file import read_tensors
+    from interp.infra.tensor_file import read_tensors
 
     tensors = read_tensors(run / "scores.safetensors", what="attribution scores", need={"scores": 2})[0]
     result = read_json(run / "result.json", what="attribution result")

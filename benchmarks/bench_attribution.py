@@ -115,7 +115,7 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
 
     import attribution.jobs as jobs
     from attribution.jobs import AttributeConfig, run_attribution
-    from interp.jobs import clear_worker_cache
+    from interp.infra.jobs import clear_worker_cache
 
     root = Path(run_dir)
     if not (root / "run").is_dir():

@@ -19,7 +19,7 @@ import html
 import json
 from pathlib import Path
 
-from circuits.format import Circuit, Node
+from circuits.format.circuit import Circuit, Node
 
 STAGE = {"resid_pre": 0.0, "q": 0.15, "k": 0.2, "v": 0.25, "head": 0.0, "head_compat": 0.4, "attn_out": 0.45,
          "resid_mid": 0.5, "neuron": 0.6, "mlp_out": 0.8, "resid_post": 0.95}
@@ -29,7 +29,7 @@ KIND_COLOUR = {"head": "#1f77b4", "kv": "#17becf", "mlp": "#ff7f0e", "embed": "#
 
 
 def _label(n: Node) -> str:
-    from circuits.export import label
+    from circuits.format.circuit_tracer import label
 
     return label(n)
 

@@ -86,7 +86,7 @@ class PairBatch:
 
 
 def _answer_ids(tokenizer, prompt: str, answers, row: int, field: str) -> list[int]:
-    from circuits.tasks import answer_id
+    from circuits.tasks.binary import answer_id
 
     if isinstance(answers, str):
         answers = [answers]

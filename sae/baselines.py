@@ -124,7 +124,7 @@ def check_sae_folder(path: str | Path) -> dict[str, Any]:
     from sae_lens.registry import SAE_CLASS_REGISTRY
 
     from interp.json_file import read_json
-    from interp.tensor_file import tensor_shapes
+    from interp.infra.tensor_file import tensor_shapes
 
     path = Path(path)
     cfg_file = path / "cfg.json"

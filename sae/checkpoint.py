@@ -3,7 +3,7 @@
 A checkpoint is a folder: the SAE (`cfg.json` + `sae_weights.safetensors`, sae-lens's layout, so
 `load_sae` and sae-lens read it), `sparsity.safetensors`, `activation_scaler.json`, and the trainer state
 (optimizer, lr schedule, counters, dead-latent statistics) as `trainer_state.json` +
-`trainer_state.safetensors` (`interp.safe_state`): nothing in it needs pickle, so a crafted file in
+`trainer_state.safetensors` (`interp.infra.safe_state`): nothing in it needs pickle, so a crafted file in
 someone's `--out` cannot run code. Older checkpoints with sae-lens's `trainer_state.pt` still resume,
 read with `torch.load(weights_only=True)` passed explicitly.
 
@@ -26,7 +26,7 @@ from typing import Any
 from safetensors.torch import save_file
 
 from interp.cli.errors import DISK_FULL_TEXTS
-from interp.safe_state import StateFileError, load_state, load_torch_weights_only, save_state
+from interp.infra.safe_state import StateFileError, load_state, load_torch_weights_only, save_state
 from interp.store.atomic import fsync_dir
 
 STATE = "trainer_state"

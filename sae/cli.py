@@ -58,7 +58,7 @@ def train(
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
     holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
-    exclude: str = typer.Option("positions:0+norm-outliers:10", help="Special rows never trained on (interp.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine)."),
+    exclude: str = typer.Option("positions:0+norm-outliers:10", help="Special rows never trained on (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine)."),
     set_: list[str] = typer.Option([], "--set", help="Architecture setting key=value (repeatable), e.g. c2r_lambda=1."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the checkpoint in --out (default); "
                                 "--no-resume ignores it (the folder must then hold no other run)."),
@@ -121,7 +121,7 @@ def eval_(
     hook: Optional[str] = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
     max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ordinary rows of the split)."),
     split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."),
-    exclude: Optional[str] = typer.Option(None, help="Special rows to leave out (interp.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10."),
+    exclude: Optional[str] = typer.Option(None, help="Special rows to leave out (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10."),
     codes: str = typer.Option("threshold", help="threshold: inference codes as sae-lens ships them (BatchTopK family as JumpReLU); batch: batch-level top-k (chunk-dependent)."),
     model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
     n_ce_seqs: int = typer.Option(16, "--n-ce-seqs", metavar="INT", help="Sequences for the spliced-loss metrics."),
@@ -159,7 +159,7 @@ def eval_(
             raise ValueError(f"--suite must be core or saebench, got {suite!r}")
         if suite == "saebench" and not model:
             raise ValueError("--suite saebench runs the model (first-letter tasks, CE/KL): pass --model")
-        from interp.devices import resolve_device
+        from interp.infra.devices import resolve_device
 
         dev = resolve_device(device)
         s = load_sae(sae, inference=codes != "batch").to(dev)
@@ -250,7 +250,7 @@ def dashboard(
     order: str = typer.Option("interpretable", help="interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index."),
     max_rows: int = typer.Option(32_768, metavar="INT", help="Ordinary rows to cover: the first ones of the split, as `sae eval --max-rows` (same default)."),
     split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any (as `sae eval`)."),
-    exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.rows spec); default: the rule the SAE was trained with, else positions:0+norm-outliers:10 (as `sae eval`)."),
+    exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.cache.rows spec); default: the rule the SAE was trained with, else positions:0+norm-outliers:10 (as `sae eval`)."),
     text: Optional[str] = typer.Option(None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dashboard folder."),
 ) -> None:

@@ -72,7 +72,7 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
             store = json.loads(cfg.read_text()).get("store") if cfg.is_file() else None
             if not store:
                 raise ValueError(f"{sae} does not name its store (no train_config.json): pass store=...")
-            from interp.portable import resolve_recorded
+            from interp.infra.portable import resolve_recorded
 
             store = resolve_recorded(store, sae)  # recorded relative to the SAE's folder
         sae = load_sae(sae)

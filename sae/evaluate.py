@@ -2,7 +2,7 @@
 
 Used by `interp sae eval`, by `train_sae`'s final report and by the SAE dashboard header, so the three
 give the same FVU and L0 for the same SAE (tested). The rows are the split's rows (held-out shards when
-training kept some) minus the special rows of the `interp.rows` rule the SAE was trained with (recorded
+training kept some) minus the special rows of the `interp.cache.rows` rule the SAE was trained with (recorded
 in its `train_config.json`, key `rows`) unless another rule is asked for; the codes are the inference
 codes (`sae.inference`: BatchTopK family as JumpReLU) unless `codes="batch"` asks for batch-level top-k.
 
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.rows import RowFilter, row_filter
+from interp.cache.rows import RowFilter, row_filter
 
 CODES = ("threshold", "batch")
 """threshold: inference codes as shipped (a row's code depends only on the row); batch: the training

@@ -25,7 +25,7 @@ def dashboard_options_help() -> dict[str, str]:
         "top": "Pages for the first N features in --order.",
         "order": "interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index.",
         "max_rows": "Ordinary rows to cover (the first ones of the split, special rows not counted), as `interp sae eval --max-rows`.",
-        "exclude": "Special rows to leave out of the statistics (interp.rows spec), e.g. none, bos, positions:0,1, norm-outliers:10.",
+        "exclude": "Special rows to leave out of the statistics (interp.cache.rows spec), e.g. none, bos, positions:0,1, norm-outliers:10.",
         "text": "Also write text.html: every feature's activations on this text (loads the model).",
         "model": "Model spec for the tokenizer (and --text) (default: the store's model).",
         "overwrite": "Replace an existing dashboard folder.",
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(50, metavar="INT", help=H["top"]),
         order: str = typer.Option("interpretable", help=H["order"]),
         max_rows: int = typer.Option(32_768, metavar="INT", help=H["max_rows"]),
-        exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.rows)."),
+        exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.cache.rows)."),
         text: Optional[str] = typer.Option(None, metavar="TEXT", help=H["text"]),
         overwrite: bool = typer.Option(False, "--overwrite", help=H["overwrite"]),
     ) -> None:
@@ -91,7 +91,7 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
     """The body of `interp dashboard` (checks everything before writing anything)."""
     from interp.dashboards import DashboardConfig, parse_features
     from interp.store import ActivationStore
-    from interp.tensor_file import read_tensors
+    from interp.infra.tensor_file import read_tensors
 
     if (hook is None) == (acts is None):
         raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
@@ -129,7 +129,7 @@ def _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, tex
     else:
         if exclude:
             raise ValueError("--exclude applies to --hook rows; with --acts, zero the rows you want left out in the file")
-        # names the file for random bytes, truncation, a missing 'acts' or a wrong rank (interp.tensor_file)
+        # names the file for random bytes, truncation, a missing 'acts' or a wrong rank (interp.infra.tensor_file)
         a = read_tensors(acts, what="--acts", need={"acts": 2}, keys=["acts"])[0]["acts"].float()[:n]
         if a.dim() != 2 or a.shape[0] != n:
             raise ValueError(f"--acts has shape {tuple(a.shape)} but {n} store rows are used: give one row per store row")
@@ -165,10 +165,10 @@ def _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, tex
 
 
 def row_filter(exclude: str | None, store, hook: str, recorded: dict | None = None):
-    """The shared special-row rule (`interp.rows`) bound to this store and hook (reusing the reference
+    """The shared special-row rule (`interp.cache.rows`) bound to this store and hook (reusing the reference
     norm an artifact recorded for the same rule); None for 'none'."""
-    from interp.rows import RowRule
-    from interp.rows import row_filter as bind
+    from interp.cache.rows import RowRule
+    from interp.cache.rows import row_filter as bind
 
     if RowRule.parse(exclude).spec == "none":
         return None

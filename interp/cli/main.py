@@ -87,7 +87,7 @@ def cache(
 ) -> None:
     """Cache activations of a model over a corpus into a sharded store (resumable; progress on stderr)."""
     folder = check_out_dir(out)
-    from interp.caching import CacheConfig, cache_activations
+    from interp.cache.caching import CacheConfig, cache_activations
 
     names = [h.strip() for item in hooks for h in item.split(",") if h.strip()]
     cfg = CacheConfig(out=str(folder), model=model, hooks=names, data=data, max_tokens=max_tokens, ctx_len=ctx_len,

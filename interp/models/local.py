@@ -86,7 +86,7 @@ def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager", use_safetensors=True)
     has_tokenizer = any((target / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
     tokenizer = AutoTokenizer.from_pretrained(target) if has_tokenizer else byte_tokenizer()
-    from interp.portable import tokenizer_identity
+    from interp.infra.portable import tokenizer_identity
 
     provenance.update(weights_sha256=weights_sha256(target), tokenizer=tokenizer_identity(tokenizer))
     if step is not None or _STEP.match(target.name):

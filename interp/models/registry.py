@@ -152,7 +152,7 @@ def _pythia_init(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
             raise ValueError(f"pythia-{size}{INIT_SUFFIX} is the random-initialised shape and takes no path; "
                              f"for trained weights write pythia-{size}:{arg}")
         from interp.data import byte_tokenizer
-        from interp.portable import tokenizer_identity
+        from interp.infra.portable import tokenizer_identity
 
         model = pythia.random_pythia(size).to(dtype)
         tok = byte_tokenizer()
@@ -253,8 +253,8 @@ def load_model(spec: str = DEFAULT_MODEL, device: str = "cpu", dtype: torch.dtyp
     """
     import torch
 
-    from interp.devices import resolve_device
-    from interp.hooked_model import HookedModel
+    from interp.infra.devices import resolve_device
+    from interp.wrapper.hooked_model import HookedModel
     from interp.models import local
 
     device = resolve_device(device)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from interp import jobs
-from interp.jobs import run_tasks, worker_cache
+from interp.infra.jobs import run_tasks, worker_cache
 
 _factory_calls = 0
 

@@ -21,7 +21,7 @@ def test_contrib_run_without_scikit_learn_is_one_line(monkeypatch):
 
 
 def test_the_ray_hint_installs_from_the_checkout(monkeypatch):
-    from interp.jobs import import_ray
+    from interp.infra.jobs import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r'pip install -e "\.\[ray\]"'):

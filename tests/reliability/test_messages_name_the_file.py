@@ -42,8 +42,8 @@ def test_messages_name_the_users_path_not_the_temporary_one(filename, shown):
 
 
 def test_circuit_titles_are_escaped_once():
-    from circuits.format import Circuit, Node
-    from circuits.graph import page_data, to_html
+    from circuits.format.circuit import Circuit, Node
+    from circuits.format.graph_html import page_data, to_html
 
     c = Circuit([Node(0, "head", 1)], [], {"n_nodes": 1},
                 {"model": {"spec": "it's \"m\" & co"}, "task": "<b>t</b>", "method": "eap"})

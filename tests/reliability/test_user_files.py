@@ -80,7 +80,7 @@ ROW = {"clean": "When Mary and John went, John gave it to", "corrupt": "When Mar
 
 
 def test_answer_and_wrong_sharing_a_first_token_is_refused_naming_row_and_token():
-    from circuits.pairs import PairError, encode_pairs
+    from circuits.tasks.pairs import PairError, encode_pairs
     from interp.data import byte_tokenizer
 
     tok = byte_tokenizer()  # one byte per token: " Mary" and " Mark" both start with " "
