@@ -304,7 +304,8 @@ def load_spec(arg: str | None, dtype: torch.dtype):
             raise ValueError(f"{path} holds a {model.config.model_type!r} model, not a looped GPT")
         return model, tok, prov
     model = random_looped_gpt().to(dtype)
-    prov = {"source": "random init, seed 0", "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
+    prov = {"source": "built from config (attribution.looped)", "weights": "random init, seed 0",
+            "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
     return model, byte_tokenizer(), prov
 
 
@@ -323,7 +324,8 @@ def model_spec():
     from interp.models.registry import ModelSpec
 
     return ModelSpec("looped-gpt", "Looped GPT (one shared block, 4 loops, d 64): random init, or :PATH for weights",
-                     load_spec, lambda: (True, "built from config (attribution package)"))
+                     load_spec, lambda: (True, "built from config (attribution package)"),
+                     weights="random init (trained with :PATH)")
 
 
 register()  # also here, so importing any attribution module registers (e.g. under a namespace-package install)

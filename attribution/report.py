@@ -29,17 +29,49 @@ def load_run(run: str | Path) -> dict:
     if missing:
         raise FileNotFoundError(f"{run} is not a finished attribution run (no {', '.join(missing)}); "
                                 "run `interp attribute --method ... --out RUN` first (a killed run resumes)")
-    from safetensors.torch import load_file
+    from interp.infra.json_file import read_json
+    from interp.infra.tensor_file import read_tensors
 
-    tensors = load_file(str(run / "scores.safetensors"))
-    result = json.loads((run / "result.json").read_text())
+    tensors = read_tensors(run / "scores.safetensors", what="attribution scores", need={"scores": 2})[0]
+    result = read_json(run / "result.json", what="attribution result")
+    scores, sdi = tensors["scores"], tensors.get("sdi")
+    _check_result(run, result, scores, sdi)
     texts_path = run / "texts.json"
+    n_train, n_q = scores.shape
     if texts_path.is_file():
-        texts = json.loads(texts_path.read_text())
+        texts = read_json(texts_path, what="attribution texts")
+        for key, n in (("train", n_train), ("queries", n_q)):
+            got = texts.get(key)
+            if not isinstance(got, list) or len(got) < n or not all(isinstance(t, str) for t in got[:n]):
+                have = f"{len(got)} entries" if isinstance(got, list) else type(got).__name__
+                raise ValueError(f"{texts_path}: {key!r} must be a list of {n} texts (one per row of "
+                                 f"{run / 'scores.safetensors'}), got {have}: the run folder is damaged")
     else:  # written before texts.json existed: show row numbers
-        n_train, n_q = tensors["scores"].shape
         texts = {"train": [f"<row {i}>" for i in range(n_train)], "queries": [f"<query {j}>" for j in range(n_q)]}
-    return {"result": result, "scores": tensors["scores"], "sdi": tensors.get("sdi"), "texts": texts}
+    return {"result": result, "scores": scores, "sdi": sdi, "texts": texts}
+
+
+def _check_result(run: Path, result: dict, scores: Tensor, sdi: Tensor | None) -> None:
+    """`result.json` and the score tensors agree (shapes, types, finite values), or a ValueError naming the file."""
+    rfile, sfile = run / "result.json", run / "scores.safetensors"
+    if not isinstance(result.get("method", ""), str):
+        raise ValueError(f"{rfile}: 'method' must be a string, got {type(result['method']).__name__}")
+    ident = result.get("identity", {})
+    if not isinstance(ident, dict) or not all(isinstance(ident.get(k, {}), dict) for k in ("model", "data")):
+        raise ValueError(f"{rfile}: 'identity' must be an object with 'model' and 'data' objects: the file is damaged")
+    for key, n in (("n_train", scores.shape[0]), ("n_queries", scores.shape[1])):
+        if key in result and result[key] != n:
+            raise ValueError(f"{rfile} says {key} = {result[key]!r} but {sfile} holds scores of shape "
+                             f"{list(scores.shape)}: the two files are not from the same run")
+    if not scores.is_floating_point() or scores.numel() == 0:
+        raise ValueError(f"{sfile}: 'scores' must be a non-empty float tensor, got {scores.dtype} {list(scores.shape)}")
+    bad = int((~torch.isfinite(scores)).sum())
+    if bad:
+        raise ValueError(f"{sfile} holds {bad} non-finite scores (NaN or inf): the run diverged or the file is "
+                         "damaged; rerun it with --overwrite")
+    if sdi is not None and (sdi.dim() != 3 or list(sdi.shape[:2]) != list(scores.shape) or not sdi.is_floating_point()):
+        raise ValueError(f"{sfile}: 'sdi' has shape {list(sdi.shape)}; expected [{scores.shape[0]}, "
+                         f"{scores.shape[1]}, loop steps]")
 
 
 def _one_line(text: str, width: int) -> str:

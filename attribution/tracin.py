@@ -87,10 +87,15 @@ class Checkpoint:
 
 def read_lr(folder: str | Path) -> float | None:
     """The learning rate recorded in `folder/training_state.json`, or None."""
+    from interp.infra.json_file import read_json
+
     p = Path(folder) / TRAINING_STATE
     if not p.exists():
         return None
-    return float(json.loads(p.read_text())["lr"])
+    lr = read_json(p, what="training state", fix="pass --lrs, or restore the file").get("lr")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"{p}: 'lr' must be a positive number, got {lr!r}; pass --lrs, or restore the file")
+    return float(lr)
 
 
 def checkpoints_from(paths: Sequence[str | Path], lrs: Sequence[float] | None = None) -> list[Checkpoint]:

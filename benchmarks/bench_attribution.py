@@ -21,7 +21,7 @@
    attribution GPU job); without CUDA they are reported as not run.
 
 Kronfluence is an optional comparison (item 2): install it without its torchvision dependency,
-`pip install --no-deps kronfluence==1.0.1 && pip install "interp-toolkit[attribution-bench]"` (NOTES.md).
+`pip install --no-deps kronfluence==1.0.1 && pip install -e ".[attribution-bench]"` (in the checkout) (NOTES.md).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ every resume and every save) maps each back to a single good `checkpoint/`:
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 from safetensors.torch import save_file
 
+from interp.cli.errors import DISK_FULL_TEXTS
 from interp.infra.safe_state import StateFileError, load_state, load_torch_weights_only, save_state
 from interp.store.atomic import fsync_dir
 
@@ -72,11 +74,17 @@ def save(trainer: Any, folder: str | Path) -> None:
     recover(folder)
     tmp, old = _siblings(folder)
     tmp.mkdir(parents=True)
-    trainer.sae.save_model(str(tmp))
-    save_file({"sparsity": trainer.log_feature_sparsity.detach().cpu().contiguous()}, str(tmp / "sparsity.safetensors"))
-    save_state(tmp, STATE, trainer_state(trainer))
-    trainer.activation_scaler.save(str(tmp / SCALER))
-    fsync_dir(tmp)
+    try:
+        trainer.sae.save_model(str(tmp))
+        save_file({"sparsity": trainer.log_feature_sparsity.detach().cpu().contiguous()}, str(tmp / "sparsity.safetensors"))
+        save_state(tmp, STATE, trainer_state(trainer))
+        trainer.activation_scaler.save(str(tmp / SCALER))
+        fsync_dir(tmp)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)  # the previous checkpoint stays the one to resume from
+        if not isinstance(e, OSError) and any(s in str(e) for s in DISK_FULL_TEXTS):  # safetensors' own type
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp)) from None
+        raise
     if folder.exists():
         os.replace(folder, old)
     os.replace(tmp, folder)

@@ -81,9 +81,12 @@ def train(
                           seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
                           exclude=exclude, settings=_parse_settings(set_), device=device)
         st = ActivationStore.open(store)
-        if overwrite:
-            _remove_run(Path(out))
-        _, report = train_sae(st, cfg, out, resume=resume and not overwrite)
+        from interp.store.lock import holding
+
+        with holding(out, "the SAE run folder"):  # a second `sae train` into --out is refused, not raced
+            if overwrite:
+                _remove_run(Path(out))
+            _, report = train_sae(st, cfg, out, resume=resume and not overwrite)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
     typer.echo(json.dumps(report, indent=1))
@@ -127,6 +130,8 @@ def eval_(
     out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write the metrics as DIR/metrics.json."),
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
                                help="Where the SAE (and the model, with --model) runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
+    allow_other_hook: bool = typer.Option(False, "--allow-other-hook", help="Score the SAE on a hook or model "
+                                          "other than the one its cfg.json records (a deliberate transfer study)."),
     ce_seqs: Optional[int] = typer.Option(None, "--ce-seqs", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
@@ -159,7 +164,8 @@ def eval_(
         dev = resolve_device(device)
         s = load_sae(sae, inference=codes != "batch").to(dev)
         st = ActivationStore.open(store)
-        res: dict[str, Any] = {"sae": sae, **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes)}
+        res: dict[str, Any] = {"sae": sae, **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes,
+                                                                allow_other_hook=allow_other_hook)}
         if model:
             filt = sae_row_filter(sae, st, res["hook"], exclude)
             res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
@@ -255,7 +261,8 @@ def dashboard(
     try:
         feats = parse_features(features)
         prepare_out(out, overwrite)
-        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split)
+        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split,
+                                    overwrite=overwrite)
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         _fail(exc)
     typer.echo(f"wrote {path}")

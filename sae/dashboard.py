@@ -61,9 +61,8 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     one its train_config.json names), with the rows and the row filter `interp sae eval` would use."""
     from interp.store import ActivationStore
     from sae import load_sae
-    from sae.evaluate import eval_rows, sae_row_filter
+    from sae.evaluate import eval_rows, sae_hook, sae_row_filter
     from sae.store_rows import check_shapes as _check_shapes
-    from sae.store_rows import store_hook as _hook
 
     sae_dir = None
     if isinstance(sae, (str, Path)):
@@ -82,7 +81,7 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     st = store if hasattr(store, "get_rows") else ActivationStore.open(store)
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
-    h = _hook(st, sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in st.hooks else None)
+    h = sae_hook(sae, st)  # the model and hook its cfg records (another one is refused)
     _check_shapes(st, h, sae.cfg.d_in)
     used, rows = eval_rows(sae_dir, st, split)
     filt = sae_row_filter(sae_dir, st, h, exclude)
@@ -93,10 +92,9 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
                          max_rows: int = 32_768, features: list[int] | None = None, order: str = "interpretable",
                          exclude: str | None = None, text: str | None = None, overwrite: bool = True, split: str = "auto") -> Path:
     """Encode store rows with the SAE and write its dashboard folder; returns out/index.html."""
-    from interp.cli.dashboard import _layer, _tokenizer
-    from interp.dashboards import DashboardConfig, Vocab, check_features, collect, write_folder
+    from interp.cli.dashboard import _tokenizer
+    from interp.dashboards import DashboardConfig, check_features
     from interp.dashboards.logits import load_unembedding
-    from sae import metrics as M
 
     sr = sae_rows(sae_dir, store_dir, max_rows, exclude, split)
     d_sae = sr.sae.cfg.d_sae
@@ -115,20 +113,38 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
             typer.echo(f"warning: no unembedding for {spec!r} ({exc}); no logit effects", err=True)
     if unembed is not None and unembed[0].shape[1] != sr.sae.cfg.d_in:
         unembed = None  # not the residual width (e.g. an MLP hook): logit effects do not apply directly
+    if text is not None and not spec:
+        raise ValueError("--text needs a model: pass --model SPEC")
+    model = None
+    if text is not None:  # loaded (and the hook checked on it) before anything is written
+        import interp
+
+        model = interp.load_model(spec)
+    from interp.cli.dashboard import prepare_out
+    from interp.store.lock import holding
+
+    with holding(out, "the dashboard folder"):  # a second writer into `out` is refused, not raced
+        prepare_out(str(out), overwrite)
+        return _write(sr, out, cfg, spec, tok, unembed, model, text, d_sae)
+
+
+def _write(sr: SaeRows, out: str, cfg: Any, spec: str | None, tok: Any, unembed: Any, model: Any, text: str | None,
+           d_sae: int) -> Path:
+    from interp.cli.dashboard import _layer
+    from interp.dashboards import Vocab, collect, write_folder
+    from sae import metrics as M
+
     src = sr.source()
     stats = collect(src, d_sae, cfg.stats)
     meta = {"ctx_len": sr.store.meta.ctx_len, "dataset": str(sr.store.meta.data.get("source", "")), "model_id": spec or "",
-            "layer": _layer(sr.hook), "sae_set": Path(sae_dir).name}
+            "layer": _layer(sr.hook), "sae_set": Path(sr.sae_dir or "sae").name}
     head = {**sr.header(), "model": spec or "(none: token ids)"}
     index = write_folder(out, stats, src, Vocab(tok), cfg, directions=M.decoder_directions(sr.sae).detach(),
                          unembedding=unembed, head=head, export_meta=meta)
     if text is not None:
-        import interp
         from interp.store.atomic import atomic_write_bytes
 
-        if not spec:
-            raise ValueError("--text needs a model: pass --model SPEC")
-        view = text_view(sr, interp.load_model(spec), text, vocab=Vocab(tok),
+        view = text_view(sr, model, text, vocab=Vocab(tok),
                          pages=set(json.loads((Path(out) / "dashboard.json").read_text())["pages"]),
                          dense=stats.freq > cfg.dense)
         atomic_write_bytes(Path(out) / "text.html", view.html().encode())

@@ -91,18 +91,44 @@ def evaluate_rows(sae: Any, x: Tensor, codes: str = "threshold", chunk: int = 40
     return M.reconstruction(s, (x[i : i + chunk].to(dev).float() for i in range(0, len(x), chunk)))
 
 
+def sae_hook(sae: Any, store: Any, hook: str | None = None, allow_other_hook: bool = False) -> str:
+    """The store hook to score `sae` on: `hook`, else the one its cfg records, else the store's only hook.
+
+    The SAE's cfg records the model and hook it was trained on (`metadata.model_name`, `hook_name`): a
+    store of another model, or another hook (even of the same width, where the numbers would come out
+    silently wrong: FVU > 1, most latents dead), is refused unless `allow_other_hook` (a deliberate
+    transfer study) is set.
+    """
+    from sae.store_rows import store_hook as _hook
+
+    meta = sae.cfg.metadata
+    rec_hook, rec_model = getattr(meta, "hook_name", None), getattr(meta, "model_name", None)
+    flag = "pass --allow-other-hook for a deliberate transfer study"
+    model = getattr(store.meta, "model", None)
+    if not allow_other_hook and rec_model and model and rec_model != model:
+        raise ValueError(f"the SAE was trained on activations of {rec_model!r} but the store {store.path} holds "
+                         f"{model!r}: score it on a store of {rec_model!r} (or {flag})")
+    if hook is None and rec_hook in store.hooks:
+        return rec_hook
+    h = _hook(store, hook)
+    if not allow_other_hook and rec_hook and h != rec_hook:
+        where = "" if rec_hook in store.hooks else f" (the store {store.path} has no {rec_hook})"
+        raise ValueError(f"the SAE was trained on {rec_hook!r}, not {h!r}{where}: score it on {rec_hook!r} "
+                         f"(or {flag})")
+    return h
+
+
 def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str | None = None, split: str = "auto",
                    max_rows: int = 32_768, exclude: str | None = None, codes: str = "threshold",
-                   chunk: int = 4096) -> dict[str, Any]:
+                   chunk: int = 4096, allow_other_hook: bool = False) -> dict[str, Any]:
     """`interp sae eval`'s numbers: which rows, which rule, which codes, and the metrics."""
     from sae.store_rows import check_shapes as _check_shapes
-    from sae.store_rows import store_hook as _hook
 
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
     if codes not in ("threshold", "batch"):
         raise ValueError(f"--codes must be threshold or batch, got {codes!r}")
-    h = _hook(store, hook or (sae.cfg.metadata.hook_name if sae.cfg.metadata.hook_name in store.hooks else None))
+    h = sae_hook(sae, store, hook, allow_other_hook)
     _check_shapes(store, h, sae.cfg.d_in)
     used, rows = eval_rows(sae_dir, store, split)
     filt = sae_row_filter(sae_dir, store, h, exclude)

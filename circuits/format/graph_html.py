@@ -87,19 +87,25 @@ def layout(circuit: Circuit) -> list[tuple[float, float]]:
     return pos
 
 
+def _text(s: str) -> str:
+    """Text for Plotly: `<`, `>` and `&` escaped once. Plotly decodes those entities but shows `&quot;` and
+    `&#x27;` literally, so quotes stay as they are (they are data inside JSON, never an HTML attribute)."""
+    return html.escape(str(s), quote=False)
+
+
 def page_data(circuit: Circuit) -> dict:
     """What the page script draws: nodes (label, x, y, colour) and edges sorted by |weight|."""
     pos = layout(circuit)
-    nodes = [{"label": html.escape(_label(n)), "x": x, "y": y, "kind": n.kind, "colour": KIND_COLOUR.get(n.kind, "#555")}
+    nodes = [{"label": _text(_label(n)), "x": x, "y": y, "kind": n.kind, "colour": KIND_COLOUR.get(n.kind, "#555")}
              for n, (x, y) in zip(circuit.nodes, pos)]
-    edges = sorted(([e.src, e.dst, float(e.weight), html.escape(e.label)] for e in circuit.edges), key=lambda e: -abs(e[2]))
+    edges = sorted(([e.src, e.dst, float(e.weight), _text(e.label)] for e in circuit.edges), key=lambda e: -abs(e[2]))
     prov = circuit.provenance
     model = prov.get("model_spec") or (prov.get("model", {}).get("spec", "?") if isinstance(prov.get("model"), dict) else prov.get("model", "?"))
     m = circuit.metrics
     bits = [f"{k} {m[k]:.4g}" if isinstance(m[k], float) else f"{k} {m[k]}"
             for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction") if m.get(k) is not None]
     title = f"{prov.get('method', 'circuit')} circuit of {prov.get('task', '?')} in {model}"
-    return {"nodes": nodes, "edges": edges, "title": html.escape(title), "subtitle": html.escape(", ".join(bits))}
+    return {"nodes": nodes, "edges": edges, "title": _text(title), "subtitle": _text(", ".join(bits))}
 
 
 _SCRIPT = r"""

@@ -102,6 +102,21 @@ def _answer_ids(tokenizer, prompt: str, answers, row: int, field: str) -> list[i
     return [answer_id(tokenizer, prompt, a) for a in answers]
 
 
+def _check_distinct(tokenizer, row: int, r: dict, ans: list[int], wrong: list[int]) -> None:
+    """Refuse a row whose answer and wrong answer share a first token: the metric compares first tokens,
+    so its logit difference would be 0 by construction (SmolLM2 reads " 17" and " 18" as token 216 first)."""
+    shared = sorted(set(ans) & set(wrong))
+    if shared:
+        t = shared[0]
+        try:
+            shown = repr(tokenizer.decode([t]))
+        except Exception:  # noqa: BLE001 - only for the message
+            shown = "?"
+        raise PairError(f"row {row}: the answer {r['answer']!r} and the wrong answer {r['wrong']!r} share their "
+                        f"first token {t} ({shown}), so the metric would be 0 by construction; choose answers whose "
+                        "first tokens differ")
+
+
 def _pad(rows: list[list[int]]) -> tuple[Tensor, Tensor]:
     width = max((len(r) for r in rows), default=0)
     ids = torch.zeros(len(rows), width, dtype=torch.long)
@@ -139,6 +154,7 @@ def encode_pairs(tokenizer, rows: list[dict], align: bool = True, max_len: int |
         corrupt_txt.append(corrupt)
         ans.append(_answer_ids(tokenizer, clean, r["answer"], i, "answer"))
         wrong.append(_answer_ids(tokenizer, clean, r["wrong"], i, "wrong") if r.get("wrong") is not None else [])
+        _check_distinct(tokenizer, i, r, ans[-1], wrong[-1])
     if 0 < n_corrupt < len(rows):
         missing = next(i for i, c in enumerate(corrupt_txt) if c is None)
         raise PairError(f'row {missing} has no "corrupt" prompt but other rows do; give it to every row or to none')
@@ -187,7 +203,13 @@ def read_prompt_file(path) -> list[dict]:
     if not p.is_file():
         raise FileNotFoundError(f"no prompts file at {p}; give --task prompts:FILE.jsonl with one JSON object per line")
     rows = []
-    for lineno, line in enumerate(p.read_text().splitlines(), 1):
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise PairError(f"{p}:{line} is not UTF-8 text (byte {e.start}); save the prompts file as UTF-8") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -74,6 +74,13 @@ def run_paper(
     sys.argv = [paper.experiment, *args]
     try:
         runpy.run_module(paper.experiment, run_name="__main__", alter_sys=False)
+    except ModuleNotFoundError as exc:  # an optional dependency (scikit-learn for the contrib extra, ...)
+        from interp.infra.extras import missing_module_hint
+
+        hint = missing_module_hint(exc.name or "", paper.name)
+        if hint is None:
+            raise
+        fail(hint)
     except SystemExit as exc:  # an experiment's argparse exiting
         if exc.code not in (0, None):
             raise typer.Exit(int(exc.code) if isinstance(exc.code, int) else 2) from None

@@ -32,18 +32,31 @@ def dashboard_options_help() -> dict[str, str]:
     }
 
 
+DASHBOARD_NAMES = ("index.html", "features", ".features.partial", "neuronpedia_batch.json", "dashboard.json", "text.html")
+"""What a dashboard folder holds (a killed or failed run leaves a subset of these: its own leftovers)."""
+
+
 def prepare_out(out: str, overwrite: bool) -> None:
-    """Refuse to write into a file, a non-dashboard folder, or (without --overwrite) an existing dashboard."""
+    """Refuse to write into a file, a non-dashboard folder, or (without --overwrite) a finished dashboard.
+
+    A folder holding only a dashboard's own files but no `dashboard.json` (the last file written) is
+    the leftover of a run killed or failed half-way: it is rebuilt, with or without --overwrite.
+    """
     from pathlib import Path
+
+    from interp.store.atomic import is_temp_name
+    from interp.store.lock import LOCK_NAME
 
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise ValueError(f"--out {out} is a file; give a folder for the dashboard")
-    if p.is_dir() and any(p.iterdir()):
-        if not (p / "dashboard.json").exists():
-            raise ValueError(f"--out {out} is a folder with other content; give a new or empty folder")
-        if not overwrite:
-            raise ValueError(f"--out {out} already holds a dashboard; add --overwrite to replace it")
+    if not p.is_dir():
+        return
+    other = [c.name for c in p.iterdir() if c.name not in DASHBOARD_NAMES + (LOCK_NAME,) and not is_temp_name(c.name)]
+    if other:
+        raise ValueError(f"--out {out} is a folder with other content ({other[0]}); give a new or empty folder")
+    if (p / "dashboard.json").exists() and not overwrite:
+        raise ValueError(f"--out {out} already holds a dashboard; add --overwrite to replace it")
 
 
 def register(app: typer.Typer) -> None:
@@ -76,15 +89,14 @@ def register(app: typer.Typer) -> None:
 def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, model: str | None, features: str | None,
                   top: int, order: str, max_rows: int, exclude: str | None, text: str | None, overwrite: bool):
     """The body of `interp dashboard` (checks everything before writing anything)."""
-    import torch
-
-    from interp.dashboards import DashboardConfig, StoreSource, TensorSource, Vocab, collect, load_tokenizer, parse_features, write_folder
-    from interp.dashboards.build import check_features
+    from interp.dashboards import DashboardConfig, parse_features
     from interp.store import ActivationStore
     from interp.infra.tensor_file import read_tensors
 
     if (hook is None) == (acts is None):
         raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
+    if text is not None and not hook:
+        raise ValueError("--text needs --hook (the model computes that hook's rows for your text)")
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
     cfg = DashboardConfig(features=parse_features(features), top=top, order=order,
@@ -93,6 +105,20 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
     spec = model or st.meta.model
     tok = _tokenizer(spec, explicit=model is not None)  # before anything is written: a bad --model is an error
     prepare_out(out, overwrite)
+    from interp.store.lock import holding
+
+    with holding(out, "the dashboard folder"):  # a second writer into --out is refused, not raced
+        prepare_out(out, overwrite)  # again under the lock: the other writer may have finished meanwhile
+        return _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, text, read_tensors)
+
+
+def _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, text, read_tensors):
+    import torch
+
+    from interp.dashboards import StoreSource, TensorSource, Vocab, collect, write_folder
+    from interp.dashboards.build import check_features
+
+    filt = None
     n = min(len(st), max_rows)
     head: dict[str, str] = {"store": str(st.path)}
     if hook:
@@ -119,16 +145,14 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
     stats = collect(src, n_feat, cfg.stats)
     meta = {"ctx_len": st.meta.ctx_len, "dataset": str(st.meta.data.get("source", st.meta.data)), "model_id": spec,
             "layer": _layer(hook), "sae_set": hook or "acts"}
-    index = write_folder(out, stats, src, vocab, cfg, head=head, export_meta=meta)
-    if text is not None:
-        if not hook:
-            raise ValueError("--text needs --hook (the model computes that hook's rows for your text)")
+    if text is not None:  # the model and the hook on it are checked before anything is written
         from interp.dashboards.text import TextView, hook_activations
 
         import interp
 
-        m = interp.load_model(spec)
-        ids, x, pos = hook_activations(m, hook, text)
+        ids, x, pos = hook_activations(interp.load_model(spec), hook, text)
+    index = write_folder(out, stats, src, vocab, cfg, head=head, export_meta=meta)
+    if text is not None:
         keep = filt.keep_tensor(x, pos) if filt is not None else None
         pages = set(cfg.features or []) | set(_pages(out))
         view = TextView(ids, x, vocab, keep, link=lambda g: f"features/{g}.html" if g in pages else None,

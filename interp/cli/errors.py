@@ -24,6 +24,10 @@ EXIT_USAGE = 2
 
 
 
+DISK_FULL_TEXTS = ("No space left on device", "(os error 28)", "Disk quota exceeded", "(os error 122)")
+"""How libraries that wrap the OS error in their own type (safetensors' SafetensorError) report a full disk."""
+
+
 def debug_from_env() -> bool:
     """`INTERP_DEBUG=1` turns `--debug` on for every command."""
     return os.environ.get("INTERP_DEBUG", "") not in ("", "0")
@@ -49,6 +53,23 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
+TEMP_FOLDERS = {".features.partial": "features", "checkpoint.tmp": "checkpoint", "checkpoint.old": "checkpoint"}
+"""Temporary folders the writers fill and rename into place -> the name the user will see."""
+
+
+def user_path(filename: str | os.PathLike) -> str:
+    """The path the user asked for in place of a writer's temporary one: `.x.json.tmp-123-ab` -> `x.json`,
+    `out/.features.partial/3.html` -> `out/features/3.html`, so a message names the user's --out."""
+    from interp.store.atomic import TEMP_TAG, is_temp_name
+
+    parts = list(Path(filename).parts)
+    for i, part in enumerate(parts):
+        if is_temp_name(part):
+            parts[i] = part[1:].split(TEMP_TAG)[0]
+        parts[i] = TEMP_FOLDERS.get(parts[i], parts[i])
+    return str(Path(*parts)) if parts else str(filename)
+
+
 def describe(exc: BaseException) -> str | None:
     """The one-line message of an expected failure, or None for a bug (which keeps its traceback)."""
     name = type(exc).__name__
@@ -59,12 +80,14 @@ def describe(exc: BaseException) -> str | None:
                                                             or "Found no NVIDIA" in text):
         return "this machine has no usable CUDA (torch built without CUDA, or no GPU); use --device cpu or auto"
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = f" writing {exc.filename}" if exc.filename else ""
+        where = f" writing {user_path(exc.filename)}" if exc.filename else ""
         return f"disk full{where}: free some space or choose an --out on another disk"
+    if not isinstance(exc, OSError) and any(s in text for s in DISK_FULL_TEXTS):  # safetensors' own error type
+        return "disk full: free some space or choose an --out on another disk"
     if isinstance(exc, OSError) and exc.errno == errno.EROFS:
         return f"read-only file system: cannot write {exc.filename or 'the output'}; choose another --out"
     if isinstance(exc, PermissionError):
-        return f"permission denied: {exc.filename or text}; choose a location you can write (--out) or read"
+        return f"permission denied: {user_path(exc.filename) if exc.filename else text}; choose a location you can write (--out) or read"
     if isinstance(exc, (IsADirectoryError, NotADirectoryError)) and exc.filename:
         kind = "a folder" if isinstance(exc, IsADirectoryError) else "not a folder"
         return f"{exc.filename} is {kind}: {exc.strerror or text}; check the path"
@@ -72,7 +95,7 @@ def describe(exc: BaseException) -> str | None:
         return _one_line(text)
     if isinstance(exc, (ValueError, FileNotFoundError, FileExistsError)):
         if isinstance(exc, OSError) and exc.errno is not None and exc.filename:  # raised by the OS, not by us
-            return f"{exc.strerror or 'cannot use'}: {exc.filename}; check the path"
+            return f"{exc.strerror or 'cannot use'}: {user_path(exc.filename)}; check the path"
         return _one_line(text) or name
     return None
 

@@ -47,15 +47,22 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON instea
         typer.echo(json.dumps(rows, indent=1))
         return
     head = ("SPEC", "LOADS HERE", "WEIGHTS", "DESCRIPTION", "SOURCE")
-    table = [head, *((r["spec"], "yes" if r["available"] else "no", r["weights"], r["description"], r["where"])
-                     for r in rows)]
+    table = [head, *((r["spec"], ("yes" if r["available"] else "no") + _memory(r), r["weights"], r["description"],
+                      r["where"]) for r in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
     typer.echo("GGUF models are quantised: their activations are those of the dequantised weights (fp32), as "
                "model.provenance['quantization'] records.\n-init models are random-initialised shapes (tests, timing), "
-               "not trained models.\nAny local HF folder or .gguf path also works as a spec (PATH@N loads step_N of "
+               "not trained models.\nThe sizes in brackets are each model's fp32 weights, compared with this machine's "
+               "memory.\nAny local HF folder or .gguf path also works as a spec (PATH@N loads step_N of "
                "a training run).")
+
+
+def _memory(row: dict) -> str:
+    """" (0.54 GB)": the memory the model's fp32 weights take, when known."""
+    need = row.get("memory_gb")
+    return f" ({need:.2g} GB)" if need is not None and need < 10 else f" ({need:.3g} GB)" if need is not None else ""
 
 
 @app.command()

@@ -50,7 +50,10 @@ def probe(
     overwrite = O.deprecated(force, "--force", "--overwrite", overwrite, False)
     folder = check_out_dir(out)
     try:
-        sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())
+        try:
+            sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())
+        except ValueError:
+            raise ValueError(f"--stream-sinks takes comma-separated token counts such as 0,1,4, got {stream_sinks!r}") from None
         cfg = ProbeConfig(data=data, ctx_len=ctx_len, bos=bos, n_seq=n_seq, n_calib=n_calib, n_eval=n_eval,
                           abs_threshold=abs_threshold, ratio_threshold=ratio_threshold, eps=eps, gu_len=gu_len,
                           stream_ctx=stream_ctx, stream_window=stream_window, stream_sinks=sinks, n_stream=n_stream,

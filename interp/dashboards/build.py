@@ -189,20 +189,14 @@ def write_folder(out: str | Path, stats: FeatureStats, source: Any, vocab: Vocab
     out.mkdir(parents=True, exist_ok=True)
     feat_dir = out / ".features.partial"  # filled, then renamed over features/ (one rename, no fsync per page)
     if feat_dir.exists():
-        shutil.rmtree(feat_dir)
+        shutil.rmtree(feat_dir)  # a killed run's leftover
     feat_dir.mkdir()
+    try:
+        exported = _write_pages(feat_dir, recs, hdr, stats, pages, cfg, meta)
+    except BaseException:
+        shutil.rmtree(feat_dir, ignore_errors=True)  # disk full, a bad record: no half-written folder left
+        raise
     page_set = set(pages)
-    link = lambda g: f"{g}.html" if g in page_set else None  # noqa: E731
-    rule = str(hdr.get("rows rule", ""))
-    note = f"Statistics over {stats.n_rows:,} tokens" + (f"; special rows excluded by rule {rule}" if rule else "")
-    exported = []
-    for f, rec in recs.items():
-        frag = feature_fragment(rec, link=link, header=note, index_href="../index.html")
-        (feat_dir / f"{f}.html").write_text(page_html(frag, f"{rec['name']} · {cfg.title}"), encoding="utf-8")
-        (feat_dir / f"{f}.json").write_text(json.dumps(rec), encoding="utf-8")
-        np_rec = to_neuronpedia(rec, ctx_len=int(meta.get("ctx_len", 0)), dataset=str(meta.get("dataset", "")))
-        (feat_dir / f"{f}.neuronpedia.json").write_text(json.dumps(np_rec), encoding="utf-8")
-        exported.append(np_rec)
     final = out / "features"
     if final.exists():
         if not overwrite:
@@ -217,6 +211,24 @@ def write_folder(out: str | Path, stats: FeatureStats, source: Any, vocab: Vocab
                "recon": getattr(getattr(source, "recon", None), "result", dict)()}
     atomic_write_bytes(out / "dashboard.json", json.dumps(summary, indent=1, default=str).encode())
     return out / "index.html"
+
+
+def _write_pages(feat_dir: Path, recs: dict[int, dict[str, Any]], hdr: dict[str, Any], stats: FeatureStats,
+                 pages: list[int], cfg: DashboardConfig, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each page's HTML, JSON and Neuronpedia JSON into `feat_dir`; returns the Neuronpedia records."""
+    page_set = set(pages)
+    link = lambda g: f"{g}.html" if g in page_set else None  # noqa: E731
+    rule = str(hdr.get("rows rule", ""))
+    note = f"Statistics over {stats.n_rows:,} tokens" + (f"; special rows excluded by rule {rule}" if rule else "")
+    exported = []
+    for f, rec in recs.items():
+        frag = feature_fragment(rec, link=link, header=note, index_href="../index.html")
+        (feat_dir / f"{f}.html").write_text(page_html(frag, f"{rec['name']} · {cfg.title}"), encoding="utf-8")
+        (feat_dir / f"{f}.json").write_text(json.dumps(rec), encoding="utf-8")
+        np_rec = to_neuronpedia(rec, ctx_len=int(meta.get("ctx_len", 0)), dataset=str(meta.get("dataset", "")))
+        (feat_dir / f"{f}.neuronpedia.json").write_text(json.dumps(np_rec), encoding="utf-8")
+        exported.append(np_rec)
+    return exported
 
 
 def build_dashboard(source: Any, out: str | Path, n_features: int, vocab: Vocab | None = None,

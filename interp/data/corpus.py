@@ -102,6 +102,25 @@ def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
     return list(enc["input_ids"])
 
 
+LONG_DOC_CHARS = 1 << 18
+"""Documents longer than this are tokenised a piece at a time (cut before a space), so one huge document
+costs the memory of one piece (a fast tokenizer takes ~70 bytes per character), not of the whole text,
+and reading stops inside it once ``max_tokens`` are collected. Shorter documents are encoded whole."""
+
+
+def _pieces(text: str, size: int = LONG_DOC_CHARS) -> Iterable[str]:
+    """`text` in pieces of at most `size` characters, each cut before a space when there is one in its
+    second half (BPE pre-tokenizers split there anyway, so the tokens rarely change at a cut)."""
+    start, n = 0, len(text)
+    while start < n:
+        end = min(n, start + size)
+        if end < n:
+            cut = text.rfind(" ", start + size // 2, end)
+            end = cut if cut > start else end
+        yield text[start:end]
+        start = end
+
+
 def _corpus_from_texts(
     tokenizer: PreTrainedTokenizerBase,
     texts: Iterable[str],
@@ -118,13 +137,19 @@ def _corpus_from_texts(
     for text in texts:
         if target is not None and len(ids) >= target:
             break
-        piece = _encode(tokenizer, text) if text else []
-        if not piece:
-            continue
-        if n_docs and eos is not None:
-            ids.append(eos)
-        ids.extend(piece)
-        n_docs += 1
+        started = False
+        for part in _pieces(text) if text else ():
+            if target is not None and len(ids) >= target:
+                break  # inside one huge document: the rest is never tokenised
+            piece = _encode(tokenizer, part)
+            if not piece:
+                continue
+            if not started:
+                if n_docs and eos is not None:
+                    ids.append(eos)
+                n_docs += 1
+                started = True
+            ids.extend(piece)
     if n_docs == 0:
         raise ValueError(f"source {source!r} yielded empty text (no non-empty documents); use another source")
     if len(ids) < ctx_len:

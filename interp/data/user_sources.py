@@ -69,14 +69,23 @@ def _check_text(value: object, where: str, field: str) -> str | None:
     raise ValueError(f"{where}: {field!r} holds a {type(value).__name__}, not text; choose a text field")
 
 
+def _utf8(raw: bytes, path: str, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} line {lineno} is not UTF-8 text (byte {e.start} of the line); "
+                         "save the file as UTF-8") from None
+
+
 def jsonl_source(spec: str, rest: str):
     path, fields = split_path_spec(rest, 1)
     field = fields[0] if fields else "text"
 
     def rows() -> list[str | None]:
         out = []
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f):
+        with open(path, "rb") as f:
+            for i, raw in enumerate(f):
+                line = _utf8(raw, path, i + 1)
                 if not line.strip():
                     continue
                 try:
@@ -123,11 +132,17 @@ def csv_source(spec: str, rest: str):
     def rows() -> list[str | None]:
         csv.field_size_limit(1 << 30)  # documents can be long
         with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or column not in reader.fieldnames:
-                raise ValueError(f"{path} has no column {column!r} (header: {reader.fieldnames}); "
-                                 f"write csv:{path}:COLUMN")
-            return [row[column] for row in reader]
+            try:
+                reader = csv.DictReader(f)
+                if reader.fieldnames is None or column not in reader.fieldnames:
+                    raise ValueError(f"{path} has no column {column!r} (header: {reader.fieldnames}); "
+                                     f"write csv:{path}:COLUMN")
+                return [row[column] for row in reader]
+            except UnicodeDecodeError:
+                raise ValueError(f"{path} is not UTF-8 text (after row {reader.line_num} of the file); "
+                                 "save the file as UTF-8") from None
+            except csv.Error as e:
+                raise ValueError(f"{path} row {reader.line_num} is not valid CSV ({e})") from None
 
     return _texts_source(spec, path, rows)
 
@@ -142,27 +157,37 @@ def hf_disk_source(spec: str, rest: str):
         raise ValueError(f"hf-disk takes PATH or PATH:split:column, got {spec!r}")
 
     def rows() -> list[str | None]:
-        from datasets import DatasetDict, load_from_disk
-
         try:
-            ds = load_from_disk(path)
-        except FileNotFoundError as e:
-            raise ValueError(f"{path} is not a saved dataset ({e}); make it with Dataset.save_to_disk") from None
-        if isinstance(ds, DatasetDict):
-            name = split or ("train" if "train" in ds else next(iter(ds)) if len(ds) == 1 else None)
-            if name not in ds:
-                raise ValueError(f"{path} has splits {list(ds)}; write hf-disk:{path}:SPLIT:COLUMN")
-            ds = ds[name]
-        elif split is not None and split not in ("", "train"):
-            raise ValueError(f"{path} is a single Dataset with no split {split!r}; write hf-disk:{path}")
-        nonlocal column
-        column = column or default_column(ds.column_names)
-        if column not in ds.column_names:
-            raise ValueError(f"{path} has no column {column!r} (columns: {ds.column_names}); "
-                             f"write hf-disk:{path}:SPLIT:COLUMN")
-        return [_check_text(v, f"{path} row {i}", column) for i, v in enumerate(ds[column])]
+            return _hf_disk_rows(path, split, column)
+        except (ValueError, OSError, AttributeError, KeyError, TypeError, IndexError) as e:  # damaged arrow or JSON
+            if isinstance(e, ValueError) and path in str(e) or isinstance(e, OSError) and e.errno is not None:
+                raise  # ours (names the folder); disk full, permission denied: the CLI names those itself
+            first = (str(e).strip().splitlines() or [""])[0][:160]
+            raise ValueError(f"hf-disk:{path} cannot be read as a saved dataset ({type(e).__name__}: {first}); "
+                             "is the folder damaged? Write it again with save_to_disk") from None
 
     return _texts_source(spec, path, rows)
+
+
+def _hf_disk_rows(path: str, split: str | None, column: str | None) -> list[str | None]:
+    from datasets import DatasetDict, load_from_disk
+
+    try:
+        ds = load_from_disk(path)
+    except FileNotFoundError as e:
+        raise ValueError(f"{path} is not a saved dataset ({e}); make it with Dataset.save_to_disk") from None
+    if isinstance(ds, DatasetDict):
+        name = split or ("train" if "train" in ds else next(iter(ds)) if len(ds) == 1 else None)
+        if name not in ds:
+            raise ValueError(f"{path} has splits {list(ds)}; write hf-disk:{path}:SPLIT:COLUMN")
+        ds = ds[name]
+    elif split is not None and split not in ("", "train"):
+        raise ValueError(f"{path} is a single Dataset with no split {split!r}; write hf-disk:{path}")
+    column = column or default_column(ds.column_names)
+    if column not in ds.column_names:
+        raise ValueError(f"{path} has no column {column!r} (columns: {ds.column_names}); "
+                         f"write hf-disk:{path}:SPLIT:COLUMN")
+    return [_check_text(v, f"{path} row {i}", column) for i, v in enumerate(ds[column])]
 
 
 _READERS = {"jsonl:": jsonl_source, "parquet:": parquet_source, "csv:": csv_source, "hf-disk:": hf_disk_source}

@@ -27,13 +27,15 @@ from typing import Any, Literal, TypeVar
 
 from tqdm import tqdm
 
+from interp.infra.extras import install_hint, missing_module_hint
+
 T = TypeVar("T")
 R = TypeVar("R")
 V = TypeVar("V")
 
 Executor = Literal["inprocess", "ray"]
 EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
-RAY_INSTALL_HINT = 'pip install "interp-toolkit[ray]"'
+RAY_INSTALL_HINT = install_hint("ray")
 
 _cache: dict[Hashable, Any] = {}
 _cache_lock = threading.RLock()  # re-entrant: a factory may itself use worker_cache
@@ -111,7 +113,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise ImportError(f'executor="ray" needs Ray, which is not installed; run: {RAY_INSTALL_HINT}') from e
+        raise ImportError(missing_module_hint("ray", 'executor="ray"')) from e
     return ray
 
 

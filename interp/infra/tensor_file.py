@@ -11,6 +11,7 @@ which file, what is wrong with it, and what was expected.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from torch import Tensor
@@ -18,6 +19,21 @@ from torch import Tensor
 
 class TensorFileError(ValueError):
     """An input safetensors file that is missing, unreadable, or not of the expected layout."""
+
+
+def check_input_file(path: Path, what: str) -> None:
+    """A one-line error naming `path` unless it is a regular file (or a symlink to one) that can be opened."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise TensorFileError(f"{what}: {path} is a symlink to nothing ({os.readlink(path)}); "
+                                  "replace it with the file") from None
+        raise FileNotFoundError(f"{what}: no such file {path}") from None
+    except OSError as e:  # ELOOP: a symlink loop; ENAMETOOLONG, ...
+        raise TensorFileError(f"{what}: cannot open {path} ({e.strerror}); replace it with the file") from None
+    if not path.is_file():
+        raise TensorFileError(f"{what}: {path} is not a file")
 
 
 def read_tensors(
@@ -31,10 +47,7 @@ def read_tensors(
     from safetensors import safe_open
 
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{what}: no such file {path}")
-    if not path.is_file():
-        raise TensorFileError(f"{what}: {path} is not a file")
+    check_input_file(path, what)
     need = need or {}
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -58,3 +71,21 @@ def read_tensors(
             raise TensorFileError(f"{what}: tensor {k!r} in {path} has shape {list(out[k].shape)}; "
                                   f"expected {ndim} dimensions")
     return out, meta
+
+
+def tensor_shapes(path: str | Path, *, what: str) -> dict[str, list[int]]:
+    """Name -> shape of every tensor in the safetensors file `path`, from its header alone (nothing is
+    loaded); the same checks and errors as `read_tensors`."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    check_input_file(path, what)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+    except PermissionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for damaged files
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise TensorFileError(f"{what}: cannot read {path} as a safetensors file ({first}); "
+                              "is it damaged or another format?") from None

@@ -61,6 +61,10 @@ def convert_gguf(gguf: str | os.PathLike, progress: bool = True) -> Path:
     try:
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError, struct.error, EOFError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{gguf}: transformers cannot read this GGUF file ({first}); is it damaged, or a "
+                         "model family transformers does not convert?") from None
     finally:
         if not progress:
             hf_logging.enable_progress_bar()
@@ -101,36 +105,72 @@ def gguf_file_type(path: str | os.PathLike) -> str:
     """The quantisation of a GGUF file ("Q4_1", "Q4_K_M", ...) from its `general.file_type` key.
 
     Reads only the key-value header (a few kB), not the tensors: the `gguf` package's reader maps
-    every tensor and takes seconds. "unknown" when the key is absent.
+    every tensor and takes seconds. "unknown" when the key is absent. The header is untrusted: every
+    length and count is checked against the bytes left in the file before it is used, nested arrays are
+    walked with a stack (no recursion), and any damage is a ValueError naming the file.
     """
+    path = Path(path)
+    size = path.stat().st_size
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF":
             raise ValueError(f"{path} is not a GGUF file (bad magic)")
-        version, _, n_kv = struct.unpack("<IQQ", f.read(20))
+
+        def need(n: int, what: str) -> None:
+            left = size - f.tell()
+            if n > left:
+                raise ValueError(f"{path}: damaged or truncated GGUF header: {what} needs {n:,} bytes but only "
+                                 f"{left:,} are left in the file")
+
+        def read(fmt: str, what: str):
+            n = struct.calcsize("<" + fmt)
+            need(n, what)
+            return struct.unpack("<" + fmt, f.read(n))[0]
+
+        version = read("I", "the version")
+        read("Q", "the tensor count")
+        n_kv = read("Q", "the key count")
         if version < 2:
             raise ValueError(f"{path} is GGUF version {version}; only versions >= 2 are read")
-
-        def read(fmt: str):
-            return struct.unpack("<" + fmt, f.read(struct.calcsize(fmt)))[0]
-
-        def skip_value(vtype: int) -> object:
-            if vtype in _SCALARS:
-                return read(_SCALARS[vtype])
-            if vtype == 8:
-                return f.read(read("Q"))
-            if vtype == 9:
-                item, n = read("I"), read("Q")
-                if item in _SCALARS:
-                    f.seek(n * struct.calcsize(_SCALARS[item]), 1)
-                else:
-                    for _ in range(n):
-                        skip_value(item)
-                return None
-            raise ValueError(f"{path}: unknown GGUF value type {vtype}")
-
+        need(n_kv * 12, f"{n_kv:,} key-value pairs")
         for _ in range(n_kv):
-            key = f.read(read("Q")).decode("utf-8", "replace")
-            value = skip_value(read("I"))
-            if key == "general.file_type":
+            n = read("Q", "a key length")
+            need(n, "a key")
+            key = f.read(n).decode("utf-8", "replace")
+            vtype = read("I", f"the type of {key!r}")
+            if key == "general.file_type" and vtype in _SCALARS:
+                value = read(_SCALARS[vtype], f"the value of {key!r}")
                 return FILE_TYPES.get(int(value), f"file_type {value}")
+            _skip_values(f, vtype, need, read, path)
     return "unknown"
+
+
+def _min_size(vtype: int) -> int:
+    """Fewest bytes one value of `vtype` takes (a string: its length; an array: item type and count)."""
+    return struct.calcsize("<" + _SCALARS[vtype]) if vtype in _SCALARS else 8 if vtype == 8 else 12
+
+
+def _skip_values(f, vtype: int, need, read, path: Path) -> None:
+    """Skip one value of `vtype` (arrays of arrays included) with an explicit stack of (type, count left)."""
+    stack = [(vtype, 1)]
+    while stack:
+        t, n = stack.pop()
+        if n == 0:
+            continue
+        if t in _SCALARS:
+            need(n * _min_size(t), f"{n:,} values of type {t}")
+            f.seek(n * _min_size(t), 1)
+        elif t == 8:
+            need(n * 8, f"{n:,} strings")
+            for _ in range(n):
+                length = read("Q", "a string length")
+                need(length, "a string")
+                f.seek(length, 1)
+        elif t == 9:
+            stack.append((t, n - 1))
+            item, count = read("I", "an array's item type"), read("Q", "an array's length")
+            if item not in _SCALARS and item not in (8, 9):
+                raise ValueError(f"{path}: unknown GGUF value type {item} in an array: the header is damaged")
+            need(count * _min_size(item), f"an array of {count:,} values")
+            stack.append((item, count))
+        else:
+            raise ValueError(f"{path}: unknown GGUF value type {t}: the header is damaged")

@@ -41,6 +41,25 @@ def resolve_folder(path: str | Path, step: int | None = None) -> Path:
     raise FileNotFoundError(f"{path} holds neither config.json nor step_N checkpoint folders")
 
 
+def _dequantised(quant: str, dtype) -> str:
+    return (f"{quant} GGUF dequantised to {str(dtype).removeprefix('torch.')}: activations are those of the "
+            "dequantised weights, not of the unquantised original")
+
+
+def _converted_facts(folder: Path, dtype) -> dict:
+    """Provenance a converted folder's `interp_source.json` records (its GGUF, that file's hash and quantisation)."""
+    from interp.infra.json_file import JsonFileError, read_json
+
+    try:
+        src = read_json(folder / "interp_source.json", what="converted-model record")
+    except JsonFileError:
+        return {}
+    facts = {k: str(src[k]) for k in ("gguf", "gguf_sha256", "quantization") if isinstance(src.get(k), (str, int))}
+    if "quantization" in facts:
+        facts["weights"] = _dequantised(facts["quantization"], dtype)
+    return facts
+
+
 def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
     """(hf_model, tokenizer, provenance) of a local folder or GGUF file, with eager attention."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -51,11 +70,18 @@ def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
     provenance = {"source": str(target)}
     if target.suffix == ".gguf":
         quant = gguf_file_type(target)
-        provenance.update(gguf_sha256=cached_sha256(target), quantization=quant,
-                          weights=f"{quant} GGUF dequantised to {str(dtype).removeprefix('torch.')}: activations are "
-                                  "those of the dequantised weights, not of the unquantised original")
-        target = convert_gguf(target)
+        side = target.with_name(target.name + ".sha256.json")
+        had_side = side.exists()
+        try:
+            provenance.update(gguf_sha256=cached_sha256(target), quantization=quant, weights=_dequantised(quant, dtype))
+            target = convert_gguf(target)
+        except BaseException:
+            if not had_side:  # a refused file: leave its folder as it was (no hash cache beside it)
+                side.unlink(missing_ok=True)
+            raise
         provenance["converted"] = str(target)
+    elif (target / "interp_source.json").is_file():  # a converted GGUF folder loaded by its path: keep its facts
+        provenance.update(_converted_facts(target, dtype))
     check_model_folder(target)  # pickle-only weights or remote code: one clear refusal (interp.models.safety)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager", use_safetensors=True)
     has_tokenizer = any((target / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))

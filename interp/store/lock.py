@@ -26,6 +26,8 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +58,12 @@ def _holder(path: Path) -> str:
         return "another process"
 
 
-def acquire(folder: str | Path, wait: bool | float = False) -> WriterLock:
+def acquire(folder: str | Path, wait: bool | float = False, what: str = "the store") -> WriterLock:
     """Take the writer lock of the store at `folder` (created if needed).
 
     `wait=False`: refuse with `StoreLockedError` if another process holds it; `True`: block until it is
-    free; a number: block at most that many seconds.
+    free; a number: block at most that many seconds. `what` names the folder in the refusal ("the
+    store", "the dashboard folder", "the SAE run folder"); only stores offer --wait.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +75,7 @@ def acquire(folder: str | Path, wait: bool | float = False) -> WriterLock:
             return WriterLock(key)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _lock(fd, path, folder, wait)
+            _lock(fd, path, folder, wait, what)
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode())
         except BaseException:
@@ -82,7 +85,7 @@ def acquire(folder: str | Path, wait: bool | float = False) -> WriterLock:
         return WriterLock(key)
 
 
-def _lock(fd: int, path: Path, folder: Path, wait: bool | float) -> None:
+def _lock(fd: int, path: Path, folder: Path, wait: bool | float, what: str = "the store") -> None:
     deadline = None if wait is True else time.monotonic() + float(wait or 0)
     while True:
         try:
@@ -97,9 +100,9 @@ def _lock(fd: int, path: Path, folder: Path, wait: bool | float) -> None:
                 return
             raise
         if time.monotonic() >= deadline:
-            hint = ("wait for it to finish, or pass --wait to queue behind it" if not wait
-                    else f"it still held the lock after {float(wait):g} s")
-            raise StoreLockedError(f"the store {folder} is being written by {_holder(path)}: {hint}")
+            queue = ", or pass --wait to queue behind it" if what == "the store" else ", or choose another --out"
+            hint = f"wait for it to finish{queue}" if not wait else f"it still held the lock after {float(wait):g} s"
+            raise StoreLockedError(f"{what} {folder} is being written by {_holder(path)}: {hint}")
         time.sleep(0.05)
 
 
@@ -115,6 +118,32 @@ def release(lock: WriterLock | None) -> None:
         if entry[1] <= 0:
             del _held[lock.key]
             os.close(entry[0])  # closing the descriptor releases the flock
+
+
+@contextmanager
+def holding(folder: str | Path, what: str) -> Iterator[WriterLock]:
+    """Hold the writer lock of an output folder (a dashboard, an SAE run) for the block.
+
+    A second writer into the same folder is refused at once (`StoreLockedError` naming the holder)
+    instead of deleting the first one's temporary files. When the block fails in a folder that did not
+    exist before and now holds nothing but the lock file, the folder is removed: a refused or failed run
+    leaves the disk as it was.
+    """
+    folder = Path(folder)
+    existed = folder.exists()
+    lock = acquire(folder, False, what)
+    try:
+        yield lock
+    except BaseException:
+        if not existed and {p.name for p in folder.iterdir()} <= {LOCK_NAME}:
+            (folder / LOCK_NAME).unlink(missing_ok=True)  # we created it: nobody else can hold it yet
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+    finally:
+        release(lock)
 
 
 def held(folder: str | Path) -> bool:

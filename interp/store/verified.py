@@ -17,8 +17,10 @@ shard file and the fix.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import struct
 import time
 from pathlib import Path
@@ -126,14 +128,33 @@ def unreadable(store: StoreView, index: int, exc: BaseException) -> StoreCorrupt
     )
 
 
-def checked_path(store: StoreView, index: int, verify: bool = True) -> Path:
-    """The path of shard `index` after the header check and (with `verify`) the hash check; see module doc."""
-    info = store.shard_info(index)
-    path = shard_path(store, index)
+def unopenable(store: StoreView, index: int, exc: OSError) -> StoreCorruptError:
+    """A shard path that exists but cannot be opened as a file: a symlink loop (ELOOP), a folder, ..."""
+    return StoreCorruptError(
+        f"shard file {shard_file_name(index)} in {store.path} cannot be opened ({exc.strerror or exc}). "
+        "Delete it and run the caching command again to rewrite that shard.")
+
+
+def _stat(store: StoreView, index: int, path: Path):
+    """`path.stat()`, with a missing file and a file that cannot be opened each named (no raw errno)."""
     try:
         st = path.stat()
     except FileNotFoundError:
         raise missing(store, index) from None
+    except OSError as e:  # ELOOP (a symlink loop), ENAMETOOLONG, EACCES on a folder above, ...
+        if isinstance(e, PermissionError):
+            raise
+        raise unopenable(store, index, e) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise unopenable(store, index, IsADirectoryError(errno.EISDIR, "not a regular file"))
+    return st
+
+
+def checked_path(store: StoreView, index: int, verify: bool = True) -> Path:
+    """The path of shard `index` after the header check and (with `verify`) the hash check; see module doc."""
+    info = store.shard_info(index)
+    path = shard_path(store, index)
+    st = _stat(store, index, path)
     key = _key(path, st)
     settled = _settled(st)
     if verify and _hashed.get(key) != info.sha256:
@@ -162,8 +183,8 @@ def checked_bytes(store: StoreView, index: int) -> tuple[bytes, Any]:
     """
     info = store.shard_info(index)
     path = shard_path(store, index)
+    st = _stat(store, index, path)
     try:
-        st = path.stat()
         data = path.read_bytes()
     except FileNotFoundError:
         raise missing(store, index) from None
@@ -185,7 +206,7 @@ def is_verified(store: StoreView, index: int) -> bool:
     path = shard_path(store, index)
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except OSError:  # missing, a symlink loop, ...: not verified (the read that follows names the problem)
         return False
     return _hashed.get(_key(path, st)) == store.shard_info(index).sha256
 

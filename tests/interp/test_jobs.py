@@ -78,7 +78,7 @@ def test_bad_arguments():
 
 def test_missing_ray_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
-    with pytest.raises(ImportError, match=r'pip install "interp-toolkit\[ray\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[ray\]"'):
         run_tasks([1, 2], abs, executor="ray", progress=False)
 
 

