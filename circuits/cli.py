@@ -6,7 +6,7 @@
     interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
     interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 --out runs/ioi_curve
     interp circuits show runs/ioi/circuit.json --out graph.html
-    interp circuits export runs/ioi/circuit.json --out graph.json       # circuit-tracer's graph JSON
+    interp circuits export runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
 """
 
 from __future__ import annotations
@@ -345,24 +345,28 @@ def show(
 @app.command()
 def export(
     file: str = typer.Argument(..., help="Circuit JSON."),
-    out: str = typer.Option(..., help="Graph JSON to write.", metavar="PATH"),
-    format: str = typer.Option("circuit-tracer", help="circuit-tracer (its local viewer's graph JSON)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing file."),
+    out: str = typer.Option(..., help="circuit-tracer's data folder (graph-metadata.json + <slug>.json; its `serve` "
+                                      "reads it); a path ending in .json: that one graph file.", metavar="PATH"),
+    format: str = typer.Option("circuit-tracer", help="circuit-tracer (the data its own frontend reads)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing graph of the same slug."),
 ) -> None:
     """Export a circuit to another tool's graph format."""
-    from circuits.format.circuit_tracer import write_circuit_tracer
     from circuits.format.circuit import Circuit
+    from circuits.format.circuit_tracer import slug_of, write_circuit_tracer, write_circuit_tracer_folder
 
     if format != "circuit-tracer":
         fail(f"unknown --format {format!r}; use circuit-tracer")
-    if Path(out).exists() and not overwrite:
-        fail(f"{out} exists; pass --overwrite to replace it")
     try:
         c = Circuit.load(file)
-        path = write_circuit_tracer(c, out)
+        single = Path(out).suffix == ".json"
+        target = Path(out) if single else Path(out) / f"{slug_of(c)}.json"
+        if target.exists() and not overwrite:
+            fail(f"{target} exists; pass --overwrite to replace it")
+        path = write_circuit_tracer(c, out) if single else write_circuit_tracer_folder(c, out)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    typer.echo(f"wrote {path}")
+    where = "" if single else f" and {Path(out) / 'graph-metadata.json'} (serve this folder with circuit-tracer)"
+    typer.echo(f"wrote {path}{where}")
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m circuits.cli ...` before the entry point is installed
