@@ -146,3 +146,16 @@ def test_circuit_tracer_frontend_draws_our_export(tmp_path):
     r = render(tmp_path / "data", tmp_path / "shot.png")
     assert r["errors"] == [] and r["nodes_drawn"] == r["nodes_expected"] == len(c.nodes)
     assert (tmp_path / "shot.png").stat().st_size > 10_000
+
+
+def test_graph_page_draws_node_only_circuits_and_short_titles():
+    units = Circuit([Node(0, "head", 1), Node(1, "neuron", 3)], [],
+                    provenance={"method": "safeseek", "task": "prompts:/a/long/dir/pairs.jsonl"},
+                    extra={"node_scores": {"head_0": [0.5, -1.25], "neuron_1": [0.0, 0.0, 0.0, 2.0]}})
+    d = page_data(units)
+    assert d["all_nodes"] and [n["value"] for n in d["nodes"]] == [-1.25, 2.0]
+    assert "prompts:pairs.jsonl" in d["title"] and "/a/long" not in d["title"]
+    page = to_html(units)
+    assert "arrowhead" in page and "D.all_nodes" in page
+    edge = _edge_circuit()
+    assert not page_data(edge)["all_nodes"]  # an edge circuit shows the nodes its visible edges touch
