@@ -4,8 +4,9 @@
     interp circuits extract --model smollm2-135m --task ioi --method eap-ig --top-n 200 --out runs/ioi
     interp circuits extract --model runs/my_model@2000 --task prompts:my_pairs.jsonl --method eap --out runs/mine
     interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
+    interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 --out runs/ioi_curve
     interp circuits show runs/ioi/circuit.json --out graph.html
-    interp circuits export runs/ioi/circuit.json --out graph.json       # circuit-tracer's graph JSON
+    interp circuits export runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
 """
 
 from __future__ import annotations
@@ -266,6 +267,64 @@ def _node_report(model, c, task, n, seed, n_random, ablation) -> dict:
 
 
 @app.command()
+def curve(
+    out: str = typer.Option(..., metavar="PATH",
+                            help="Folder to write curve.json, curve.md (the table) and curve.html (the plot) into."),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " --quick without it: a tiny random model.",
+                                        metavar="SPEC"),
+    task: Optional[str] = typer.Option(None, help=TASK_HELP + " (--quick: quotes)", metavar="TEXT"),
+    method: str = typer.Option("eap-ig", help="eap, eap-ig (sizes in edges); safeseek, prune (sizes in heads)."),
+    sizes: str = typer.Option("", help="Comma-separated circuit sizes (edges or heads); default a log grid.",
+                              metavar="N,N,..."),
+    seeds: int = typer.Option(3, help="Seeds: each scores the method on its own prompts and draws its own controls."),
+    n_prompts: int = typer.Option(16, help="Prompt rows each seed scores the method on.", metavar="INT"),
+    n_eval: int = typer.Option(16, help="Held-out rows every circuit is evaluated on (bootstrapped).", metavar="INT"),
+    n_boot: int = typer.Option(1000, help="Bootstrap resamples of the held-out rows.", metavar="INT"),
+    metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
+    ablation: str = typer.Option("corrupt", help="corrupt, mean or zero: how edges outside the circuit are ablated."),
+    ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
+    steps: int = typer.Option(30, help="safeseek/prune: mask-training steps.", metavar="INT"),
+    quick: bool = typer.Option(False, help="A small run that checks everything works (tiny model, 2 seeds, 8 rows)."),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
+    allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
+) -> None:
+    """Faithfulness and complement vs circuit size, against random and random-connected circuits (95% intervals)."""
+    _threads(threads)
+    from circuits.evaluation.curve import CurveConfig, curve_table, faithfulness_curve
+    from circuits.format.curve_plot import write_curve_html
+    from circuits.model.checkpoint import CheckpointError
+    from circuits.tasks.binary import get_task
+
+    try:
+        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
+        if quick:
+            seeds, n_prompts, n_eval, n_boot, ig_steps, steps = min(seeds, 2), min(n_prompts, 8), min(n_eval, 8), \
+                min(n_boot, 200), min(ig_steps, 2), min(steps, 5)
+        cfg = CurveConfig(method=method, sizes=size_list, n_prompts=n_prompts, n_eval=n_eval, seeds=seeds,
+                          n_boot=n_boot, metric=metric, ablation=ablation, ig_steps=ig_steps, node_steps=steps)
+        the_task = get_task(task or ("quotes" if quick else ""))
+        if quick and not model:
+            from circuits.finders.weight_sparse import WeightSparseConfig, build_model
+
+            m = build_model(WeightSparseConfig(d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=1))
+        else:
+            m = _load(model, None, device, allow_torch_load)
+        result = faithfulness_curve(m, the_task, cfg, progress=lambda msg: typer.echo(msg, err=True))
+    except (ValueError, FileNotFoundError, CheckpointError) as exc:
+        fail(str(exc))
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    result["model_spec"] = model or ("tiny random gpt_neox (--quick)" if quick else None)
+    (folder / "curve.json").write_text(json.dumps(result, indent=1, default=str))
+    table = curve_table(result)
+    (folder / "curve.md").write_text(table + "\n")
+    write_curve_html(result, folder / "curve.html")
+    typer.echo(table)
+    typer.echo(f"wrote {folder / 'curve.json'}, {folder / 'curve.md'} and {folder / 'curve.html'}")
+
+
+@app.command()
 def show(
     file: str = typer.Argument(..., help="Circuit JSON."),
     out: str = typer.Option("circuit.html", help="HTML file to write (plotly.js embedded).", metavar="PATH"),
@@ -286,24 +345,28 @@ def show(
 @app.command()
 def export(
     file: str = typer.Argument(..., help="Circuit JSON."),
-    out: str = typer.Option(..., help="Graph JSON to write.", metavar="PATH"),
-    format: str = typer.Option("circuit-tracer", help="circuit-tracer (its local viewer's graph JSON)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing file."),
+    out: str = typer.Option(..., help="circuit-tracer's data folder (graph-metadata.json + <slug>.json; its `serve` "
+                                      "reads it); a path ending in .json: that one graph file.", metavar="PATH"),
+    format: str = typer.Option("circuit-tracer", help="circuit-tracer (the data its own frontend reads)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing graph of the same slug."),
 ) -> None:
     """Export a circuit to another tool's graph format."""
-    from circuits.format.circuit_tracer import write_circuit_tracer
     from circuits.format.circuit import Circuit
+    from circuits.format.circuit_tracer import slug_of, write_circuit_tracer, write_circuit_tracer_folder
 
     if format != "circuit-tracer":
         fail(f"unknown --format {format!r}; use circuit-tracer")
-    if Path(out).exists() and not overwrite:
-        fail(f"{out} exists; pass --overwrite to replace it")
     try:
         c = Circuit.load(file)
-        path = write_circuit_tracer(c, out)
+        single = Path(out).suffix == ".json"
+        target = Path(out) if single else Path(out) / f"{slug_of(c)}.json"
+        if target.exists() and not overwrite:
+            fail(f"{target} exists; pass --overwrite to replace it")
+        path = write_circuit_tracer(c, out) if single else write_circuit_tracer_folder(c, out)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    typer.echo(f"wrote {path}")
+    where = "" if single else f" and {Path(out) / 'graph-metadata.json'} (serve this folder with circuit-tracer)"
+    typer.echo(f"wrote {path}{where}")
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m circuits.cli ...` before the entry point is installed

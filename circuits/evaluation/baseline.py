@@ -24,20 +24,21 @@ class TaskTooHard(ValueError):
 @torch.no_grad()
 def baseline(model, batch: PairBatch, metric: Metric = "logit-diff", batch_size: int = 16) -> dict:
     """Clean and corrupted metric (mean and per-row spread), clean accuracy, on `batch`."""
-    clean, corrupt, acc, acc_c = [], [], [], []
+    clean, corrupt, acc, acc_c, prob = [], [], [], [], []
     for sub in batch.split(batch_size):
         sub = sub.to(model.device)
         logits = model({"input_ids": sub.clean, "attention_mask": sub.clean_mask})
         ref = last(logits, sub.clean_pos) if metric == "kl" else None
         clean.append(metric_rows(logits, sub, metric, ref).cpu())
         acc.append(accuracy_rows(logits, sub).cpu())
+        prob.append(metric_rows(logits, sub, "prob").cpu())  # the answer set's probability (viewers print it)
         if sub.corrupt is not None:
             lc = model({"input_ids": sub.corrupt, "attention_mask": sub.corrupt_mask})
             corrupt.append(metric_rows(lc, sub, metric, ref, pos=sub.corrupt_pos).cpu())
             acc_c.append(accuracy_rows(lc, sub, pos=sub.corrupt_pos).cpu())
     c = torch.cat(clean)
     out = {"metric": metric, "n": len(batch), "clean_metric": float(c.mean()), "clean_metric_std": float(c.std()) if len(c) > 1 else 0.0,
-           "clean_accuracy": float(torch.cat(acc).mean())}
+           "clean_accuracy": float(torch.cat(acc).mean()), "clean_answer_prob": float(torch.cat(prob).mean())}
     if corrupt:
         k = torch.cat(corrupt)
         out.update({"corrupt_metric": float(k.mean()), "corrupt_accuracy": float(torch.cat(acc_c).mean())})

@@ -103,6 +103,53 @@ def random_masks(graph: EdgeGraph, n: int, draws: int, seed: int = 0) -> list[Te
     return out
 
 
+def _component_up(graph: EdgeGraph, down: int, gen: torch.Generator) -> int | None:
+    """The upstream node written by the component that downstream node `down` feeds (None: the logits).
+
+    A head's q input leads to that head; a key/value head's k or v input to one head of its group, drawn at random;
+    an MLP's input to that MLP."""
+    if down == graph.logits_down:
+        return None
+    layer, r = divmod(down, graph.down_per_layer)
+    if r == graph.n_attn_in:
+        return graph.mlp_up(layer)
+    if r < graph.n_heads:
+        return graph.head_up(layer, r)
+    group = graph.n_heads // graph.n_kv
+    g = (r - graph.n_heads) % graph.n_kv
+    return graph.head_up(layer, g * group + int(torch.randint(group, (1,), generator=gen)))
+
+
+def random_connected_masks(graph: EdgeGraph, n: int, draws: int, seed: int = 0) -> list[Tensor]:
+    """`draws` sets of n edges, each the union of random input-to-logits paths.
+
+    A path starts at the input, takes a random edge out of the current upstream node (uniform over the
+    downstream nodes it feeds), moves to the component that edge enters (`_component_up`) and goes on until
+    it reaches the logits. Paths are added until n edges are kept; the last path is cut to fit. Unlike
+    `random_masks` (whose edges almost never join the input to the logits, so they score ~0 whatever the
+    method found), such a circuit carries signal from the input to the output: the stronger control."""
+    gen = torch.Generator().manual_seed(seed)
+    n = min(n, graph.n_edges)
+    valid = graph.valid
+    out = []
+    for _ in range(draws):
+        m = torch.zeros_like(valid)
+        kept = 0
+        for _attempt in range(50 * n + 100):  # each path adds >= 1 new edge unless it repeats old ones
+            if kept >= n:
+                break
+            up = 0
+            while up is not None and kept < n:
+                downs = torch.nonzero(valid[up])[:, 0]
+                down = int(downs[torch.randint(len(downs), (1,), generator=gen)])
+                if not m[up, down]:
+                    m[up, down] = True
+                    kept += 1
+                up = _component_up(graph, down, gen)
+        out.append(m)
+    return out
+
+
 def minimal_size(points: list[dict], fraction: float = 0.8) -> int | None:
     """The smallest n_edges on a curve whose faithfulness reaches `fraction` (None: never)."""
     ok = [p["n_edges"] for p in points if p["faithfulness"] >= fraction]

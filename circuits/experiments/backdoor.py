@@ -227,7 +227,7 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="runs/circuits/backdoor")
+    p.add_argument("--out", default=None, help="default runs/circuits/backdoor (with --quick: ..._quick)")
     p.add_argument("--pretrain", type=int, default=400)
     p.add_argument("--plant", type=int, default=150)
     p.add_argument("--mask-steps", type=int, default=300)
@@ -236,6 +236,7 @@ def main() -> None:
     a = p.parse_args()
     if a.quick:
         a.pretrain, a.plant, a.mask_steps, a.tune_steps = 30, 20, 10, 5
+    a.out = a.out or ("runs/circuits/backdoor_quick" if a.quick else "runs/circuits/backdoor")
     run(Path(a.out), a.pretrain, a.plant, a.mask_steps, a.tune_steps)
 
 

@@ -2,12 +2,12 @@
 
     python -m circuits.experiments.sparse_vs_dense --out runs/circuits/sparse_vs_dense   # ~40 min on a shared core
     python -m circuits.experiments.sparse_vs_dense --prune-only --out runs/circuits/sparse_vs_dense  # reuse its models
-    python -m circuits.experiments.sparse_vs_dense --quick                                  # ~1 min smoke run
+    python -m circuits.experiments.sparse_vs_dense --quick     # ~1 min smoke run, into runs/circuits/sparse_vs_dense_quick
 
-Both models (GPT-NeoX, 2 layers, d_model 64, 4 heads x 16, d_mlp 256, AbsTopK 1/4) train on the same
-"tiny Python" lines for the same steps; the sparse one keeps 1/16 of each matrix (min 4 per neuron,
-annealed over 1%-50% of training). Each is pruned on `brackets` (both models learn it; neither learned
-`quotes` in 2,500 steps) to task loss 0.15 (mean ablation); the
+Both models (GPT-NeoX, 2 layers, d_model 64, 4 heads x 16, d_mlp 256, AbsTopK 1/4) train for the same steps;
+the sparse one keeps 1/16 of each matrix (min 4 per neuron,
+annealed over 1%-50% of training), by default on the `quotes` answers (`--objective task`; `--objective lm`: next-token
+loss on tiny Python). Each is pruned on the task to task loss 0.15 (mean ablation); the
 result reports nodes, edges (nonzero weights between kept nodes) and the dense/sparse ratio (the paper:
 ~16x smaller circuits at matched pretraining loss). Controls: the circuit's necessity (ablating only the
 circuit), and a randomly initialised sparse model, which should need far more nodes or fail.
@@ -100,7 +100,7 @@ def run(out: Path, steps: int, prune_steps: int, lambda_steps: int, task_name: s
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="runs/circuits/sparse_vs_dense")
+    p.add_argument("--out", default=None, help="default runs/circuits/sparse_vs_dense (with --quick: ..._quick)")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--prune-steps", type=int, default=150)
     p.add_argument("--lambda-steps", type=int, default=2)
@@ -112,6 +112,7 @@ def main() -> None:
     a = p.parse_args()
     if a.quick:
         a.steps, a.prune_steps, a.lambda_steps = 60, 10, 1
+    a.out = a.out or ("runs/circuits/sparse_vs_dense_quick" if a.quick else "runs/circuits/sparse_vs_dense")
     res = run(Path(a.out), a.steps, a.prune_steps, a.lambda_steps, task_name=a.task, target=a.target, prune_only=a.prune_only,
               objective=a.objective)
     print({k: res[k] for k in ("ratio_nodes", "ratio_edges")})

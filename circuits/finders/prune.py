@@ -157,8 +157,14 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
     if full_loss > cfg.target_loss:  # no subset of the model does better than the whole: say so before training
         nodes = [Node(st.layer, st.kind, i) for st in sites for i in range(st.size)]
         edges, counts = circuit_edges(model, nodes)
-        best = Circuit(nodes, edges, {"task_loss": full_loss, "target_loss": cfg.target_loss, "reached_target": False,
-                                      "n_nodes": len(nodes), **counts, "n_units": n_units, "full_model_loss": full_loss},
+        # the same metric keys as a searched circuit, so callers read one shape: necessity is every node ablated
+        nothing = {st.key: torch.zeros(st.size) for st in sites}
+        necessity = evaluate(model, held, mask_hooks(sites, nothing, means))["loss"]
+        best = Circuit(nodes, edges, {"task_loss": full_loss, "sufficiency_loss": full_loss,
+                                      "target_loss": cfg.target_loss, "reached_target": False, "n_nodes": len(nodes), **counts, "n_units": n_units,
+                                      "lambda": None, "full_model_loss": full_loss, "necessity_loss": necessity,
+                                      "lambda_history": [], "seconds": round(time.perf_counter() - t0, 2),
+                                      "warnings": ["the circuit is the whole model, which misses the target"]},
                        {"model": model.provenance, "task": task.name, "method": "prune", "ablation": cfg.ablation,
                         "config": asdict(cfg)})
         raise TargetNotReached(

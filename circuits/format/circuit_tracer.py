@@ -1,28 +1,42 @@
-"""Export a circuit to the graph JSON that circuit-tracer's local viewer reads, and read it back.
+"""Export a circuit to the data circuit-tracer's own frontend reads, and read it back.
 
-circuit-tracer (safety-research/circuit-tracer, `circuit_tracer/frontend/graph_models.py`) draws
-attribution graphs of transcoder features over token positions. Its file is
-`{"metadata", "qParams", "nodes", "links"}`; `CT_FIELDS` lists the fields and types its pydantic models
-require, and `check_circuit_tracer` checks a file against them (the round-trip test uses it).
+circuit-tracer (safety-research/circuit-tracer 0.5, `circuit_tracer/frontend/`) draws attribution graphs
+over token positions. Its `serve(data_dir)` reads a folder holding `graph-metadata.json` (`{"graphs":
+[{"slug", "scan", "prompt", "node_threshold", ...}]}`) and one `<slug>.json` per graph:
+`{"metadata", "qParams", "nodes", "links"}` (`graph_models.py`). `write_circuit_tracer_folder` writes that
+folder; `CT_FIELDS` lists the fields and types its pydantic models require and `check_circuit_tracer` also
+checks what its JavaScript assumes (the logit clerp, a file-name-safe slug, numbers where it compares).
 
-Mapping (our graphs have no token positions: edge scores are summed over positions):
+Mapping (ours -> circuit-tracer):
 
-| ours | circuit-tracer |
-|---|---|
-| embed | node `feature_type "embedding"`, `layer "E"`, `node_id "E_0_<col>"` |
-| head L.h, kv L.g, mlp L, and unit kinds (neuron, q, k, v, channels) | `feature_type "cross layer transcoder"`, `layer "L"`, `feature` = a unique integer, `clerp` = our label (L5H3, L5KV1, MLP5, L5.neuron.12) |
-| logits | `feature_type "logit"`, `layer` = n_layers + 1, `is_target_logit true`, `clerp` = the metric |
-| edge (signed score, and the q/k/v input it enters) | link `{source, target, weight}`; the q/k/v label goes into the link as `"input"` (an extra key; `links` are plain dicts in their model) |
-| column | `ctx_idx`: the head (or kv head) index; MLPs, the embedding and the logits take the column after the last head. `metadata.prompt_tokens` names the columns ("h0", ..., "mlp"), so the viewer's position axis shows head indices, not tokens |
-| provenance | `metadata.slug` (method/task), `scan` (model spec), `prompt` (task), `transcoder_list []` |
-
-What differs: no token positions, no transcoder features (heads and MLPs are whole components), and
-`activation` / `influence` are left null.
+- embed: `feature_type "embedding"`, `layer "E"`, `ctx_idx 0`
+- head L.h, kv L.g, mlp L, units (neuron, q, k, v, channels): `feature_type` saying what it is ("attention head",
+  "key/value head", "mlp", "mlp neuron", "q channel", ...), `layer "L"`, `feature` a unique integer, `clerp` our
+  label (L5H3, L5KV1, MLP5, L5.neuron.12)
+- logits: `feature_type "logit"`, `clerp` `Output "<metric>" (p=<probability of the answer set on the clean
+  prompts>)`, the form their page parses; p is 0 for circuit files written before the baseline kept it
+- edge: link `{source, target, weight}`, weight = our signed edge score: the estimated change of the metric (its
+  units, e.g. logits for logit-diff) when that one edge is patched from the corrupted run (EAP / EAP-IG), summed
+  over positions and averaged over prompts. Their weights are direct effects between feature activations on one
+  prompt; ours are effects on the task metric. The q/k/v input goes in as an extra key `input`
+- node share of the metric: `influence`: circuit-tracer's meaning, the cumulative share of the nodes ranked before
+  and including this one (their pruning slider keeps nodes with influence <= t), each node's share being the sum of
+  |score| of the edges leaving it (entering it, for the logits) over all nodes' sum; node-only circuits use |node
+  score| (or equal shares)
+- node value: `activation`: the node's summed signed score (edges leaving it), or its own score (SafeSeek mask
+  logit, pruning tau) in node-only circuits, 0.0 when the file has none. Not an activation: our circuit files keep
+  no activations
+- positions: our graphs sum over token positions: `prompt_tokens` is two columns, "input (all positions)" for the
+  embedding and "summed over positions" for every component and the logits (`ctx_idx` 0 and 1); the page then shows
+  layers by row, one column of components
+- provenance: `metadata.slug` (method-task, file-name-safe), `scan` (model spec), `prompt` (task), `transcoder_list
+  []`
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from circuits.format.circuit import Circuit, Edge, Node
@@ -42,6 +56,23 @@ def label(node: Node) -> str:
     return node.short_label
 
 
+FEATURE_TYPE = {"head": "attention head", "kv": "key/value head", "mlp": "mlp", "neuron": "mlp neuron",
+                "q": "q channel", "k": "k channel", "v": "v channel", "attn_out": "attention output channel",
+                "mlp_out": "mlp output channel", "head_compat": "attention output slice"}
+"""What each of our node kinds is, in circuit-tracer's `feature_type` (honest names: none is a transcoder feature)."""
+COLUMNS = ["input (all positions)", "summed over positions"]
+
+
+def slug_of(c: Circuit) -> str:
+    """A file-name-safe slug: method and task (a prompt file by its stem), [A-Za-z0-9._-] only."""
+    prov = c.provenance
+    task = str(prov.get("task", "task"))
+    if task.startswith("prompts:"):
+        task = "prompts-" + Path(task.removeprefix("prompts:")).stem
+    raw = f"{prov.get('method', 'circuit')}-{task}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.") or "circuit"
+
+
 def _n_layers(c: Circuit) -> int:
     g = c.extra.get("graph")
     if isinstance(g, dict):
@@ -49,25 +80,67 @@ def _n_layers(c: Circuit) -> int:
     return max((n.layer for n in c.nodes), default=0) + 1
 
 
+def _node_values(c: Circuit) -> tuple[list[float], list[float]]:
+    """(share of the metric, signed value) per node (see the module doc)."""
+    n = len(c.nodes)
+    share, value = [0.0] * n, [0.0] * n
+    if c.edges:
+        for e in c.edges:
+            share[e.src] += abs(e.weight)
+            value[e.src] += e.weight
+        for i, node in enumerate(c.nodes):
+            if node.kind == "logits":
+                share[i] = sum(abs(e.weight) for e in c.edges if e.dst == i)
+                value[i] = sum(e.weight for e in c.edges if e.dst == i)
+    else:
+        scores = c.extra.get("node_scores") or {}
+        for i, node in enumerate(c.nodes):
+            vals = scores.get(f"{node.kind}_{node.layer}")
+            if isinstance(vals, list) and 0 <= node.index < len(vals):
+                value[i] = float(vals[node.index])
+        share = [abs(v) for v in value] if any(value) else [1.0] * n
+    return share, value
+
+
+def _influence(share: list[float], c: Circuit) -> list[float]:
+    total = sum(s for s, node in zip(share, c.nodes) if node.kind != "logits") or 1.0
+    order = sorted((i for i, node in enumerate(c.nodes) if node.kind != "logits"), key=lambda i: -share[i])
+    out, run = [0.0] * len(share), 0.0
+    for i in order:
+        run += share[i] / total
+        out[i] = round(min(run, 1.0), 6)
+    return out
+
+
+def _logit_clerp(c: Circuit) -> str:
+    metric = c.provenance.get("metric") or c.metrics.get("metric") or "metric"
+    base = c.metrics.get("baseline") if isinstance(c.metrics.get("baseline"), dict) else {}
+    p = float(base.get("clean_answer_prob", 0.0) or 0.0)
+    task = str(c.provenance.get("task", "")).removeprefix("prompts:")
+    what = f"{metric} of {Path(task).name}" if task else str(metric)
+    return f'Output "{what.replace("(p=", "(p =")}" (p={p:.3f})'
+
+
 def to_circuit_tracer(c: Circuit) -> dict:
     """The circuit as circuit-tracer graph JSON (a dict)."""
     n_layers = _n_layers(c)
-    heads = max([n.index for n in c.nodes if n.kind in ("head", "kv")] + [-1]) + 1
-    other_col = heads
+    share, value = _node_values(c)
+    influence = _influence(share, c)
     nodes, ids = [], []
     for i, n in enumerate(c.nodes):
-        col = n.index if n.kind in ("head", "kv") else other_col
+        col = 0 if n.kind == "embed" else 1
         if n.kind == "embed":
-            nid, layer, ftype = f"E_0_{col}", "E", "embedding"
+            nid, layer, ftype, clerp = f"E_{i}_{col}", "E", "embedding", "input embeddings"
         elif n.kind == "logits":
-            nid, layer, ftype = f"{n_layers + 1}_0_{col}", str(n_layers + 1), "logit"
+            nid, layer, ftype, clerp = f"{n_layers + 1}_{i}_{col}", str(n_layers + 1), "logit", _logit_clerp(c)
         else:
-            nid, layer, ftype = f"{n.layer}_{i}_{col}", str(n.layer), "cross layer transcoder"
+            nid, layer, ftype, clerp = f"{n.layer}_{i}_{col}", str(n.layer), FEATURE_TYPE.get(n.kind, n.kind), label(n)
         ids.append(nid)
+        p = float((c.metrics.get("baseline") or {}).get("clean_answer_prob", 0.0) or 0.0) if n.kind == "logits" else 0.0
         nodes.append({"node_id": nid, "feature": i, "layer": layer, "ctx_idx": col, "feature_type": ftype,
-                      "token_prob": 0.0, "is_target_logit": n.kind == "logits", "run_idx": 0, "reverse_ctx_idx": 0,
-                      "jsNodeId": nid, "clerp": label(n) if n.kind != "logits" else f"logits ({c.provenance.get('metric', 'metric')})",
-                      "influence": None, "activation": None,
+                      "token_prob": p, "is_target_logit": n.kind == "logits", "run_idx": 0,
+                      "reverse_ctx_idx": len(COLUMNS) - 1 - col, "jsNodeId": nid, "clerp": clerp,
+                      "influence": influence[i], "activation": round(value[i], 6),
                       "interp_node": {"layer": n.layer, "kind": n.kind, "index": n.index}})
     links = [{"source": ids[e.src], "target": ids[e.dst], "weight": float(e.weight), **({"input": e.label} if e.label else {})}
              for e in c.edges]
@@ -76,11 +149,10 @@ def to_circuit_tracer(c: Circuit) -> dict:
     if not model:
         m = prov.get("model", {})
         model = m.get("spec", "?") if isinstance(m, dict) else str(m)
-    cols = [f"h{i}" for i in range(heads)] + ["mlp / embed / logits"]
     return {
-        "metadata": {"slug": f"{prov.get('method', 'circuit')}-{prov.get('task', 'task')}", "scan": str(model),
-                     "transcoder_list": [], "prompt_tokens": cols, "prompt": str(prov.get("task", "")),
-                     "node_threshold": None, "schema_version": 1,
+        "metadata": {"slug": slug_of(c), "scan": str(model), "transcoder_list": [], "prompt_tokens": list(COLUMNS),
+                     "prompt": str(prov.get("task", "")), "node_threshold": 1.0, "schema_version": 1,
+                     "link_weight": "signed edge score: estimated metric change when the edge is patched",
                      "interp_circuit": {"metrics": {k: v for k, v in c.metrics.items() if not isinstance(v, (dict, list))},
                                         "provenance": {k: v for k, v in prov.items() if k != "config"}}},
         "qParams": {"pinnedIds": [], "supernodes": [], "linkType": "both", "clickedId": "", "sg_pos": ""},
@@ -114,6 +186,18 @@ def check_circuit_tracer(d: dict) -> None:
             if k in n and not isinstance(n[k], (t if isinstance(t, tuple) else (t, int) if t is float else t)):
                 raise ValueError(f"nodes[{i}].{k}: expected {t}, got {type(n[k]).__name__}")
         ids.add(n["node_id"])
+    slug = d["metadata"]["slug"]
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", slug):
+        raise ValueError(f"metadata.slug {slug!r}: the page uses it as a file name; only [A-Za-z0-9._-] is safe")
+    for i, n in enumerate(d["nodes"]):
+        if n["feature_type"] == "logit" and not re.search(r"\(p=[0-9.eE+-]+\)", str(n.get("clerp", ""))):
+            raise ValueError(f"nodes[{i}].clerp {n.get('clerp')!r}: the page parses a logit's clerp as "
+                             "'Output \"<token>\" (p=<prob>)'")
+        for k in ("influence", "activation"):
+            if not isinstance(n.get(k), (int, float)) or isinstance(n.get(k), bool):
+                raise ValueError(f"nodes[{i}].{k}: the page compares it with numbers; got {n.get(k)!r}")
+        if not 0 <= n["ctx_idx"] < len(d["metadata"]["prompt_tokens"]):
+            raise ValueError(f"nodes[{i}].ctx_idx {n['ctx_idx']} is not a position of prompt_tokens")
     for i, e in enumerate(d["links"]):
         need(e, CT_FIELDS["link"], f"links[{i}]")
         for end in ("source", "target"):
@@ -138,6 +222,7 @@ def from_circuit_tracer(d: dict) -> Circuit:
 
 
 def write_circuit_tracer(c: Circuit, path) -> Path:
+    """One graph JSON file (the `<slug>.json` of a data folder)."""
     from interp.store.atomic import atomic_write_bytes
 
     d = to_circuit_tracer(c)
@@ -145,4 +230,26 @@ def write_circuit_tracer(c: Circuit, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, json.dumps(d).encode())
+    return path
+
+
+def write_circuit_tracer_folder(c: Circuit, folder) -> Path:
+    """The data folder circuit-tracer's `serve(data_dir=folder)` reads: `<slug>.json`, and the graph's entry in
+    `graph-metadata.json` (added to the graphs already listed there, replacing one of the same slug). Returns
+    the graph file."""
+    from interp.store.atomic import atomic_write_bytes
+
+    folder = Path(folder)
+    d = to_circuit_tracer(c)
+    check_circuit_tracer(d)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{d['metadata']['slug']}.json"
+    atomic_write_bytes(path, json.dumps(d).encode())
+    index_path = folder / "graph-metadata.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {"graphs": []}
+    m = d["metadata"]
+    entry = {"slug": m["slug"], "scan": m["scan"], "prompt": m["prompt"], "prompt_tokens": m["prompt_tokens"],
+             "node_threshold": m["node_threshold"], "title_prefix": "interp"}
+    index["graphs"] = [g for g in index.get("graphs", []) if g.get("slug") != m["slug"]] + [entry]
+    atomic_write_bytes(index_path, json.dumps(index, indent=1).encode())
     return path

@@ -96,16 +96,48 @@ def _text(s: str) -> str:
 def page_data(circuit: Circuit) -> dict:
     """What the page script draws: nodes (label, x, y, colour) and edges sorted by |weight|."""
     pos = layout(circuit)
-    nodes = [{"label": _text(_label(n)), "x": x, "y": y, "kind": n.kind, "colour": KIND_COLOUR.get(n.kind, "#555")}
-             for n, (x, y) in zip(circuit.nodes, pos)]
+    values = node_values(circuit)
+    nodes = [{"label": _text(_label(n)), "x": x, "y": y, "kind": n.kind, "colour": KIND_COLOUR.get(n.kind, "#555"),
+              "value": v} for n, (x, y), v in zip(circuit.nodes, pos, values)]
     edges = sorted(([e.src, e.dst, float(e.weight), _text(e.label)] for e in circuit.edges), key=lambda e: -abs(e[2]))
     prov = circuit.provenance
     model = prov.get("model_spec") or (prov.get("model", {}).get("spec", "?") if isinstance(prov.get("model"), dict) else prov.get("model", "?"))
     m = circuit.metrics
     bits = [f"{k} {m[k]:.4g}" if isinstance(m[k], float) else f"{k} {m[k]}"
             for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction") if m.get(k) is not None]
-    title = f"{prov.get('method', 'circuit')} circuit of {prov.get('task', '?')} in {model}"
-    return {"nodes": nodes, "edges": edges, "title": _text(title), "subtitle": _text(", ".join(bits))}
+    title = f"{prov.get('method', 'circuit')} circuit of {short_task(prov.get('task', '?'))} in {short_task(model)}"
+    return {"nodes": nodes, "edges": edges, "title": _text(title), "subtitle": _text(", ".join(bits)),
+            "all_nodes": "graph" not in circuit.extra, "value_name": _text(values_meaning(circuit))}
+
+
+def short_task(name) -> str:
+    """A task or model name without its folders: prompts:/a/b/pairs.jsonl -> prompts:pairs.jsonl."""
+    name = str(name)
+    prefix = "prompts:" if name.startswith("prompts:") else ""
+    rest = name.removeprefix(prefix)
+    is_path = prefix or rest.startswith(("/", "./", "../", "~"))
+    return prefix + (Path(rest).name if is_path else rest)
+
+
+def node_values(circuit: Circuit) -> list[float | None]:
+    """Each node's value: its own score in unit circuits (SafeSeek mask logit, pruning tau: `extra.node_scores`),
+    else the summed signed score of its edges (out of it; into it for the logits); None when there is none."""
+    scores = circuit.extra.get("node_scores") or {}
+    out: list[float | None] = []
+    for i, n in enumerate(circuit.nodes):
+        vals = scores.get(f"{n.kind}_{n.layer}")
+        if isinstance(vals, list) and 0 <= n.index < len(vals):
+            out.append(float(vals[n.index]))
+            continue
+        es = [e.weight for e in circuit.edges if (e.dst if n.kind == "logits" else e.src) == i]
+        out.append(float(sum(es)) if es else None)
+    return out
+
+
+def values_meaning(circuit: Circuit) -> str:
+    if circuit.extra.get("node_scores"):
+        return "node score"
+    return "summed edge score"
 
 
 _SCRIPT = r"""
@@ -127,6 +159,17 @@ function colour(w) {
     return 'rgb(' + x.map((v, j) => Math.round(v + f * (y[j] - v))).join(',') + ')'; } }
   return SCALE[SCALE.length - 1][1];
 }
+function path(e) {
+  // points along the edge: straight, or bowed when both ends sit on one row (MLP -> MLP, head -> head of one index)
+  const a = D.nodes[e[0]], b = D.nodes[e[1]], n = 12;
+  const dx = b.x - a.x, dy = b.y - a.y, len = Math.hypot(dx, dy) || 1;
+  const bow = Math.abs(dy) < 1e-9 ? 0.18 * len + 0.3 : 0;
+  const cx = (a.x + b.x) / 2 - bow * dy / len, cy = (a.y + b.y) / 2 + bow * dx / len;
+  const out = [];
+  for (let i = 0; i <= n; i++) { const t = i / n, u = 1 - t;
+    out.push([u * u * a.x + 2 * u * t * cx + t * t * b.x, u * u * a.y + 2 * u * t * cy + t * t * b.y]); }
+  return out;
+}
 function visibleEdges() {
   const t = parseFloat(thr.value);
   if (!isNaN(t) && thr.value !== '') return D.edges.filter(e => Math.abs(e[2]) >= t);
@@ -134,37 +177,43 @@ function visibleEdges() {
 }
 function draw() {
   const edges = visibleEdges();
-  kout.textContent = edges.length + ' of ' + D.edges.length + ' edges';
+  kout.textContent = edges.length + ' of ' + D.edges.length + ' edges' + (D.all_nodes ? ', ' + D.nodes.length + ' nodes' : '');
   const used = new Set(); edges.forEach(e => { used.add(e[0]); used.add(e[1]); });
-  D.nodes.forEach((n, i) => { if (n.kind === 'embed' || n.kind === 'logits') used.add(i); });
+  D.nodes.forEach((n, i) => { if (D.all_nodes || n.kind === 'embed' || n.kind === 'logits') used.add(i); });
   const near = new Set();
   if (selected !== null) { near.add(selected); edges.forEach(e => { if (e[0] === selected) near.add(e[1]); if (e[1] === selected) near.add(e[0]); }); }
-  const bins = {};
+  const bins = {}, arrows = [];
   edges.forEach(e => {
     const on = selected === null || e[0] === selected || e[1] === selected;
     const c = on ? colour(e[2]) : 'rgba(200,200,200,0.25)';
     const w = on ? (1 + 5 * Math.abs(e[2]) / maxAbs).toFixed(1) : '1';
     const key = c + '|' + w;
     (bins[key] = bins[key] || {x: [], y: [], c: c, w: +w, text: []});
-    const a = D.nodes[e[0]], b = D.nodes[e[1]];
-    bins[key].x.push(a.x, b.x, null); bins[key].y.push(a.y, b.y, null);
+    const pts = path(e);
+    pts.forEach(p => { bins[key].x.push(p[0]); bins[key].y.push(p[1]); });
+    bins[key].x.push(null); bins[key].y.push(null);
+    const tip = pts[pts.length - 1], back = pts[pts.length - 3];
+    arrows.push({x: tip[0], y: tip[1], ax: back[0], ay: back[1], xref: 'x', yref: 'y', axref: 'x', ayref: 'y', text: '',
+      showarrow: true, arrowhead: 2, arrowsize: 1.1, arrowwidth: Math.max(1, +w * 0.7), arrowcolor: c, standoff: 7});
   });
   const traces = Object.values(bins).map(b => ({type: 'scatter', mode: 'lines', x: b.x, y: b.y, hoverinfo: 'skip',
     showlegend: false, line: {color: b.c, width: b.w}}));
   const idx = [...used];
-  const mids = edges.map(e => { const a = D.nodes[e[0]], b = D.nodes[e[1]];
-    return [(a.x + b.x) / 2, (a.y + b.y) / 2, a.label + ' \u2192 ' + b.label + (e[3] ? ' <' + e[3] + '>' : '') + ': ' + e[2].toPrecision(3), e[2]]; });
+  const mids = edges.map(e => { const a = D.nodes[e[0]], b = D.nodes[e[1]], m = path(e)[6];
+    return [m[0], m[1], a.label + ' \u2192 ' + b.label + (e[3] ? ' <' + e[3] + '>' : '') + ': ' + e[2].toPrecision(3), e[2]]; });
   traces.push({type: 'scatter', mode: 'markers', x: mids.map(m => m[0]), y: mids.map(m => m[1]), text: mids.map(m => m[2]),
     hovertemplate: '%{text}<extra></extra>', showlegend: false,
     marker: {size: 6, opacity: 0.01, color: mids.map(m => m[3]), colorscale: SCALE, cmin: -maxAbs, cmax: maxAbs,
              showscale: true, colorbar: {title: {text: 'edge score<br>(metric change<br>if patched)'}, thickness: 14}}});
   traces.push({type: 'scatter', mode: 'markers+text', x: idx.map(i => D.nodes[i].x), y: idx.map(i => D.nodes[i].y),
     text: idx.map(i => D.nodes[i].label), textposition: 'top center', customdata: idx, showlegend: false,
-    hovertemplate: '%{text}<extra></extra>', textfont: {size: 10},
+    hovertext: idx.map(i => D.nodes[i].label + (D.nodes[i].value === null ? '' : '<br>' + D.value_name + ': ' +
+      D.nodes[i].value.toPrecision(3))),
+    hovertemplate: '%{hovertext}<extra></extra>', textfont: {size: 10},
     marker: {size: 13, color: idx.map(i => D.nodes[i].colour), line: {width: 1.5, color: '#fff'},
              opacity: idx.map(i => selected === null || near.has(i) ? 1 : 0.25)}});
   Plotly.react(el, traces, {title: {text: D.title + '<br><sub>' + D.subtitle + '</sub>'}, template: 'plotly_white',
-    hovermode: 'closest', height: 720, margin: {t: 80},
+    hovermode: 'closest', height: 720, margin: {t: 80}, annotations: arrows,
     xaxis: {title: 'layer (heads at the layer, MLP at +0.5)', zeroline: false},
     yaxis: {title: 'head index (MLPs below, key/value heads above)', zeroline: false}}, {responsive: true});
 }

