@@ -87,8 +87,8 @@ def make_sweep(model, kind: str, per: str | None, layers, positions, n_pos: int)
 
 def prepare_inputs(model, clean, corrupted, prepend_bos=None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Tokens and masks of both inputs, which must line up position by position."""
-    c_ids, c_mask = model.to_tokens(clean, prepend_bos=prepend_bos)
-    x_ids, x_mask = model.to_tokens(corrupted, prepend_bos=prepend_bos)
+    c_ids, c_mask = model.to_tokens(clean, prepend_bos=prepend_bos, return_mask=True)
+    x_ids, x_mask = model.to_tokens(corrupted, prepend_bos=prepend_bos, return_mask=True)
     if c_ids.shape != x_ids.shape:
         raise ValueError(
             f"clean and corrupted inputs differ in shape ({tuple(c_ids.shape)} vs {tuple(x_ids.shape)} tokens); "
