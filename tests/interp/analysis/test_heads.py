@@ -1,4 +1,4 @@
-"""Head detectors, induction scores, composition scores and OV/QK spectra against TransformerLens on the same weights."""
+"""Head detectors, induction, composition scores and OV/QK spectra against TransformerLens on the same weights."""
 
 import pytest
 import torch
