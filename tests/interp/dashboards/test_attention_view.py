@@ -55,7 +55,7 @@ def test_bad_input():
 
 def test_page_has_a_colour_scale_and_keeps_thumbnails_beside_a_scrolling_grid():
     model = wrap("llama")
-    html = AttentionView.from_model(model, "a, b " * 30).to_html()
+    html = AttentionView.from_model(model, "a, b " * 20).to_html()
     assert 'id="scale"' in html and "linear-gradient" in html  # the weights' colour scale
     side, box = html.index('id="side"'), html.index('id="gridbox"')
     assert side < box and "#gridbox{overflow:auto" in html  # thumbnails first; a long text scrolls the grid
