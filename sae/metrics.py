@@ -410,7 +410,7 @@ def first_letter_words(tokenizer: Any, letters: str = "abcdefghijklmnopqrstuvwxy
 @torch.no_grad()
 def word_activations(model: Any, hook: str, words: Sequence[tuple[int, str]], prefix: str = "The word is", batch: int = 64) -> Tensor:
     """Activation at `hook` on the word's token, after a short prefix (rows in the order of `words`)."""
-    pre, _ = model.to_tokens(prefix)
+    pre = model.to_tokens(prefix)
     pre = pre[0]
     rows = []
     for i in range(0, len(words), batch):

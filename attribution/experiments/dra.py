@@ -83,7 +83,7 @@ def pooled(model, texts, layer, batch=32, tokens=False):
     out, per_tok = [], []
     hook = f"blocks.{layer}.hook_resid_post"
     for i in range(0, len(texts), batch):
-        ids, mask = model.to_tokens(texts[i:i + batch])
+        ids, mask = model.to_tokens(texts[i:i + batch], return_mask=True)
         _, cache = model.run_with_cache({"input_ids": ids, "attention_mask": mask}, names=[hook],
                                         return_logits=False, device="cpu")
         h = cache[hook].float()[:, 1:]
@@ -97,7 +97,7 @@ def pooled(model, texts, layer, batch=32, tokens=False):
 def grads(model, texts, modules, m, batch=16):
     reps = []
     for i in range(0, len(texts), batch):
-        ids, mask = model.to_tokens(texts[i:i + batch])
+        ids, mask = model.to_tokens(texts[i:i + batch], return_mask=True)
         reps.append(gradient_representations(model, ids, mask, modules, sketch_dim=m, batch_size=batch).cpu())
     return torch.cat(reps)
 

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from interp.cache.analysis import CacheAnalysis
+from interp.cache.decomposition import DecompositionMixin
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.(.+)$")
 _SHORT = {
@@ -57,7 +58,7 @@ def full_name(kind: str, layer: int | None = None, sub: str | None = None) -> st
     return f"blocks.{layer}.{_SHORT.get(kind, kind)}"
 
 
-class ActivationCache(CacheAnalysis, Mapping[str, Tensor]):
+class ActivationCache(DecompositionMixin, CacheAnalysis, Mapping[str, Tensor]):
     """Activations of one forward pass.
 
     Besides the tensors it keeps the `tokens` [batch, pos] and `attention_mask` [batch, pos] of the run,
@@ -76,6 +77,7 @@ class ActivationCache(CacheAnalysis, Mapping[str, Tensor]):
         self.tokens = tokens
         self.attention_mask = attention_mask
         self.model = model
+        self.has_batch_dim = True
 
     def _layer(self, layer: int) -> int:
         """A layer index with negative values counted from the end (needs the model's layer count)."""
@@ -132,7 +134,24 @@ class ActivationCache(CacheAnalysis, Mapping[str, Tensor]):
     def to(self, device: str | torch.device) -> ActivationCache:
         """A copy with every tensor moved to `device`."""
         move = {k: v.to(device) for k, v in self._data.items()}
-        return ActivationCache(move, self.tokens, self.attention_mask, self.model)
+        out = ActivationCache(move, self.tokens, self.attention_mask, self.model)
+        out.has_batch_dim = self.has_batch_dim
+        return out
+
+    def remove_batch_dim(self) -> ActivationCache:
+        """Drop the batch axis of a batch-of-one cache, in place (returns self), as TransformerLens does.
+
+        `tokens` and `attention_mask` keep theirs. The residual analyses (`accumulated_resid`, ...) expect
+        the batch axis: run them on a cache that has it.
+        """
+        if not self.has_batch_dim:
+            return self
+        sizes = {v.shape[0] for v in self._data.values() if v.ndim > 0}
+        if sizes - {1}:
+            raise ValueError(f"remove_batch_dim needs a batch of one; this cache has batch sizes {sorted(sizes)}")
+        self._data = {k: (v[0] if v.ndim > 0 else v) for k, v in self._data.items()}
+        self.has_batch_dim = False
+        return self
 
 
 def split_heads(t: Tensor, n_heads: int) -> Tensor:

@@ -7,7 +7,8 @@
 The page has a layer selector and a head selector, a query x key heatmap of the chosen head (hover a
 cell: "query token -> key token: weight"), a strip of the tokens where hovering one shows what it
 attends to (shading, and the three keys it attends to most), and a thumbnail of every head of the
-layer (click one to select it). Why our own and not circuitsvis: circuitsvis loads its JavaScript from
+layer (click one to select it), kept beside the heatmap, which scrolls when the text is long, under a
+colour scale of the weights. Why our own and not circuitsvis: circuitsvis loads its JavaScript from
 a CDN, so its views are blank offline; this one is ~150 lines of plain JS inlined in the page.
 
 Every token is text to the page: tokens travel as JSON with `<`, `>` and `&` escaped and are put in
@@ -117,9 +118,13 @@ h1{font-size:18px;margin:0 0 10px}
 #wrap{display:flex;gap:24px;align-items:flex-start}
 table{border-collapse:collapse;font-family:monospace;font-size:11px}
 td{width:16px;height:16px;padding:0;border:1px solid #f4f4f4}
-th{font-weight:normal;white-space:pre;padding:0 4px;max-width:90px;overflow:hidden;text-overflow:ellipsis}
-th.k{writing-mode:vertical-rl;transform:rotate(180deg);height:70px;text-align:left}
+th{font-weight:normal;white-space:pre;padding:0 4px;line-height:16px}
+th.k{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left;padding:4px 0;min-width:16px}
+#side{flex:0 0 auto}
+#gridbox{overflow:auto;max-width:calc(100vw - 440px);max-height:85vh}
 #thumbs{display:grid;grid-template-columns:repeat(4,auto);gap:8px}
+#scale{display:flex;align-items:center;gap:6px;font-size:11px;margin-bottom:6px}
+#scale .g{width:160px;height:12px;border:1px solid #ccc;background:linear-gradient(to right,rgba(220,40,40,0),rgba(220,40,40,1))}
 .th{text-align:center;font-size:11px;cursor:pointer;padding:3px;border:2px solid transparent}
 .th.sel{border-color:#d33}
 #info{font-family:monospace;min-height:1.3em;margin:8px 0}
@@ -128,7 +133,9 @@ th.k{writing-mode:vertical-rl;transform:rotate(180deg);height:70px;text-align:le
 <div class="bar"><label>layer <select id="layer"></select></label><label>head <select id="head"></select></label>
 <span style="color:#777">hover a token to see what it attends to; click a thumbnail to pick a head</span></div>
 <div id="strip"></div><div id="info"></div>
-<div id="wrap"><div><table id="grid"></table></div><div><div style="font-size:12px;margin-bottom:4px">all heads of this layer</div><div id="thumbs"></div></div></div>
+<div id="wrap"><div id="side"><div style="font-size:12px;margin-bottom:4px">all heads of this layer</div><div id="thumbs"></div></div>
+<div><div id="scale"><span>attention weight</span><span>0</span><span class="g"></span><span>1</span></div>
+<div id="gridbox"><table id="grid"></table></div></div></div>
 <script>
 const D = __DATA__;
 const T = D.tokens, n = T.length;

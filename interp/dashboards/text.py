@@ -27,9 +27,7 @@ def hook_activations(model: Any, hook: str, text: str) -> tuple[Tensor, Tensor, 
     """(token ids [T], hook rows [T, d], positions [T]) of `text` (with the tokenizer's BOS if it adds one)."""
     if not text:
         raise ValueError("--text is empty: give the text to run, e.g. --text 'The cat sat on the mat.'")
-    ids = model.to_tokens(text)
-    ids = ids[0] if isinstance(ids, tuple) else ids
-    ids = ids.reshape(1, -1)
+    ids = model.to_tokens(text).reshape(1, -1)
     _, cache = model.run_with_cache(ids, names=[hook], return_logits=False)
     x = cache[hook][0].float()
     if x.dim() != 2:

@@ -62,9 +62,22 @@ class View:
         return out
 
 
+class LayerIndex(int):
+    """A block index that is also callable, so both our `hook.layer` and TransformerLens's `hook.layer()` work."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
 @dataclass(frozen=True)
 class HookPoint:
-    """One named hook point; passed to hook functions as `hook` (so `hook.name`, `hook.layer` work)."""
+    """One named hook point; passed to hook functions as `hook` (so `hook.name`, `hook.layer` work).
+
+    `hook.layer` is an int (None outside the blocks) that may also be called, TL style: `hook.layer()`.
+    """
 
     name: str
     layer: int | None
@@ -80,6 +93,10 @@ class HookPoint:
     """The module after whose forward a cached run may stop once this point has fired."""
     on_demand: bool = False
     """Large points left out of "everything" (`names=None`); selected only by name, glob or predicate."""
+
+    def __post_init__(self):
+        if self.layer is not None and not isinstance(self.layer, LayerIndex):
+            object.__setattr__(self, "layer", LayerIndex(self.layer))
 
     def __repr__(self) -> str:
         return f"HookPoint({self.name})"

@@ -8,6 +8,11 @@
 Sites of one layer run together: K copies of the corrupted batch go through one forward, copy k
 patched at site k (`max_rows` bounds K x batch). This is the same arithmetic as one forward per site
 (TransformerLens's `patching.get_act_patch_*`), with far fewer, larger forwards.
+
+A patch in block l changes nothing before it, so each run starts at block l from the corrupted run's
+cached residual there (`interp.wrapper.layer_range`): a full layers x positions sweep runs about half
+the blocks a from-the-embeddings sweep runs. Hooks the caller passes (`fwd_hooks`) act on that
+corrupted run too, so their effect before layer l is in the residual each run starts from.
 """
 
 from __future__ import annotations
@@ -27,12 +32,17 @@ def _labels(model, ids: Tensor, sweep: Sweep) -> dict[str, list[str]]:
     return labels
 
 
-def baseline_and_clean(model, metric: Metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks=()):
-    """(metric on corrupted, metric on clean, clean cache at `names`) with the caller's hooks active."""
+def baseline_and_clean(model, metric: Metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks=(), starts=None):
+    """(metric on corrupted, metric on clean, clean cache at `names`) with the caller's hooks active.
+
+    `starts` (hook names): also return the corrupted run's cache at those names (the residuals sweeps start from).
+    """
     with torch.no_grad(), model.hooks(fwd_hooks):
         clean_logits, cache = model.run_with_cache({"input_ids": c_ids, "attention_mask": c_mask}, names=names)
-        corrupted = model.hf_model(input_ids=x_ids, attention_mask=x_mask, use_cache=False).logits
-    return scalar(metric(corrupted)).item(), scalar(metric(clean_logits)).item(), cache
+        x_inputs = {"input_ids": x_ids, "attention_mask": x_mask}
+        corrupted, x_cache = model.run_with_cache(x_inputs, names=starts or [])
+    out = scalar(metric(corrupted)).item(), scalar(metric(clean_logits)).item(), cache
+    return out if starts is None else (*out, x_cache)
 
 
 def activation_patching(
@@ -50,19 +60,24 @@ def activation_patching(
     fwd_hooks=(),
     max_rows: int = 64,
     prepend_bos: bool | None = None,
+    start_from_cache: bool = True,
 ) -> PatchResult:
     """Sweep one kind of activation over layers x positions (or heads), patching clean into corrupted.
 
     `metric(logits) -> scalar` scores a run (logits [batch, pos, vocab] of the original batch size);
     by default the logit difference between `answer` and `wrong` at each row's last token, which
     default to the clean and the corrupted run's top predictions. `fwd_hooks` stay active in every
-    run (e.g. to freeze a norm's scale); they see the stacked copies, [copies * batch, ...]. See `interp.patching.sites` for kinds and `per`.
+    run (e.g. to freeze a norm's scale); they see the stacked copies, [copies * batch, ...]. See
+    `interp.patching.sites` for kinds and `per`. `start_from_cache=False` runs every copy from the
+    embeddings (the slow reference; same numbers up to float rounding).
     """
     c_ids, c_mask, x_ids, x_mask = prepare_inputs(model, clean, corrupted, prepend_bos)
     metric = resolve_metric(model, metric, c_ids, c_mask, x_ids, x_mask, answer, wrong)
     sweep = make_sweep(model, kind, per, layers, positions, c_ids.shape[1])
     names = [sweep.hook(l) for l in sweep.layers]
-    base, clean_value, cache = baseline_and_clean(model, metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks)
+    starts = [f"blocks.{l}.hook_resid_pre" for l in sweep.layers] if start_from_cache else None
+    out = baseline_and_clean(model, metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks, starts)
+    base, clean_value, cache = out[:3]
     b, per_run = c_ids.shape[0], max(1, max_rows // c_ids.shape[0])
     values = []
     for layer in sweep.layers:
@@ -79,6 +94,7 @@ def activation_patching(
                 return t
 
             hooks = [*fwd_hooks, (sweep.hook(layer), patch)]
-            values += score_copies(model, x_ids, x_mask, len(chunk), metric, hooks)
+            start = (layer, out[3]["resid_pre", layer]) if start_from_cache else None
+            values += score_copies(model, x_ids, x_mask, len(chunk), metric, hooks, start)
     out = torch.tensor(values).view(sweep.shape())
     return PatchResult(out, sweep.dims, kind, base, clean_value, _labels(model, c_ids, sweep), "activation")

@@ -11,10 +11,13 @@ Kinds and their sweeps (TransformerLens's `patching` module names the same ones)
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from interp.wrapper.layer_range import run_from_layer
 
 Metric = Callable[[Tensor], Tensor]
 POS_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
@@ -87,8 +90,8 @@ def make_sweep(model, kind: str, per: str | None, layers, positions, n_pos: int)
 
 def prepare_inputs(model, clean, corrupted, prepend_bos=None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Tokens and masks of both inputs, which must line up position by position."""
-    c_ids, c_mask = model.to_tokens(clean, prepend_bos=prepend_bos)
-    x_ids, x_mask = model.to_tokens(corrupted, prepend_bos=prepend_bos)
+    c_ids, c_mask = model.to_tokens(clean, prepend_bos=prepend_bos, return_mask=True)
+    x_ids, x_mask = model.to_tokens(corrupted, prepend_bos=prepend_bos, return_mask=True)
     if c_ids.shape != x_ids.shape:
         raise ValueError(
             f"clean and corrupted inputs differ in shape ({tuple(c_ids.shape)} vs {tuple(x_ids.shape)} tokens); "
@@ -147,11 +150,19 @@ def logit_diff_metric(answer: Tensor, wrong: Tensor, mask: Tensor) -> Metric:
     return LogitDiff(answer, wrong, mask)
 
 
-def score_copies(model, ids: Tensor, mask: Tensor, k: int, metric: Metric, hooks=()) -> list[float]:
-    """Metric of each of k stacked copies of a batch run once with `hooks` (which see all copies)."""
+def score_copies(model, ids: Tensor, mask: Tensor, k: int, metric: Metric, hooks=(), start=None) -> list[float]:
+    """Metric of each of k stacked copies of a batch run once with `hooks` (which see all copies).
+
+    `start=(layer, resid)`: the run begins at block `layer` from `resid` [batch, pos, d_model] (the
+    residual stream there, the same for every copy), skipping the blocks before it.
+    """
     b = ids.shape[0]
     kw = {"logits_to_keep": metric.keep.to(ids.device)} if isinstance(metric, LogitDiff) else {}
-    with torch.no_grad(), model.hooks(hooks):
+    with ExitStack() as stack:
+        stack.enter_context(torch.no_grad())
+        if start is not None:
+            stack.enter_context(run_from_layer(model, start[0], start[1].repeat(k, 1, 1)))
+        stack.enter_context(model.hooks(hooks))
         logits = model.hf_model(input_ids=ids.repeat(k, 1), attention_mask=mask.repeat(k, 1), use_cache=False, **kw).logits
     score = metric.on_kept if kw else metric
     return [scalar(score(logits[i * b : (i + 1) * b])).item() for i in range(k)]

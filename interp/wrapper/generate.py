@@ -1,8 +1,9 @@
 """Generation through HF's own KV-cached `generate`, with our hooks active and an optional cache.
 
-    tokens = model.generate("The capital of France is", max_new_tokens=5)        # greedy
+    text = model.generate("The capital of France is", max_new_tokens=5)          # greedy; text in, text out
+    tokens = model.generate("The capital of France is", 5, return_type="tokens")  # ids [batch, prompt + new]
     with_steer = model.generate(prompt, 20, fwd_hooks=[("blocks.10.hook_resid_post", add_vector)])
-    tokens, cache = model.generate(prompt, 10, names="blocks.*.hook_resid_post")
+    tokens, cache = model.generate(ids, 10, names="blocks.*.hook_resid_post")
 
 Nothing is re-implemented: `hf_model.generate` runs the model, so greedy output with no hooks equals
 it exactly. Hooks see each step's tensors: the whole prompt on the first step, then one new position
@@ -12,9 +13,17 @@ positions. Attention patterns and scores grow a key axis per step; each step's k
 positions they hold, zeros elsewhere (what a causal pattern holds there anyway; for scores, a full
 forward holds the mask value there instead). Batches of texts
 are left-padded for generation (HF's convention), and so is the cache.
+
+TransformerLens's keywords are accepted: `return_type` ("input": text for text input, ids for ids;
+"str"; "tokens"), `stop_at_eos`, `eos_token_id`, `use_past_kv_cache`, `verbose` (no progress bar is
+drawn here), `temperature`, `top_k`, `top_p`. One difference is kept: sampling is off unless
+`do_sample=True` (TL samples by default), so a call gives the same output every time.
 """
 
 from __future__ import annotations
+
+import copy
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -57,17 +66,34 @@ def generate(
     fwd_hooks=(),
     do_sample: bool = False,
     prepend_bos: bool | None = None,
+    return_type: Literal["input", "str", "tokens"] = "input",
+    stop_at_eos: bool = True,
+    use_past_kv_cache: bool = True,
+    verbose: bool = False,
     **generate_kwargs,
-) -> Tensor | tuple[Tensor, ActivationCache]:
-    """Token ids [batch, prompt + new] from `hf_model.generate`, with `fwd_hooks` active throughout.
+):
+    """The prompt and its continuation from `hf_model.generate`, with `fwd_hooks` active throughout:
+    text for text input, token ids [batch, prompt + new] for ids (see `return_type`).
 
     `names` (names, globs or a predicate, as in `run_with_cache`): also return a cache of those hooks
     over every position that was run. Other keyword arguments go to HF's `generate` (e.g.
     `temperature`, `top_k`, `eos_token_id`); sampling is off unless `do_sample=True`.
+    `stop_at_eos=False` keeps generating past an end-of-text token; `use_past_kv_cache=False` reruns the
+    whole sequence at every step.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    ids, mask = model.to_tokens(inputs, prepend_bos=prepend_bos)
+    if return_type not in ("input", "str", "tokens"):
+        raise ValueError(f"return_type must be 'input', 'str' or 'tokens', not {return_type!r}")
+    if generate_kwargs.pop("freq_penalty", 0.0):
+        raise ValueError("freq_penalty is not supported; pass HF's repetition_penalty= instead")
+    generate_kwargs.pop("padding_side", None)  # generation always left-pads
+    as_text = return_type == "str" or (return_type == "input" and isinstance(inputs, (str, list, tuple)))
+    if not stop_at_eos:
+        config = copy.deepcopy(model.hf_model.generation_config)
+        config.eos_token_id = None
+        generate_kwargs["generation_config"] = config
+    ids, mask = model.to_tokens(inputs, prepend_bos=prepend_bos, return_mask=True)
     pad = model.tokenizer.pad_token_id if model.tokenizer is not None else None
     pad = pad if pad is not None else (model.config.eos_token_id or 0)
     if isinstance(pad, list):
@@ -83,11 +109,20 @@ def generate(
     with torch.no_grad(), model.hooks(hooks):
         out = model.hf_model.generate(
             input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=do_sample,
-            pad_token_id=pad, **generate_kwargs,
+            pad_token_id=pad, use_cache=use_past_kv_cache, **generate_kwargs,
         )
+    result = _decoded(model, out, isinstance(inputs, str)) if as_text else out
     if names is None:
-        return out
+        return result
     data = {p.name: _join(p.name, steps[p.name]) for p in points if p.name in steps}
     n = out.shape[1] - 1  # every step fed one more position; the last token was never fed
     full_mask = torch.cat([mask, torch.ones_like(out[:, mask.shape[1] :])], dim=1)
-    return out, ActivationCache(data, out[:, :n], full_mask[:, :n], model)
+    return result, ActivationCache(data, out[:, :n], full_mask[:, :n], model)
+
+
+def _decoded(model, out: Tensor, single: bool) -> str | list[str]:
+    """TransformerLens's text output: each row decoded without special tokens (so without padding)."""
+    if model.tokenizer is None:
+        raise ValueError("text output needs a tokenizer; pass return_type='tokens'")
+    texts = [model.tokenizer.decode(row, skip_special_tokens=True) for row in out]
+    return texts[0] if single else texts

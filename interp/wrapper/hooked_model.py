@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from functools import cached_property
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -24,15 +25,14 @@ from interp.data import tokenize_texts
 from interp.hooks.attention import use_hooked_attention
 from interp.hooks.install import HookFn, install_backward, install_forward
 from interp.hooks.points import HookPoint, NameFilter, build_points, select_points
-from interp.wrapper.tokens import TokensMixin, next_token_loss
+from interp.wrapper.config import TLConfigView, tl_config_view
+from interp.wrapper.layer_range import StopForward, run_from_layer, stop_before_layer
+from interp.wrapper.tokens import TokensMixin, next_token_loss, per_token_loss
 from interp.wrapper.weights import WeightsMixin
 
 Inputs = str | Sequence[str] | Tensor | dict
 HookList = Sequence[tuple[str | Callable[[str], bool], HookFn]]
-
-
-class StopForward(Exception):
-    """Raised by the stop hook once every hook a cached run needs has fired."""
+ReturnType = Literal["logits", "loss", "both"] | None
 
 
 class HookedModel(WeightsMixin, TokensMixin):
@@ -68,6 +68,11 @@ class HookedModel(WeightsMixin, TokensMixin):
 
     # ------------------------------------------------------------------ basics
     @property
+    def cfg(self) -> TLConfigView:
+        """The sizes under TransformerLens's config names (`cfg.n_layers`, `cfg.d_mlp`, ...), read-only."""
+        return tl_config_view(self)
+
+    @property
     def name(self) -> str:
         return self.provenance.get("spec", type(self.hf_model).__name__)
 
@@ -101,13 +106,27 @@ class HookedModel(WeightsMixin, TokensMixin):
         return select_points(self.points, names)
 
     # ------------------------------------------------------------------ inputs
-    def to_tokens(self, inputs: Inputs, truncate: bool = False, prepend_bos: bool | None = None) -> tuple[Tensor, Tensor]:
-        """(input_ids, attention_mask) on the model's device; text is right-padded.
+    def to_tokens(
+        self,
+        inputs: Inputs,
+        prepend_bos: bool | None = None,
+        padding_side: Literal["right"] | None = None,
+        move_to_device: bool = True,
+        truncate: bool = False,
+        *,
+        return_mask: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Token ids [batch, pos] on the model's device, as TransformerLens returns them; text is right-padded.
 
+        `return_mask=True` returns `(ids, attention_mask)`, the mask 0 at padding (what every run here
+        uses; a tensor or a dict input keeps its own mask, or gets all ones).
         Text longer than the context raises a ValueError unless `truncate=True` (keeps the start).
         `prepend_bos` (text only): None keeps the tokenizer's convention, True/False force BOS on/off
         (`interp.data.tokenize_texts`); None falls back to `model.prepend_bos`, itself None by default.
+        `padding_side`: only "right" (TL's default) is supported; generation left-pads by itself.
         """
+        if padding_side not in (None, "right"):
+            raise ValueError(f"padding_side={padding_side!r}: text is right-padded here (generate left-pads itself)")
         if isinstance(inputs, dict):
             ids = inputs["input_ids"]
             mask = inputs.get("attention_mask")
@@ -128,7 +147,15 @@ class HookedModel(WeightsMixin, TokensMixin):
             raise ValueError(f"{ids.shape[1]} tokens is longer than the model's context of {self.n_ctx}; cut the input")
         if mask is None:
             mask = torch.ones_like(ids)
-        return ids.to(self.device), mask.to(self.device)
+        if move_to_device:
+            ids, mask = ids.to(self.device), mask.to(self.device)
+        return (ids, mask) if return_mask else ids
+
+    def _ids_and_mask(self, inputs: Inputs, truncate=False, prepend_bos: bool | None = None, attention_mask=None):
+        ids, mask = self.to_tokens(inputs, prepend_bos=prepend_bos, truncate=truncate, return_mask=True)
+        if attention_mask is not None:
+            mask = attention_mask.to(mask.device).view_as(mask)
+        return ids, mask
 
     def to_string(self, tokens: Tensor) -> str | list[str]:
         """Decode a [pos] or [batch, pos] tensor of token ids."""
@@ -137,10 +164,63 @@ class HookedModel(WeightsMixin, TokensMixin):
         return self.tokenizer.batch_decode(tokens)
 
     # ------------------------------------------------------------------ forward
-    def forward(self, inputs: Inputs, truncate: bool = False, prepend_bos: bool | None = None) -> Tensor:
-        """Logits [batch, pos, d_vocab] of the wrapped HF model, with whatever hooks are installed."""
-        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
-        return self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    def forward(
+        self,
+        inputs: Inputs,
+        return_type: ReturnType = "logits",
+        loss_per_token: bool = False,
+        prepend_bos: bool | None = None,
+        padding_side: Literal["right"] | None = None,
+        start_at_layer: int | None = None,
+        tokens: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        stop_at_layer: int | None = None,
+        truncate: bool = False,
+    ):
+        """Logits [batch, pos, d_vocab] of the wrapped HF model, with whatever hooks are installed.
+
+        As TransformerLens's `forward`: `return_type` "logits", "loss" (mean next-token loss over real
+        targets; [batch, pos - 1] with `loss_per_token=True`), "both" ((logits, loss)) or None.
+        `stop_at_layer=l` runs blocks 0..l-1 only and returns the residual stream entering block l
+        (negative l counts from the end). `start_at_layer=l` takes `inputs` as that residual
+        [batch, pos, d_model] and runs from block l on; `tokens` (needed for a loss) and
+        `attention_mask` then describe it.
+        """
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError(f"return_type must be 'logits', 'loss', 'both' or None, not {return_type!r}")
+        if padding_side not in (None, "right"):
+            raise ValueError(f"padding_side={padding_side!r}: text is right-padded here")
+        with ExitStack() as stack:
+            if start_at_layer is not None:
+                if not isinstance(inputs, Tensor) or inputs.ndim != 3:
+                    raise ValueError("with start_at_layer, the input is the residual stream [batch, pos, d_model]")
+                resid = inputs.to(self.device)
+                mask = torch.ones(resid.shape[:2], dtype=torch.long, device=self.device)
+                mask = mask if attention_mask is None else attention_mask.to(self.device)
+                ids = None if tokens is None else tokens.to(self.device)
+                stack.enter_context(run_from_layer(self, start_at_layer, resid))
+                kw = {"inputs_embeds": torch.zeros_like(resid, dtype=self.dtype)}
+            else:
+                ids, mask = self._ids_and_mask(inputs, truncate, prepend_bos, attention_mask)
+                kw = {"input_ids": ids}
+            if stop_at_layer is not None:
+                seen: dict[str, Tensor] = {}
+                stack.enter_context(stop_before_layer(self, stop_at_layer, seen))
+                try:
+                    self.hf_model(**kw, attention_mask=mask, use_cache=False)
+                except StopForward:
+                    return seen["resid"]
+                raise RuntimeError(f"the forward did not reach layer {stop_at_layer}")
+            if return_type is None:
+                self.hf_model(**kw, attention_mask=mask, use_cache=False)
+                return None
+            logits = self.hf_model(**kw, attention_mask=mask, use_cache=False).logits
+        if return_type == "logits":
+            return logits
+        if ids is None:
+            raise ValueError("a loss needs the token ids: pass tokens= with start_at_layer")
+        loss = per_token_loss(logits, ids, mask) if loss_per_token else next_token_loss(logits, ids, mask)
+        return loss if return_type == "loss" else (logits, loss)
 
     __call__ = forward
 
@@ -168,10 +248,15 @@ class HookedModel(WeightsMixin, TokensMixin):
         bwd_hooks: HookList = (),
         truncate: bool = False,
         prepend_bos: bool | None = None,
-    ) -> Tensor:
-        """Logits of one forward with the given hooks."""
+        reset_hooks_end: bool = True,
+        **forward_kwargs,
+    ):
+        """One `forward` with the given hooks (`forward_kwargs` as in `forward`: `return_type`, ...).
+
+        Hooks never outlive the call here, so TransformerLens's `reset_hooks_end` is accepted and ignored.
+        """
         with self.hooks(fwd_hooks, bwd_hooks):
-            return self.forward(inputs, truncate, prepend_bos)
+            return self.forward(inputs, truncate=truncate, prepend_bos=prepend_bos, **forward_kwargs)
 
     def run_with_cache(
         self,
@@ -182,6 +267,8 @@ class HookedModel(WeightsMixin, TokensMixin):
         truncate: bool = False,
         prepend_bos: bool | None = None,
         names_filter: NameFilter = None,
+        remove_batch_dim: bool = False,
+        return_type: ReturnType = "logits",
     ) -> tuple[Tensor | None, ActivationCache]:
         """(logits, cache) of one forward. `names`: names, globs or a predicate; None caches everything
         except the on-demand points (`attn.hook_result`: name it). `names_filter` is TransformerLens's
@@ -189,9 +276,14 @@ class HookedModel(WeightsMixin, TokensMixin):
 
         With `return_logits=False` the forward stops after the last hook needed and logits are None.
         Tensors are detached; `device` moves them (e.g. "cpu") as they are captured.
+        `remove_batch_dim=True` (a batch of one) drops the batch axis of every cached tensor, as in
+        TransformerLens. `return_type` "loss" or "both" returns the loss (or (logits, loss)) in place of
+        the logits; None returns no logits (but runs the whole forward, unlike `return_logits=False`).
         """
         points = self.hook_points(_names(names, names_filter))
-        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
+        ids, mask = self._ids_and_mask(inputs, truncate, prepend_bos)
+        if remove_batch_dim and ids.shape[0] != 1:
+            raise ValueError(f"remove_batch_dim needs a batch of one; this input has {ids.shape[0]} rows")
         store: dict[str, Tensor] = {}
 
         def save(t: Tensor, hook: HookPoint) -> None:
@@ -207,7 +299,15 @@ class HookedModel(WeightsMixin, TokensMixin):
             except StopForward:
                 pass
         ordered = {p.name: store[p.name] for p in points if p.name in store}
-        return (logits if return_logits else None), ActivationCache(ordered, ids, mask, self)
+        cache = ActivationCache(ordered, ids, mask, self)
+        if remove_batch_dim:
+            cache = cache.remove_batch_dim()
+        if not return_logits or return_type is None:
+            return None, cache
+        if return_type == "logits":
+            return logits, cache
+        loss = next_token_loss(logits, ids, mask)
+        return (loss if return_type == "loss" else (logits, loss)), cache
 
     def run_with_grads(
         self,
@@ -223,7 +323,7 @@ class HookedModel(WeightsMixin, TokensMixin):
         `loss_fn(logits, input_ids, attention_mask)` defaults to the mean next-token cross-entropy.
         """
         points = self.hook_points(_names(names, names_filter))
-        ids, mask = self.to_tokens(inputs, truncate, prepend_bos)
+        ids, mask = self._ids_and_mask(inputs, truncate, prepend_bos)
         acts: dict[str, Tensor] = {}
         grads: dict[str, Tensor] = {}
 

@@ -32,7 +32,7 @@ class TokensMixin:
             return [tok.decode([inputs])]
         if isinstance(inputs, Tensor) and inputs.ndim <= 1:
             return [tok.decode([int(t)]) for t in inputs.reshape(-1)]
-        ids, mask = self.to_tokens(inputs, prepend_bos=prepend_bos)
+        ids, mask = self.to_tokens(inputs, prepend_bos=prepend_bos, return_mask=True)
         rows = [[tok.decode([int(t)]) for t, m in zip(r, mk) if m] for r, mk in zip(ids, mask)]
         return rows[0] if isinstance(inputs, str) else rows
 
@@ -97,15 +97,25 @@ class TokensMixin:
                 print(f"Top {i}th token. Logprob {lp:.2f}  prob {torch.tensor(lp).exp():.2%}  token {text!r}")
         return report
 
-    def loss(self, inputs, per_token: bool = False, prepend_bos: bool | None = None) -> Tensor:
+    def loss(self, inputs, per_token: bool = False, prepend_bos: bool | None = None, grad: bool = False) -> Tensor:
         """Next-token cross-entropy: the mean over real (unpadded) targets, or [batch, pos - 1] with
-        `per_token=True` (0 at padded targets)."""
-        ids, mask = self.to_tokens(inputs, prepend_bos=prepend_bos)
-        logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-        if not per_token:
-            return next_token_loss(logits, ids, mask)
-        flat = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none")
-        return flat.view(ids.shape[0], -1) * mask[:, 1:].to(flat.dtype)
+        `per_token=True` (0 at padded targets). Runs without autograd unless `grad=True`."""
+        ids, mask = self.to_tokens(inputs, prepend_bos=prepend_bos, return_mask=True)
+        with torch.set_grad_enabled(grad):
+            logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            return per_token_loss(logits, ids, mask) if per_token else next_token_loss(logits, ids, mask)
+
+    def loss_fn(self, logits: Tensor, tokens: Tensor, attention_mask: Tensor | None = None, per_token: bool = False):
+        """TransformerLens's `loss_fn`: next-token cross-entropy of given logits against `tokens`."""
+        mask = torch.ones_like(tokens) if attention_mask is None else attention_mask
+        tokens, mask = tokens.to(logits.device), mask.to(logits.device)
+        return per_token_loss(logits, tokens, mask) if per_token else next_token_loss(logits, tokens, mask)
+
+
+def per_token_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
+    """[batch, pos - 1] cross-entropy of predicting token t+1 from position t, 0 at padded targets."""
+    flat = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none")
+    return flat.view(ids.shape[0], -1) * mask[:, 1:].to(flat.dtype)
 
 
 def next_token_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> Tensor:

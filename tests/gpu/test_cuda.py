@@ -37,7 +37,7 @@ def test_logits_and_cache_match_the_cpu(arch, device):
 def test_load_model_puts_weights_and_inputs_on_the_device(device):
     model = interp.load_model("pythia-14m-init", device=device)
     assert model.device.type == torch.device(device).type
-    ids, _ = model.to_tokens("hello world")
+    ids = model.to_tokens("hello world")
     assert ids.device == model.device
     close(model(ids), interp.load_model("pythia-14m-init")(ids.cpu()))
 

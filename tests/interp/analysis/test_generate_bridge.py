@@ -31,7 +31,7 @@ def test_steering_through_generate_and_batches():
 
     steered = model.generate(x, 6, fwd_hooks=[("blocks.1.hook_resid_post", push)])
     assert not torch.equal(steered, plain) and (steered[0, 6:] == 65).any()
-    batch = model.generate(["hello", "hi"], 3)  # left-padded for generation
+    batch = model.generate(["hello", "hi"], 3, return_type="tokens")  # left-padded for generation
     assert batch.shape == (2, 8) and torch.equal(batch[0, :5], torch.tensor(list(b"hello")))
     with pytest.raises(ValueError, match="max_new_tokens"):
         model.generate(x, 0)
@@ -54,7 +54,7 @@ def test_bridge_on_tiny_models_matches_and_leaves_ours_untouched(arch):
     assert rel(b_logits, logits) < 1e-5
     assert rel(b_cache["blocks.1.hook_resid_post"], cache["resid_post", 1]) < 1e-5
     assert torch.equal(model(x), logits) and torch.equal(model.generate(x, 4), gen)
-    assert bridge.to_tokens("Hi").tolist() == model.to_tokens("Hi")[0].tolist()
+    assert bridge.to_tokens("Hi").tolist() == model.to_tokens("Hi").tolist()
 
 
 def test_bridge_on_smollm2(smollm):
@@ -63,17 +63,17 @@ def test_bridge_on_smollm2(smollm):
     logits, cache = model.run_with_cache(prompt, names="blocks.*.hook_resid_post")
     gen = model.generate(prompt, 3)
     bridge = model.to_transformer_bridge()
-    assert bridge.to_tokens(prompt).tolist() == model.to_tokens(prompt)[0].tolist()  # no silent BOS
+    assert bridge.to_tokens(prompt).tolist() == model.to_tokens(prompt).tolist()  # no silent BOS
     with torch.no_grad():
         b_logits, b_cache = bridge.run_with_cache(prompt)
     assert (b_logits - logits).abs().max().item() <= 1e-5 * logits.abs().max().item()
     assert rel(b_cache["blocks.29.hook_resid_post"], cache["resid_post", -1]) < 1e-5
-    assert torch.equal(model(prompt), logits) and torch.equal(model.generate(prompt, 3), gen)
+    assert torch.equal(model(prompt), logits) and model.generate(prompt, 3) == gen
 
 
 def test_transformer_lens_view_takes_text_with_our_bos_rule(smollm):
     tl = smollm.to_transformer_lens()
     prompt = "The capital of France is"
-    assert tl.to_tokens(prompt).tolist() == smollm.to_tokens(prompt)[0].tolist()
+    assert tl.to_tokens(prompt).tolist() == smollm.to_tokens(prompt).tolist()
     with torch.no_grad():
         assert rel(tl(prompt), smollm(prompt)) < 1e-4

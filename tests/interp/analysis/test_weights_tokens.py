@@ -58,9 +58,9 @@ def test_tokens_and_the_bos_rule():
     model = wrap("gpt_neox")  # byte tokenizer: BOS 256, not added by default
     assert model.to_str_tokens("Hi!") == ["H", "i", "!"]
     assert model.to_str_tokens("Hi", prepend_bos=True) == ["<|endoftext|>", "H", "i"]
-    ids_on, _ = model.to_tokens(["Hi", "Hey"], prepend_bos=True)
+    ids_on = model.to_tokens(["Hi", "Hey"], prepend_bos=True)
     assert ids_on[:, 0].tolist() == [256, 256]
-    assert model.to_tokens("Hi", prepend_bos=False)[0].tolist() == [[72, 105]]
+    assert model.to_tokens("Hi", prepend_bos=False).tolist() == [[72, 105]]
     model.prepend_bos = True  # the model-wide default, overridden per call
     assert model.to_str_tokens("Hi")[0] == "<|endoftext|>" and len(model.to_str_tokens("Hi", prepend_bos=False)) == 2
     assert model.to_single_token("a") == 97

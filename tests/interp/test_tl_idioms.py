@@ -1,0 +1,121 @@
+"""TransformerLens idioms, written as TL's Main Demo and Exploratory Analysis Demo write them, run verbatim on
+our model and on TL's `TransformerBridge` over the same weights: the answers must agree."""
+
+import pytest
+import torch
+
+from tests.interp.analysis.helpers import wrap
+
+PROMPT = "Hello world, hello"
+CFG_FIELDS = [
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "d_head",
+    "d_mlp",
+    "d_vocab",
+    "d_vocab_out",
+    "n_ctx",
+    "act_fn",
+    "normalization_type",
+    "positional_embedding_type",
+    "n_key_value_heads",
+    "gated_mlp",
+    "parallel_attn_mlp",
+    "eps",
+    "final_rms",
+    "attn_only",
+]
+
+
+def hook_layers(model):
+    seen = []
+
+    def hook_fn(act, hook):
+        seen.append(hook.layer())
+
+    model.run_with_hooks(PROMPT, fwd_hooks=[(lambda name: name.endswith("hook_resid_post"), hook_fn)])
+    return seen
+
+
+def head_results(model):
+    _, cache = model.run_with_cache(PROMPT)
+    cache.compute_head_results()
+    return cache["result", 1]
+
+
+IDIOMS = {
+    "to_tokens": lambda model: model.to_tokens(PROMPT),
+    "model(tokens)": lambda model: model(model.to_tokens(PROMPT)),
+    "cfg": lambda model: [getattr(model.cfg, f) for f in CFG_FIELDS],
+    "loss": lambda model: model(PROMPT, return_type="loss"),
+    "loss_per_token": lambda model: model(PROMPT, return_type="loss", loss_per_token=True),
+    "both": lambda model: model(PROMPT, return_type="both")[1],
+    "return_type None": lambda model: model(PROMPT, return_type=None),
+    "stop_at_layer": lambda model: model(PROMPT, stop_at_layer=1),
+    "stop_at_layer -1": lambda model: model(PROMPT, stop_at_layer=-1),
+    "hook.layer()": hook_layers,
+    "remove_batch_dim": lambda model: model.run_with_cache(PROMPT, remove_batch_dim=True)[1]["pattern", 0],
+    "run_with_cache loss": lambda model: model.run_with_cache(PROMPT, return_type="loss")[0],
+    "get_full_resid_decomposition": lambda model: model.run_with_cache(PROMPT)[1].get_full_resid_decomposition(
+        expand_neurons=False, return_labels=True
+    ),
+    "get_full_resid_decomposition neurons": lambda model: model.run_with_cache(PROMPT)[1].get_full_resid_decomposition(
+        layer=1, pos_slice=-1, return_labels=True
+    ),
+    "compute_head_results": head_results,
+    "stack_neuron_results": lambda model: model.run_with_cache(PROMPT)[1].stack_neuron_results(
+        -1, pos_slice=-1, return_labels=True
+    ),
+    "stack_activation": lambda model: model.run_with_cache(PROMPT)[1].stack_activation("resid_post"),
+    "accumulated_resid": lambda model: model.run_with_cache(PROMPT)[1].accumulated_resid(
+        layer=-1, incl_mid=True, pos_slice=-1, return_labels=True
+    ),
+    "generate": lambda model: model.generate(PROMPT, max_new_tokens=5, do_sample=False, verbose=False),
+    "generate tokens": lambda model: model.generate(
+        model.to_tokens(PROMPT), max_new_tokens=5, do_sample=False, verbose=False
+    ),
+    "generate without cache": lambda model: model.generate(
+        PROMPT, max_new_tokens=4, do_sample=False, use_past_kv_cache=False, stop_at_eos=False, verbose=False
+    ),
+    "to_str_tokens": lambda model: model.to_str_tokens(PROMPT),
+}
+
+
+def assert_same(ours, theirs, where):
+    if isinstance(ours, torch.Tensor):
+        assert isinstance(theirs, torch.Tensor) and ours.shape == theirs.shape, where
+        assert torch.allclose(ours.float(), theirs.float(), atol=1e-5, rtol=1e-4), where
+    elif isinstance(ours, (tuple, list)):
+        assert len(ours) == len(theirs), where
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            assert_same(a, b, f"{where}[{i}]")
+    else:
+        assert ours == theirs, where
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt_neox_seq"])
+def pair(request):
+    model = wrap(request.param)
+    return model, model.to_transformer_bridge()
+
+
+@pytest.mark.parametrize("idiom", list(IDIOMS))
+def test_idiom_gives_what_the_bridge_gives(pair, idiom):
+    model, bridge = pair
+    with torch.no_grad():
+        assert_same(IDIOMS[idiom](model), IDIOMS[idiom](bridge), idiom)
+
+
+def test_what_the_bridge_lacks_and_ours_keeps(pair):
+    model, _ = pair
+    with torch.no_grad():
+        logits = model(PROMPT)
+        resid = model(PROMPT, stop_at_layer=1)
+        assert torch.allclose(model(resid, start_at_layer=1), logits, atol=1e-6)  # the bridge refuses start_at_layer
+        tokens, mask = model.to_tokens(["Hi", "Hello"], return_mask=True)
+        assert tokens.shape == mask.shape == (2, 5) and mask[0].tolist() == [1, 1, 0, 0, 0]
+    assert isinstance(model.cfg.n_layers, int) and model.cfg.to_dict()["d_model"] == model.d_model
+    with pytest.raises(AttributeError):
+        model.cfg.n_layers = 3  # a read-only view
+    assert not model.loss(PROMPT).requires_grad and model.loss(PROMPT, grad=True).requires_grad
