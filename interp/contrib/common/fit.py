@@ -15,6 +15,9 @@ epoch), `random_batches` (uniform draws with replacement), or `range(steps)` for
               restore=model)
     res.best_score, res.best_step
 
+    # a per-step hook: log, probe, step another scheduler; True stops the loop
+    fit(opt, step_loss, range(2000), callback=lambda step, loss: step % 100 == 0 and print(step, float(loss)))
+
 A generator passed to the batch helpers is the loop's only source of randomness besides what `loss_fn`
 draws itself, so a seed fixes the run.
 """
@@ -50,14 +53,16 @@ def as_generator(seed: int | torch.Generator) -> torch.Generator:
     return seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
 
 
-def epoch_batches(n: int, batch: int, epochs: int, seed: int | torch.Generator, min_size: int = 1) -> Iterator[Tensor]:
+def epoch_batches(n: int, batch: int, epochs: int, seed: int | torch.Generator, min_size: int = 1,
+                  with_epoch: bool = False) -> Iterator[Tensor] | Iterator[tuple[int, Tensor]]:
     """Index batches of a fresh random permutation of range(n) each epoch (the last batch may be short;
-    batches under `min_size` are skipped). The permutation is drawn when the epoch's first batch is asked for."""
+    batches under `min_size` are skipped). The permutation is drawn when the epoch's first batch is asked for.
+    `with_epoch`: yield (epoch, indices) pairs instead, for losses that change with the epoch."""
     g = as_generator(seed)
-    for _ in range(epochs):
+    for ep in range(epochs):
         for idx in torch.randperm(n, generator=g).split(batch):
             if len(idx) >= min_size:
-                yield idx
+                yield (ep, idx) if with_epoch else idx
 
 
 def random_batches(n: int, batch: int, steps: int, seed: int | torch.Generator | None) -> Iterator[Tensor]:
@@ -81,16 +86,18 @@ class FitResult:
     best_step: int | None = None
     """Steps taken when the best score was measured."""
     stopped_early: bool = False
-    """True when `patience` evaluations passed without a better score."""
+    """True when `patience` evaluations passed without a better score, or the callback asked to stop."""
 
 
 def fit(opt: torch.optim.Optimizer, loss_fn: Callable[[Any], Tensor], batches: Iterable, *,
         schedule: Literal["cosine"] | None = None, total_steps: int | None = None, record_losses: bool = False,
         evaluate: Callable[[], float] | None = None, every: int = 1, patience: int | None = None,
-        restore: nn.Module | None = None) -> FitResult:
+        restore: nn.Module | None = None, callback: Callable[[int, Tensor], bool | None] | None = None) -> FitResult:
     """Train: for each item of `batches`, zero the gradients, back-propagate `loss_fn(item)`, step.
 
     - `schedule="cosine"`: cosine annealing of the learning rate over `total_steps` (needed then);
+    - `callback(steps_taken, loss)` runs after every step (and its schedule step), before any evaluation, with
+      the step's detached loss: for logging, probes, another scheduler; returning True stops the loop;
     - `evaluate` (higher is better) runs every `every` steps, after the step; `patience` evaluations without
       a better score stop the loop; `restore` is a module whose best-scoring parameters are put back at the end.
     """
@@ -114,6 +121,9 @@ def fit(opt: torch.optim.Optimizer, loss_fn: Callable[[Any], Tensor], batches: I
         res.steps += 1
         if record_losses:
             res.losses.append(float(loss.detach()))
+        if callback is not None and callback(res.steps, loss.detach()):
+            res.stopped_early = True
+            break
         if evaluate is None or res.steps % every:
             continue
         score = float(evaluate())

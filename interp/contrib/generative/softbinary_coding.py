@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer
+
 LOG2 = math.log(2.0)
 
 
@@ -196,17 +198,12 @@ def train_codec(model: nn.Module, lam: float, steps: int, batch: int = 512, lr: 
     if lam <= 0 or steps <= 0 or batch <= 0:
         raise ValueError(f"lam, steps and batch must be positive; got {lam}, {steps}, {batch}")
     g = torch.Generator().manual_seed(seed + 1000)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     dim = model.cfg.dim
-    trace = []
-    for _ in range(steps):
+
+    def loss_fn(_) -> Tensor:
         x = torch.randn(batch, dim, generator=g)
         xh, rate = model(x)
-        loss = ((xh - x) ** 2).mean() + lam * rate.mean() / dim
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        trace.append(float(loss.detach()))
-    return trace
+        return ((xh - x) ** 2).mean() + lam * rate.mean() / dim
+
+    return fit(make_optimizer(model.parameters(), lr=lr), loss_fn, range(steps), schedule="cosine", total_steps=steps,
+               record_losses=True).losses

@@ -147,6 +147,7 @@ def modality_separability(x: Tensor, y: Tensor, steps: int = 300, seed: int = 0)
     tr, te = perm[: len(perm) // 2], perm[len(perm) // 2 :]
     w = torch.zeros(feats.shape[1], requires_grad=True)
     b = torch.zeros(1, requires_grad=True)
+    # L-BFGS with a closure, not common.fit (first-order steps over batches)
     opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
 
     def closure() -> Tensor:

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.contrib.common.fit import fit, make_optimizer
+
 
 def to_proportions(counts: Tensor) -> Tensor:
     """Rows of non-negative counts -> rows of proportions (each sums to one)."""
@@ -80,15 +82,13 @@ class InfoGlobe:
         if not torch.allclose(p.sum(1), torch.ones(len(p), dtype=p.dtype), atol=1e-4):
             raise ValueError("rows must be proportions summing to one (see to_proportions)")
         g = torch.Generator().manual_seed(self.seed + 1)
-        opt = torch.optim.Adam([self.logits], lr=lr)
-        for _ in range(steps):
+
+        def loss_fn(_) -> Tensor:
             i = torch.randint(len(p), (pairs,), generator=g)
             j = torch.randint(len(p), (pairs,), generator=g)
-            loss = self.stress(p, i, j)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            self.history.append(loss.item())
+            return self.stress(p, i, j)
+
+        self.history += fit(make_optimizer([self.logits], lr=lr), loss_fn, range(steps), record_losses=True).losses
         return self
 
     def hard_groups(self) -> Tensor:

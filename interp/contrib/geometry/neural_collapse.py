@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.contrib.common.fit import fit, make_optimizer
+
 
 def _check_feats(feats: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, int]:
     if not isinstance(feats, Tensor) or feats.ndim != 2:
@@ -150,9 +152,10 @@ def train_deep_ufm(cfg: UFMConfig, record_every: int = 100) -> dict:
         Ws = [s * qs[i + 1] @ qs[i].T for i in range(cfg.depth)]
         Ws[-1] = Ws[-1][:k]
     params = [H.requires_grad_()] + [w.requires_grad_() for w in Ws]
-    opt = torch.optim.SGD(params, lr=cfg.lr)
     hist: dict[str, list] = {"step": [], "loss": [], "sv": [], "eff_rank": [], "nc1": [], "nc2": [], "nc3": []}
-    for step in range(cfg.steps + 1):
+
+    def loss_at(step: int) -> Tensor:
+        """The loss before update `step`, recorded (with the spectra of this forward pass) at checkpoints."""
         feats = H
         for w in Ws[:-1]:
             feats = w @ feats
@@ -171,11 +174,10 @@ def train_deep_ufm(cfg: UFMConfig, record_every: int = 100) -> dict:
             hist["eff_rank"].append(effective_rank(sv))
             for key in ("nc1", "nc2", "nc3"):
                 hist[key].append(nc[key])
-        if step == cfg.steps:
-            break
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return loss
+
+    fit(make_optimizer(params, lr=cfg.lr, name="sgd"), loss_at, range(cfg.steps))
+    loss_at(cfg.steps)  # the trained state, recorded
     return hist
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
+
 
 def _standardise(x: Tensor) -> Tensor:
     if x.ndim != 3 or x.shape[1] < 2 or x.shape[2] < 2:
@@ -95,19 +97,15 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
         raise ValueError(f"x and y must have the same non-zero length; got {len(x)}, {len(y)}")
     if epochs <= 0 or batch <= 0:
         raise ValueError("epochs and batch must be positive")
-    g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = make_optimizer(model.parameters(), lr=lr, name="adamw", weight_decay=weight_decay)
+    res = fit(opt, lambda idx: nn.functional.cross_entropy(model(x[idx]), y[idx]),
+              epoch_batches(len(x), batch, epochs, seed), record_losses=True)
+    sizes = [min(batch, len(x) - k) for k in range(0, len(x), batch)]
     losses = []
-    for _ in range(epochs):
-        perm = torch.randperm(len(x), generator=g)
+    for e in range(epochs):
         tot = 0.0
-        for k in range(0, len(x), batch):
-            idx = perm[k : k + batch]
-            loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            tot += float(loss.detach()) * len(idx)
+        for loss, size in zip(res.losses[e * len(sizes) : (e + 1) * len(sizes)], sizes, strict=True):
+            tot += loss * size
         losses.append(tot / len(x))
     return losses
 

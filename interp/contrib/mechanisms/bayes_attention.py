@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer
+
 FAMILIES = ("gaussian", "bernoulli", "poisson")
 
 
@@ -186,16 +188,13 @@ def train_heads(fam: Family, n_heads: int, d: int = 4, n_symbols: int = 8, n_ran
     """Fit MetricHeads by MSE to the exact posterior mean, with n drawn from n_range per batch."""
     g = torch.Generator().manual_seed(seed)
     model = MetricHeads(d, n_heads, seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    for _ in range(steps):
+
+    def loss_fn(_) -> Tensor:
         n = int(torch.randint(n_range[0], n_range[1] + 1, (1,), generator=g))
         t = make_task(fam, n_symbols, n, batch, d, g)
-        loss = F.mse_loss(model(t["x"], t["mus"]), t["target"].float())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
+        return F.mse_loss(model(t["x"], t["mus"]), t["target"].float())
+
+    fit(make_optimizer(model.parameters(), lr=lr), loss_fn, range(steps), schedule="cosine", total_steps=steps)
     return model
 
 

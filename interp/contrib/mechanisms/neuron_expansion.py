@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
+
 
 class MaskedMLP(nn.Module):
     """One-hidden-layer ReLU MLP whose weights are multiplied by fixed 0/1 masks."""
@@ -212,14 +214,9 @@ def make_dnf(n_bits: int = 32, n_clauses: int = 8, literals: tuple[int, int] = (
 def train_mlp(mlp: MaskedMLP, x: Tensor, y: Tensor, steps: int = 3000, lr: float = 1e-2, batch: int = 512,
               seed: int = 0) -> MaskedMLP:
     """Adam on binary cross-entropy; masked-out weights stay zero (the mask multiplies them in forward)."""
-    g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(mlp.parameters(), lr=lr)
-    for _ in range(steps):
-        idx = torch.randint(0, len(x), (batch,), generator=g)
-        loss = F.binary_cross_entropy_with_logits(mlp(x[idx]).squeeze(-1), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    fit(make_optimizer(mlp.parameters(), lr=lr),
+        lambda idx: F.binary_cross_entropy_with_logits(mlp(x[idx]).squeeze(-1), y[idx]),
+        random_batches(len(x), batch, steps, seed))
     with torch.no_grad():
         mlp.W1.mul_(mlp.M1)
         mlp.W2.mul_(mlp.M2)

@@ -115,6 +115,7 @@ def train_bandit(rewards: Tensor, method: str, group: int = 16, steps: int = 300
     theta = torch.zeros(len(rewards), dtype=torch.float64, requires_grad=True)
     opt = torch.optim.SGD([theta], lr=lr)
     r_all = rewards.double()
+    # own loop, not common.fit: each step's samples are rolled out from the current policy (on-policy RL)
     for _ in range(steps):
         logp = torch.log_softmax(theta, -1)
         o = torch.multinomial(logp.exp().detach(), group, replacement=True, generator=g)
@@ -175,6 +176,7 @@ def train_sum_policy(method: str, sums: Tensor, group: int = 16, steps: int = 40
     opt = torch.optim.Adam(pol.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
     prompts = torch.arange(len(sums))
+    # own loop, not common.fit: each step's answers are rolled out from the current policy (on-policy RL)
     for _ in range(steps):
         logp = torch.log_softmax(pol(prompts), -1)  # [P, A]
         o = torch.multinomial(logp.exp().detach(), group, replacement=True, generator=g)  # [P, G]

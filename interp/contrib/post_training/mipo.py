@@ -82,12 +82,9 @@ def context_accuracy(policy: ContextPolicy, targets: Tensor) -> float:
         return float(policy.logprob(torch.arange(policy.k), targets).exp().mean())
 
 
-def sft_step(policy: ContextPolicy, opt, x: Tensor, y: Tensor) -> float:
-    loss = -policy.logprob(x, y).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return float(loss.detach())
+def sft_loss(policy: ContextPolicy, x: Tensor, y: Tensor) -> Tensor:
+    """The SFT objective: mean negative log-likelihood of the responses y given the contexts x."""
+    return -policy.logprob(x, y).mean()
 
 
 def make_base_data(targets: Tensor, generic: Tensor, p_follow: float, n: int, g: torch.Generator):

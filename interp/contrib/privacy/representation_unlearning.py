@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer
+
 
 class RepresentationTransform(nn.Module):
     """t = z + MLP(z) + sigma(z) * eps (eps only while training and `stochastic`); the identity at init."""
@@ -147,7 +149,6 @@ def fit_transform(
                              "covers every class; use regime='retain_forget' for random-subset forgetting")
     gen = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    opt = torch.optim.Adam(transform.parameters(), lr=cfg.lr)
     transform.train()
     history = []
     steps = range(cfg.steps)
@@ -155,7 +156,9 @@ def fit_transform(
         from tqdm.auto import tqdm
 
         steps = tqdm(steps, desc="RepUnl")
-    for _ in steps:
+
+    def loss_fn(_) -> Tensor:
+        """The step's loss; its terms (and the total, under "loss") go to `history`."""
         fi = torch.randint(len(forget_z), (min(cfg.batch_size, len(forget_z)),), generator=gen)
         mu_f, ls_f = transform.stats(forget_z[fi])
         kl_f = gaussian_kl(mu_f, ls_f, p_mu, p_ls).mean() / d
@@ -180,11 +183,11 @@ def fit_transform(
             l2 = (mu_f - forget_z[fi]).pow(2).sum(-1).mean() / d
             loss = loss + distill + cfg.l2 * l2
             log.update(distill=float(distill.detach()), l2=float(l2.detach()))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
         log["loss"] = float(loss.detach())
         history.append(log)
+        return loss
+
+    fit(make_optimizer(transform.parameters(), lr=cfg.lr), loss_fn, steps)
     transform.eval()
     if not all(math.isfinite(h["loss"]) for h in history[-5:]):
         raise FloatingPointError("RepUnl training diverged (non-finite loss); lower lr or beta")

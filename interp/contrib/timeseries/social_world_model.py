@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.common.ridge import ridge as ridge_weights, with_bias
 
 
@@ -104,17 +105,9 @@ def train_swm(model: SWM, b: Tensor, e: Tensor, steps: int, batch: int = 32, lr:
     if steps <= 0 or batch <= 0:
         raise ValueError("steps and batch must be positive")
     model._check(b, e)
-    g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    trace = []
-    for _ in range(steps):
-        i = torch.randint(0, len(b), (min(batch, len(b)),), generator=g)
-        loss = -model.elbo(b[i], e[i])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        trace.append(-float(loss.detach()))
-    return trace
+    res = fit(make_optimizer(model.parameters(), lr=lr), lambda i: -model.elbo(b[i], e[i]),
+              random_batches(len(b), min(batch, len(b)), steps, seed), record_losses=True)
+    return [-loss for loss in res.losses]
 
 
 def persistence(b_hist: Tensor, horizon: int) -> Tensor:

@@ -74,6 +74,7 @@ class GaussianLogisticModel:
         xl = torch.stack([model.conditional_mean(x[i], observed[i]) for i in torch.nonzero(labeled).flatten()])
         yl = y[labeled].double()
         w = torch.zeros(x.shape[1] + 1, dtype=torch.float64, requires_grad=True)
+        # L-BFGS with a closure, not common.fit (first-order steps over batches)
         opt = torch.optim.LBFGS([w], max_iter=steps, line_search_fn="strong_wolfe")
         z = torch.cat([xl, torch.ones(len(xl), 1, dtype=torch.float64)], 1)
 

@@ -39,6 +39,7 @@ from interp.contrib.data.gfd_emvc import (
     small_loss_scores,
     standardise,
 )
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.common.probe import train_linear_probe
 from interp.contrib.common.ranks import auroc, spearman
 from interp.contrib.experiment import experiment_parser, parse
@@ -61,14 +62,8 @@ class ViewMLP(nn.Module):
 def train_view(x, y, k, epochs, seed):
     torch.manual_seed(seed)
     m = ViewMLP(x.shape[1], k)
-    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        for idx in torch.randperm(len(x), generator=g).split(128):
-            loss = F.cross_entropy(m(x[idx])[0], y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    fit(make_optimizer(m.parameters(), lr=1e-3), lambda idx: F.cross_entropy(m(x[idx])[0], y[idx]),
+        epoch_batches(len(x), 128, epochs, seed))
     return m
 
 

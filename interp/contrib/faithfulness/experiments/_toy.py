@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import interp
+from interp.contrib.common.fit import fit, make_optimizer
 
 
 def tiny_lm(vocab: int, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, ctx: int = 32,
@@ -29,23 +30,23 @@ def train_lm(model: interp.HookedModel, batch_fn: Callable[[torch.Generator], tu
     loss_mask[:, t] = 1 means token t is predicted (from position t-1) and counts in the loss.
     """
     hf = model.hf_model.train()
-    opt = torch.optim.AdamW(hf.parameters(), lr=lr, weight_decay=0.01)
+    opt = make_optimizer(hf.parameters(), lr=lr, name="adamw", weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     gen = torch.Generator().manual_seed(seed)
-    losses = []
-    for step in range(steps):
+
+    def loss_fn(_) -> torch.Tensor:
         ids, mask = batch_fn(gen)
         logits = hf(input_ids=ids, use_cache=False).logits[:, :-1]
         m = mask[:, 1:].float()
         ce = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten(), reduction="none")
-        loss = (ce * m.flatten()).sum() / m.sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return (ce * m.flatten()).sum() / m.sum()
+
+    def after_step(steps: int, loss: torch.Tensor) -> None:
         sched.step()
-        losses.append(float(loss.detach()))
-        if log_every and step % log_every == 0:
-            print(f"step {step} loss {loss.item():.4f}", flush=True)
+        if log_every and (steps - 1) % log_every == 0:
+            print(f"step {steps - 1} loss {loss.item():.4f}", flush=True)
+
+    losses = fit(opt, loss_fn, range(steps), record_losses=True, callback=after_step).losses
     hf.eval()
     return losses
 

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.attribution_robustness import (
     KernelAttention, input_hessian_norm, random_robustness, topk_attack,
@@ -45,22 +46,21 @@ STOP_AT_FIT = [True]  # --fixed-steps turns it off: every run then takes max_ste
 
 
 def train_sgd(net: nn.Module, data, lr: float, max_steps: int, batch: int = 32, seed: int = 0) -> dict:
+    """Whole epochs of SGD until `max_steps` steps are reached or, after an epoch, the train accuracy is 0.99."""
     x, y = data
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.SGD(net.parameters(), lr=lr)
-    step = 0
-    while step < max_steps:
-        for idx in torch.randperm(len(x), generator=gen).split(batch):
-            loss = F.cross_entropy(net(x[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
+    per_epoch = len(range(0, len(x), batch))
+    acc = []
+
+    def epoch_end(steps: int, _loss) -> bool:
+        if steps % per_epoch:
+            return False
         with torch.no_grad():
-            acc = (net(x).argmax(-1) == y).float().mean().item()
-        if acc >= 0.99 and STOP_AT_FIT[0]:
-            break
-    return {"steps": step, "train_acc": round(acc, 4)}
+            acc.append((net(x).argmax(-1) == y).float().mean().item())
+        return acc[-1] >= 0.99 and STOP_AT_FIT[0]
+
+    res = fit(make_optimizer(net.parameters(), lr=lr, name="sgd"), lambda idx: F.cross_entropy(net(x[idx]), y[idx]),
+              epoch_batches(len(x), batch, -(-max_steps // per_epoch), seed), callback=epoch_end)
+    return {"steps": res.steps, "train_acc": round(acc[-1], 4)}
 
 
 def robustness(f, x, y, eps: float, k: int, attribution=None, hessian: bool = True) -> dict:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.neural_collapse import UFMConfig, nc_metrics, spectrum_check, train_deep_ufm
 
@@ -57,9 +58,11 @@ def spectra(steps: int = 3000, checkpoints=(0, 20, 200, 3000), seed: int = 0) ->
     torch.manual_seed(seed)
     body = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU())
     head = nn.Linear(128, 10)
-    opt = torch.optim.SGD([*body.parameters(), *head.parameters()], lr=0.05, momentum=0.9, weight_decay=5e-4)
+    opt = make_optimizer([*body.parameters(), *head.parameters()], lr=0.05, name="sgd", momentum=0.9,
+                         weight_decay=5e-4)
     out = {}
-    for step in tqdm(range(steps + 1), desc="MLP"):
+
+    def checkpoint(step: int, _loss=None) -> None:
         if step in checkpoints:
             with torch.no_grad():
                 feats = body(x)
@@ -69,12 +72,10 @@ def spectra(steps: int = 3000, checkpoints=(0, 20, 200, 3000), seed: int = 0) ->
             out[f"step {step}"] = {"train_acc": acc, "nc1": nc["nc1"], "nc2": nc["nc2"], "nc3": nc["nc3"],
                                    **{k: v for k, v in check.items() if k != "top_eigs"},
                                    "top_eig_ratio_r_over_r+1": check["top_eigs"][check["predicted_dim"] - 1] / check["top_eigs"][check["predicted_dim"]]}
-        if step == steps:
-            break
-        loss = nn.functional.cross_entropy(head(body(x)), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+
+    checkpoint(0)
+    fit(opt, lambda _: nn.functional.cross_entropy(head(body(x)), y), tqdm(range(steps), desc="MLP"),
+        callback=checkpoint)
     return out
 
 

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.contrastive_gap import gap_report, symmetric_infonce_loss
 
@@ -61,13 +62,12 @@ def train_pair(world: World, shared: bool, tau: float, steps: int, seed: int) ->
     ea = encoder(seed)
     eb = ea if shared else encoder(seed + 1)
     params = list(ea.parameters()) + ([] if shared else list(eb.parameters()))
-    opt = torch.optim.Adam(params, lr=1e-3)
-    for _ in range(steps):
+
+    def loss_fn(_):
         xa, xb = world.sample(256)
-        loss = symmetric_infonce_loss(ea(xa), eb(xb), tau)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return symmetric_infonce_loss(ea(xa), eb(xb), tau)
+
+    fit(make_optimizer(params, lr=1e-3), loss_fn, range(steps))
     return ea, eb
 
 

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from interp.contrib.common.datasets import digits
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.common.probe import probe_accuracy
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.rdm_reg import gaussian_reg_loss, l0_fraction, rdmreg_loss, rgg_fit, vicreg_loss
@@ -56,22 +57,20 @@ class JEPA(nn.Module):
 def train(method: str, mu: float, x, epochs: int, seed: int) -> JEPA:
     torch.manual_seed(seed)
     net = JEPA(method == "rdmreg")
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        for idx in torch.randperm(len(x), generator=g).split(256):
-            if len(idx) < 8:
-                continue
-            _, z1 = net(augment(x[idx], g))
-            _, z2 = net(augment(x[idx], g))
-            if method == "vicreg":
-                loss = vicreg_loss(z1, z2)
-            else:
-                reg = (lambda z: rdmreg_loss(z, 1.0, mu, 1024, g)) if method == "rdmreg" else (lambda z: gaussian_reg_loss(z, 1024, g))
-                loss = 25.0 * F.mse_loss(z1, z2) + 250.0 * (reg(z1) + reg(z2)) / 2
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    g = torch.Generator().manual_seed(seed)  # the batches, the augmentations and the regulariser's draws
+
+    def loss_fn(idx):
+        _, z1 = net(augment(x[idx], g))
+        _, z2 = net(augment(x[idx], g))
+        if method == "vicreg":
+            return vicreg_loss(z1, z2)
+        if method == "rdmreg":
+            reg = lambda z: rdmreg_loss(z, 1.0, mu, 1024, g)
+        else:
+            reg = lambda z: gaussian_reg_loss(z, 1024, g)
+        return 25.0 * F.mse_loss(z1, z2) + 250.0 * (reg(z1) + reg(z2)) / 2
+
+    fit(make_optimizer(net.parameters(), lr=1e-3), loss_fn, epoch_batches(len(x), 256, epochs, g, min_size=8))
     return net.eval()
 
 

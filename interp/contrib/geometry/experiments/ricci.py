@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.ricci_flow import ricci_flow
 
@@ -68,12 +69,8 @@ def hidden_states(mlp: nn.Sequential, x: torch.Tensor) -> list[torch.Tensor]:
 
 
 def train(mlp: nn.Sequential, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
-    opt = torch.optim.Adam(mlp.parameters(), lr=3e-3)
-    for _ in range(steps):
-        loss = nn.functional.binary_cross_entropy_with_logits(mlp(x).squeeze(-1), y.float())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    fit(make_optimizer(mlp.parameters(), lr=3e-3),
+        lambda _: nn.functional.binary_cross_entropy_with_logits(mlp(x).squeeze(-1), y.float()), range(steps))
     with torch.no_grad():
         return float(((mlp(x).squeeze(-1) > 0).long() == y).float().mean())
 

@@ -16,6 +16,7 @@ import json
 import torch
 from torch import Tensor, nn
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.graphs.haar_spectral import HaarFilterNet, haar_basis, spectral_tree
 from interp.contrib.report import fmt, markdown_table
@@ -93,22 +94,24 @@ class PolyFilter(nn.Module):
         return out
 
 
-def fit(model, X, y, tr, va, te, epochs):
-    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-    best_va, best_te = -1.0, 0.0
-    for _ in range(epochs):
+def acc_at_best_val(model, X, y, tr, va, te, epochs):
+    """Full-batch Adam; the test accuracy of the epoch with the best validation accuracy (the first of ties)."""
+    test_acc = []
+
+    def loss_fn(_):
         model.train()
-        loss = nn.functional.cross_entropy(model(X)[tr], y[tr])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return nn.functional.cross_entropy(model(X)[tr], y[tr])
+
+    @torch.no_grad()
+    def val_acc():
         model.eval()
-        with torch.no_grad():
-            pred = model(X).argmax(1)
-        a_va, a_te = float((pred[va] == y[va]).float().mean()), float((pred[te] == y[te]).float().mean())
-        if a_va > best_va:
-            best_va, best_te = a_va, a_te
-    return best_te
+        pred = model(X).argmax(1)
+        test_acc.append(float((pred[te] == y[te]).float().mean()))
+        return float((pred[va] == y[va]).float().mean())
+
+    res = fit(make_optimizer(model.parameters(), lr=0.01, weight_decay=5e-4), loss_fn, range(epochs),
+              evaluate=val_acc)
+    return test_acc[res.best_step - 1] if res.best_step else 0.0
 
 
 def trial(seed: int, n: int, epochs: int) -> dict[str, float]:
@@ -127,7 +130,7 @@ def trial(seed: int, n: int, epochs: int) -> dict[str, float]:
         m = {"MLP": lambda: MLP(X.shape[1], 64, 5), "GCN": lambda: GCN(X.shape[1], 64, 5, Ahat),
              "polynomial filter (K=3)": lambda: PolyFilter(X.shape[1], 64, 5, Ahat),
              "HMH-lite (Haar)": lambda: HaarFilterNet(X.shape[1], 64, 5, Phi, level)}[name]()
-        out[name] = fit(m, X, y, tr, va, te, epochs)
+        out[name] = acc_at_best_val(m, X, y, tr, va, te, epochs)
     return out
 
 

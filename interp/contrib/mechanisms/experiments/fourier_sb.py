@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.fourier_sb import mixed_task, phase_task, positional_spectrum
 from interp.contrib.report import fmt, markdown_table
@@ -43,19 +44,19 @@ def acc(model, x, y) -> float:
 
 def train_online(make_batch, probes: dict, samples: int, seed: int) -> dict[str, list[float]]:
     model = net(seed)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
     curves = {k: [] for k in probes}
-    step = 0
-    for seen in range(0, samples, BATCH):
+
+    def loss_fn(step: int):
         x, y = make_batch(seed * 1_000_003 + step)
-        step += 1
-        loss = F.binary_cross_entropy_with_logits(model(x).squeeze(-1), y.float())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if (seen + BATCH) % EVERY < BATCH:
+        return F.binary_cross_entropy_with_logits(model(x).squeeze(-1), y.float())
+
+    def probe(steps: int, _loss) -> None:
+        if (steps * BATCH) % EVERY < BATCH:  # `steps * BATCH` samples seen
             for k, (px, py) in probes.items():
                 curves[k].append(acc(model, px, py))
+
+    fit(make_optimizer(model.parameters(), lr=LR, name="sgd"), loss_fn, range(len(range(0, samples, BATCH))),
+        callback=probe)
     return curves
 
 

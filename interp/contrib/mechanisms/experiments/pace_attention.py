@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.contrib.common.datasets import digits
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.pace_attention import PACEViT, head_overlap, rate_reduction
 from interp.contrib.report import fmt, markdown_table
@@ -47,15 +48,9 @@ def trial(variant: str, seed: int, epochs: int, quick: bool) -> dict[str, float]
     # equal budget: MSSA/PACE tie q = k = v = out (d² per layer vs 4d² + 4d), so their MLPs get the rest
     model = PACEViT(variant, patch=2, image=8, d=64, depth=4, heads=4, n_classes=10,
                     mlp_hidden=128 if variant == "softmax" else 225)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        model.train()
-        for idx in tr[torch.randperm(len(tr), generator=g)].split(64):
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    model.train()
+    fit(make_optimizer(model.parameters(), lr=1e-3), lambda i: F.cross_entropy(model(x[tr[i]]), y[tr[i]]),
+        epoch_batches(len(tr), 64, epochs, seed))
     model.eval()
     with torch.no_grad():
         logits, states = model(x[te], return_states=True)

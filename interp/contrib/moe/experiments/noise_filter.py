@@ -22,6 +22,7 @@ import json
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.moe.noise_filter import (
     DenseMLP,
@@ -39,16 +40,10 @@ D, E, H_E = 32, 4, 16
 
 
 def train(model, x, y, steps: int, seed: int, loss_fn) -> list[float]:
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    g = torch.Generator().manual_seed(seed)
+    res = fit(make_optimizer(model.parameters(), lr=3e-3), lambda i: loss_fn(model(x[i]), y[i]),
+              random_batches(len(x), 128, steps, seed), record_losses=True)
     curve, ema = [], None
-    for _ in range(steps):
-        i = torch.randint(len(x), (128,), generator=g)
-        loss = loss_fn(model(x[i]), y[i])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        v = loss.item()
+    for v in res.losses:
         ema = v if ema is None else 0.95 * ema + 0.05 * v
         curve.append(ema)
     return curve

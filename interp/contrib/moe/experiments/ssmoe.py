@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.moe.ssmoe import MoEBlock, SSMoERouter, expert_load, load_entropy
 
@@ -59,14 +60,13 @@ class Net(nn.Module):
 def train(sample, seed: int, steps: int) -> Net:
     torch.manual_seed(seed)
     net = Net()
-    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(seed + 100)
-    for _ in range(steps):
+
+    def loss_fn(_):
         x, y = sample(256, gen)
-        loss = F.cross_entropy(net(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return F.cross_entropy(net(x), y)
+
+    fit(make_optimizer(net.parameters(), lr=3e-3), loss_fn, range(steps))
     return net
 
 

@@ -20,9 +20,10 @@ import math
 
 import torch
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.mipo import (
-    ContextPolicy, context_accuracy, make_base_data, mipo_pairs, pmi, sft_step, target_responses, update_share,
+    ContextPolicy, context_accuracy, make_base_data, mipo_pairs, pmi, sft_loss, target_responses, update_share,
 )
 from interp.contrib.post_training.preference import dpo_loss
 from interp.contrib.report import fmt, markdown_table
@@ -46,26 +47,22 @@ def run(seed: int, steps: int, pre_steps: int) -> dict:
     targets = target_responses(K + 3, VOCAB, LENGTH, g)
     targets, generic = targets[:K], targets[K:]
     base = ContextPolicy(K, VOCAB, LENGTH)
-    opt = torch.optim.Adam(base.parameters(), lr=3e-3)
-    for _ in range(pre_steps):
-        sft_step(base, opt, *make_base_data(targets, generic, 0.4, 128, g))
+    fit(make_optimizer(base.parameters(), lr=3e-3),
+        lambda _: sft_loss(base, *make_base_data(targets, generic, 0.4, 128, g)), range(pre_steps))
     out = {"base": metrics(base, targets, generic, seed)}
     before = {n: p.detach().clone() for n, p in base.named_parameters()}
     for method in ("self-SFT", "MIPO"):
         pol = copy.deepcopy(base)
-        opt = torch.optim.Adam(pol.parameters(), lr=1e-3)
-        for _ in range(steps):
-            x = torch.randint(0, K, (64,), generator=g)
-            x, y_pos, y_neg = mipo_pairs(base, x, g)
-            if method == "MIPO":
-                with torch.no_grad():
-                    ref_w, ref_l = base.logprob(x, y_pos), base.logprob(x, y_neg)
-                loss = dpo_loss(pol.logprob(x, y_pos), pol.logprob(x, y_neg), ref_w, ref_l, beta=0.1)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            else:
-                sft_step(pol, opt, x, y_pos)
+
+        def loss_fn(_, pol=pol, method=method):
+            x, y_pos, y_neg = mipo_pairs(base, torch.randint(0, K, (64,), generator=g), g)
+            if method != "MIPO":
+                return sft_loss(pol, x, y_pos)
+            with torch.no_grad():
+                ref_w, ref_l = base.logprob(x, y_pos), base.logprob(x, y_neg)
+            return dpo_loss(pol.logprob(x, y_pos), pol.logprob(x, y_neg), ref_w, ref_l, beta=0.1)
+
+        fit(make_optimizer(pol.parameters(), lr=1e-3), loss_fn, range(steps))
         out[method] = {**metrics(pol, targets, generic, seed), "ctx-embedding share": update_share(before, pol, "ctx.")}
     return out
 

@@ -21,6 +21,7 @@ import json
 
 import torch
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.preference import dpo_loss
 from interp.contrib.post_training.scpo import (
@@ -43,13 +44,12 @@ def run(seed: int, steps: int, reset: int, pre_steps: int, pool: int) -> dict:
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     base = AttributePolicy(N_ATTR, LENGTH)
-    opt = torch.optim.Adam(base.parameters(), lr=3e-3)
-    for _ in range(pre_steps):
+
+    def pretrain_loss(_):
         v = sample_images(128, N_ATTR, g)
-        loss = -base.logprob(v, sample_captions(v, LENGTH, g, p_halluc=0.3)).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return -base.logprob(v, sample_captions(v, LENGTH, g, p_halluc=0.3)).mean()
+
+    fit(make_optimizer(base.parameters(), lr=3e-3), pretrain_loss, range(pre_steps))
     v = sample_images(pool, N_ATTR, g)
     y_w = sample_captions(v, LENGTH, g)
     y_l = hallucinated_pairs(v, y_w, g, hard=torch.rand(pool, generator=g) < 0.5)
@@ -62,6 +62,7 @@ def run(seed: int, steps: int, reset: int, pre_steps: int, pool: int) -> dict:
         pol, ref = copy.deepcopy(base), copy.deepcopy(base)
         opt = torch.optim.Adam(pol.parameters(), lr=1e-3)
         gm = torch.Generator().manual_seed(100 + seed)
+        # own loop, not common.fit: the reference is re-anchored to the policy every `reset` steps (SCPO's method)
         for s in range(steps):
             if dynamic and s > 0 and s % reset == 0:
                 ref = copy.deepcopy(pol)

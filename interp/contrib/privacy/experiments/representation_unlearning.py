@@ -25,6 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
@@ -87,15 +88,14 @@ def metrics(model, sets, hook=None) -> dict:
 def finetune(model, batch_fn, steps, lr, ascent=False, seed=0):
     """A few steps on the model's own weights (the parameter-editing baselines)."""
     hf = model.hf_model.train()
-    opt = torch.optim.Adam(hf.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
+
+    def loss_fn(_):
         ids, mask = batch_fn(gen)
-        logits = hf(input_ids=ids, use_cache=False).logits[:, -2]
-        loss = F.cross_entropy(logits, ids[:, -1])
-        opt.zero_grad()
-        (-loss if ascent else loss).backward()
-        opt.step()
+        loss = F.cross_entropy(hf(input_ids=ids, use_cache=False).logits[:, -2], ids[:, -1])
+        return -loss if ascent else loss
+
+    fit(make_optimizer(hf.parameters(), lr=lr), loss_fn, range(steps))
     hf.eval()
 
 

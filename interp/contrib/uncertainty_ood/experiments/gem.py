@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from interp.contrib.common.datasets import digits
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
@@ -49,19 +50,16 @@ class Net(nn.Module):
         return self.head(self.body(x))
 
 
-def fit(variant: str, x, y, n_classes: int, hidden, epochs: int, seed: int) -> Net:
+def train(variant: str, x, y, n_classes: int, hidden, epochs: int, seed: int) -> Net:
     n_heads, gate, fw = VARIANTS[variant]
     torch.manual_seed(seed)
     net = Net(x.shape[1], hidden, n_classes, n_heads, gate)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(seed)
-    for ep in range(epochs):
-        kl = min(1.0, ep / max(1, epochs // 2))
-        for idx in torch.randperm(len(x), generator=g).split(64):
-            loss = gem_loss(net(x[idx]), y[idx], kl_weight=kl, fisher_weight=fw)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+
+    def loss_fn(batch):
+        ep, idx = batch
+        return gem_loss(net(x[idx]), y[idx], kl_weight=min(1.0, ep / max(1, epochs // 2)), fisher_weight=fw)
+
+    fit(make_optimizer(net.parameters(), lr=1e-3), loss_fn, epoch_batches(len(x), 64, epochs, seed, with_epoch=True))
     return net
 
 
@@ -110,7 +108,7 @@ def run(data_fn, n_classes: int, hidden, epochs: int, seeds: int) -> dict[str, d
     for s in range(seeds):
         xtr, ytr, xte, yte, oods = data_fn(s)
         for v in VARIANTS:
-            r = evaluate(fit(v, xtr, ytr, n_classes, hidden, epochs, s), xte, yte, oods)
+            r = evaluate(train(v, xtr, ytr, n_classes, hidden, epochs, s), xte, yte, oods)
             for k, val in r.items():
                 res.setdefault(v, {}).setdefault(k, []).append(val)
     return res

@@ -54,6 +54,28 @@ def test_fit_with_seeded_batches_is_deterministic_and_stops_early():
         fit(make_optimizer(lin.parameters(), lr=0.1), lambda i: lin(x).sum(), range(1), schedule="cosine")
 
 
+def test_fit_callback_sees_every_step_and_can_stop():
+    x = torch.linspace(-1, 1, 32)[:, None]
+    lin = nn.Linear(1, 1)
+    seen = []
+
+    def cb(step, loss):
+        seen.append((step, float(loss), loss.requires_grad))
+        return step == 7
+
+    res = fit(make_optimizer(lin.parameters(), lr=0.01), lambda i: F.mse_loss(lin(x[i]), 2 * x[i]),
+              random_batches(32, 8, 100, 0), record_losses=True, callback=cb)
+    assert res.steps == 7 and res.stopped_early and [s for s, _, _ in seen] == list(range(1, 8))
+    assert [v for _, v, _ in seen] == res.losses and not any(g for _, _, g in seen)
+
+
+def test_epoch_batches_with_epoch_pairs_the_same_batches_with_their_epoch():
+    plain = list(epoch_batches(10, 4, 3, 5, min_size=2))
+    paired = list(epoch_batches(10, 4, 3, 5, min_size=2, with_epoch=True))
+    assert [ep for ep, _ in paired] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert all(torch.equal(a, b) for a, (_, b) in zip(plain, paired, strict=True))
+
+
 def test_bundled_datasets_have_their_scales():
     x, y = digits()
     assert x.shape == (1797, 64) and x.dtype == torch.float32 and float(x.max()) == 1.0 and int(y.max()) == 9
