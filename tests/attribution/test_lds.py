@@ -1,0 +1,101 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attribution.lds import dattri_lds, lds, random_subsets, retrain_subsets
+from tests.attribution.lds_tasks import AdditiveTask, RidgeTask
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_lds_is_one_for_an_exactly_additive_model_and_minus_one_with_the_sign_flipped(tmp_path):
+    task = AdditiveTask()
+    masks = random_subsets(task.n_train, 50, 0.5, seed=0)
+    losses = retrain_subsets(task, masks, tmp_path / "retrain", progress=False)
+    exact = task.exact_scores()
+    assert lds(exact, masks, losses).mean == pytest.approx(1.0, abs=1e-9)
+    assert lds(-exact, masks, losses).mean == pytest.approx(-1.0, abs=1e-9)  # the metric can fail
+    assert abs(lds(torch.randn_like(exact), masks, losses).mean) < 0.3
+
+
+def test_lds_of_exact_influence_on_ridge_regression_is_high_and_random_scores_are_not(tmp_path):
+    task = RidgeTask()
+    masks = random_subsets(task.n_train, 60, 0.5, seed=1)
+    losses = retrain_subsets(task, masks, tmp_path / "retrain", progress=False)
+    res = lds(task.influence(), masks, losses)
+    assert res.mean > 0.85 and res.low <= res.mean <= res.high, res
+    noise = lds(torch.randn(task.n_train, task.n_query, generator=torch.Generator().manual_seed(0)), masks, losses)
+    assert abs(noise.mean) < 0.2 and noise.high < res.low
+
+
+def test_dattri_lds_agrees_with_ours_when_installed(tmp_path):
+    pytest.importorskip("dattri", reason="dattri is not installed: put it on PYTHONPATH (ATTRIBUTION_ANCHORS, "
+                                         "attribution/README.md) to check our LDS against its implementation")
+    task = RidgeTask()
+    masks = random_subsets(task.n_train, 50, 0.5, seed=2)
+    losses = retrain_subsets(task, masks, tmp_path / "retrain", progress=False)
+    ours = lds(task.influence(), masks, losses)
+    theirs = dattri_lds(task.influence(), masks, losses)
+    assert theirs is not None
+    torch.testing.assert_close(torch.tensor(theirs, dtype=torch.float64),
+                               torch.tensor(ours.per_query, dtype=torch.float64), atol=1e-4, rtol=0)
+
+
+def test_subsets_are_seeded_and_bad_arguments_are_refused():
+    a, b = random_subsets(40, 5, 0.25, seed=3), random_subsets(40, 5, 0.25, seed=3)
+    assert torch.equal(a, b) and (a.sum(1) == 10).all()
+    with pytest.raises(ValueError, match="at least 2 subsets"):
+        random_subsets(40, 1, 0.5)
+    for alpha in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            random_subsets(40, 5, alpha)
+
+
+def test_a_store_for_other_subsets_is_refused(tmp_path):
+    task = AdditiveTask()
+    retrain_subsets(task, random_subsets(task.n_train, 4, 0.5, seed=0), tmp_path / "r", shard_size=2, progress=False)
+    from interp.store import StoreMismatchError
+
+    with pytest.raises(StoreMismatchError, match="data"):
+        retrain_subsets(task, random_subsets(task.n_train, 4, 0.5, seed=1), tmp_path / "r", shard_size=2, progress=False)
+
+
+_CHILD = """
+import sys, torch
+from attribution.lds import random_subsets, retrain_subsets
+from tests.attribution.lds_tasks import RidgeTask
+task = RidgeTask(delay=float(sys.argv[2]))
+losses = retrain_subsets(task, random_subsets(task.n_train, 12, 0.5, seed=0), sys.argv[1], shard_size=2, progress=False)
+torch.save(losses, sys.argv[1] + '.pt')
+"""
+
+
+def test_retraining_resumes_after_kill_9_with_nothing_lost_or_duplicated(tmp_path):
+    out = tmp_path / "retrain"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(out), "0.4"], env=env, cwd=ROOT)
+    deadline = time.time() + 120
+    while time.time() < deadline and child.poll() is None:
+        manifest = out / "manifest.json"
+        if manifest.exists() and len(json.loads(manifest.read_text())["shards"]) >= 2:
+            break
+        time.sleep(0.05)
+    assert child.poll() is None, "the run finished before it could be killed"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    done = len(json.loads((out / "manifest.json").read_text())["shards"])
+    assert 2 <= done < 6
+    (out / f"shard_{done:05d}.safetensors").write_bytes(b"half a file")  # an uncommitted, damaged shard file
+    subprocess.run([sys.executable, "-c", _CHILD, str(out), "0"], env=env, cwd=ROOT, check=True)
+    resumed = torch.load(str(out) + ".pt")
+    task = RidgeTask()
+    fresh = retrain_subsets(task, random_subsets(task.n_train, 12, 0.5, seed=0), tmp_path / "fresh", shard_size=2,
+                            progress=False)
+    assert torch.equal(resumed, fresh)
