@@ -99,3 +99,30 @@ def test_retraining_resumes_after_kill_9_with_nothing_lost_or_duplicated(tmp_pat
     fresh = retrain_subsets(task, random_subsets(task.n_train, 12, 0.5, seed=0), tmp_path / "fresh", shard_size=2,
                             progress=False)
     assert torch.equal(resumed, fresh)
+
+
+@pytest.mark.parametrize("args, message", [(["-m", "1"], "at least 2 subsets"), (["--alpha", "1.0"], "strictly between"),
+                                           (["--alpha", "0"], "strictly between"), (["--task", "gpt9"], "neox or looped")])
+def test_cli_lds_refuses_bad_input_with_one_error_line_and_exit_2(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from attribution.cli import app
+
+    res = CliRunner().invoke(app, ["lds", "--out", str(tmp_path / "lds"), *args])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], res.output
+    assert not (tmp_path / "lds").exists()
+
+
+def test_lds_task_is_small_to_pickle_and_its_metric_run_is_reproducible(tmp_path):
+    import pickle
+
+    from attribution.lds import RetrainShard
+    from attribution.lds_task import LMTaskConfig, make_task
+
+    task = make_task(LMTaskConfig(n_train=64, n_query=4, epochs=1, batch=16), tmp_path)
+    shard = RetrainShard(0, 0, (tuple(range(32)),), task, str(tmp_path))
+    assert len(pickle.dumps(shard)) < 4000  # settings, paths and row indices; never the tokens
+    a, b = task.train_and_eval(torch.arange(32)), task.train_and_eval(torch.arange(32))
+    assert torch.equal(a, b) and a.shape == (4,)
