@@ -43,7 +43,7 @@ def attribute(
     component: str = typer.Option("L0H0:qk", metavar="TEXT", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"),
     probe: str = typer.Option("queries", metavar="TEXT", help="EK-FAC measurement: queries | copy | prev"),
     fit_samples: int = typer.Option(64, metavar="INT", help="EK-FAC: training sequences used to fit the factors"),
-    damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of each block's mean eigenvalue"),
+    damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of the head's mean eigenvalue"),
     label_samples: int = typer.Option(1, metavar="INT", help="EK-FAC: labels sampled from the model per fitting sequence"),
     representation: str = typer.Option("hidden", metavar="TEXT", help="DRA: hidden | gradient"),
     hook: str = typer.Option("", metavar="TEXT", help="DRA hidden states: hook name (default: middle hook_resid_post)"),

@@ -227,6 +227,28 @@ def dattri_lds(scores: Tensor, masks: Tensor, losses: Tensor) -> list[float] | N
     return [float(x) for x in rho]
 
 
+def find_lds(run: str | Path, result: dict) -> tuple[dict, str] | None:
+    """The LDS of an attribution run's method, when an `interp attribute lds` result for the same training and
+    query tokens sits in the run folder, its parent, or a sibling folder (`lds.json`): (its method entry, path)."""
+    data = result.get("identity", {}).get("data", {})
+    want = (data.get("train_tokens_sha256"), data.get("queries_tokens_sha256"))
+    method = result.get("method")
+    if not all(want) or not method:
+        return None
+    run = Path(run).resolve()
+    candidates = [run / "lds.json", run.parent / "lds.json", *sorted(run.parent.glob("*/lds.json"))]
+    for path in candidates:
+        try:
+            lds_result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        task = lds_result.get("task", {})
+        entry = lds_result.get("methods", {}).get(method)
+        if entry and (task.get("train_tokens_sha256"), task.get("query_tokens_sha256")) == want:
+            return entry, str(path)
+    return None
+
+
 def write_json(path: Path, data: dict) -> None:
     from interp.store.atomic import atomic_write_bytes
 

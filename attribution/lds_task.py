@@ -168,4 +168,8 @@ def make_task(cfg: LMTaskConfig, out: Path) -> LMTask:
     path = out / "tokens.safetensors"
     atomic_write_bytes(path, save({"train": train.contiguous(), "queries": queries.contiguous()},
                                   metadata={"tokenizer": "bytes"}))
+    from attribution.jobs import save_tokens
+
+    save_tokens(out / "train.safetensors", train, "bytes")  # `interp attribute --train tokens:OUT/train.safetensors`
+    save_tokens(out / "queries.safetensors", queries, "bytes")
     return LMTask(cfg, str(path), sha256_of(train), sha256_of(queries))

@@ -126,3 +126,45 @@ def test_lds_task_is_small_to_pickle_and_its_metric_run_is_reproducible(tmp_path
     assert len(pickle.dumps(shard)) < 4000  # settings, paths and row indices; never the tokens
     a, b = task.train_and_eval(torch.arange(32)), task.train_and_eval(torch.arange(32))
     assert torch.equal(a, b) and a.shape == (4,)
+
+
+def _fake_run(folder: Path, method: str = "sdi") -> dict:
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    save_file({"scores": torch.randn(12, 2, generator=g), "sdi": torch.randn(12, 2, 3, generator=g)},
+              str(folder / "scores.safetensors"))
+    result = {"method": method, "n_train": 12, "n_queries": 2,
+              "identity": {"model": {"spec": "looped-gpt:x"}, "data": {"train": "tokens:train.safetensors",
+                                                                       "train_tokens_sha256": "a" * 64,
+                                                                       "queries": "tokens:q", "queries_tokens_sha256": "b" * 64}}}
+    (folder / "result.json").write_text(json.dumps(result))
+    (folder / "texts.json").write_text(json.dumps({"train": [f"row {i} text" for i in range(12)], "queries": ["q0", "q1"]}))
+    return result
+
+
+def test_show_gives_the_lds_of_the_method_when_one_was_computed_for_the_task(tmp_path):
+    from attribution.report import html_report, text_report
+
+    _fake_run(tmp_path / "sdi")
+    assert "LDS" not in text_report(tmp_path / "sdi")
+    lds_json = {"task": {"train_tokens_sha256": "a" * 64, "query_tokens_sha256": "b" * 64},
+                "methods": {"sdi": {"lds": 0.321, "ci95": [0.2, 0.4]}, "tracin": {"lds": 0.5, "ci95": [0.4, 0.6]}}}
+    (tmp_path / "lds").mkdir()
+    (tmp_path / "lds" / "lds.json").write_text(json.dumps({**lds_json, "task": {"train_tokens_sha256": "c" * 64}}))
+    assert "LDS" not in text_report(tmp_path / "sdi")  # another task's LDS is not shown
+    (tmp_path / "lds" / "lds.json").write_text(json.dumps(lds_json))
+    assert "LDS of sdi on this task: +0.321 (95% CI +0.200 to +0.400" in text_report(tmp_path / "sdi")
+    page = html_report(tmp_path / "sdi", top=3).read_text()
+    assert "LDS of sdi on this task: +0.321" in page
+
+
+def test_report_heatmap_text_is_left_aligned_and_histogram_has_a_y_axis_and_row_marks(tmp_path):
+    from attribution.report import html_report
+
+    _fake_run(tmp_path / "sdi")
+    page = html_report(tmp_path / "sdi", top=3).read_text()
+    assert ".heat td.txt{text-align:left}" in page and "<td class=txt>#" in page
+    assert page.count(">count</text>") == 2  # one y axis per query's histogram
+    assert page.count('stroke="#d62728"') == 2 * 3 and page.count('stroke="#1f77b4"') == 2 * 3  # top / bottom rows
