@@ -131,7 +131,7 @@ def show(
 
 @app.command("lds")
 def lds_command(
-    out: str = typer.Option(..., metavar="DIR", help="Folder for the task, retraining store, scores and lds.json (resumed)"),
+    out: str = typer.Option(..., metavar="DIR", help="Folder for the task, retraining store, scores, lds.json"),
     task: str = typer.Option("neox", metavar="neox|looped", help="Tiny task: 2-layer GPT-NeoX or the looped GPT"),
     subsets: int = typer.Option(50, "--subsets", "-m", metavar="INT", help="M random subsets retrained on (>= 2)"),
     alpha: float = typer.Option(0.5, metavar="FLOAT", help="Fraction of the training set in each subset, in (0, 1)"),
@@ -156,7 +156,8 @@ def lds_command(
 
         if quick:
             n_train, n_query = 256, 16
-        cfg = LDSConfig(out=out, task=LMTaskConfig(kind=task, n_train=n_train, n_query=n_query, epochs=epochs, seed=seed),
+        task_cfg = LMTaskConfig(kind=task, n_train=n_train, n_query=n_query, epochs=epochs, seed=seed)
+        cfg = LDSConfig(out=out, task=task_cfg,
                         n_subsets=subsets, alpha=alpha, methods=_split(methods), shard_size=shard_size,
                         executor=executor, ray_address=ray_address, num_workers=num_workers)
         summary = run_lds(cfg, log=typer.echo)

@@ -101,8 +101,9 @@ class LDSResult:
         return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
 
 
-def lds(scores: Tensor, masks: Tensor, losses: Tensor, n_boot: int = 1000, seed: int = 0,
-        level: float = 0.95) -> LDSResult:
+def lds(
+    scores: Tensor, masks: Tensor, losses: Tensor, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> LDSResult:
     """LDS of helpfulness `scores` [n_train, n_query] against retrained `losses` [M, n_query] on `masks` [M, n_train].
 
     The interval is a percentile bootstrap that resamples subsets and queries together (both are random draws:
@@ -110,7 +111,9 @@ def lds(scores: Tensor, masks: Tensor, losses: Tensor, n_boot: int = 1000, seed:
     does not vary (or whose prediction does not) have no correlation and are left out of the mean.
     """
     if losses.shape != (masks.shape[0], scores.shape[1]):
-        raise ValueError(f"losses {tuple(losses.shape)} do not match {masks.shape[0]} subsets x {scores.shape[1]} queries")
+        raise ValueError(
+            f"losses {tuple(losses.shape)} do not match {masks.shape[0]} subsets x {scores.shape[1]} queries"
+        )
     check_lds_args(masks.shape[0], 0.5)
     pred = subset_predictions(scores, masks).numpy()
     target = -losses.to(torch.float64).numpy()
@@ -127,9 +130,13 @@ def lds(scores: Tensor, masks: Tensor, losses: Tensor, n_boot: int = 1000, seed:
         if not np.isnan(rho).all():
             boots.append(np.nanmean(rho))
     tail = (1 - level) / 2
-    low, high = (np.quantile(boots, [tail, 1 - tail]) if boots else (np.nan, np.nan))
-    return LDSResult(float(per_query[ok].mean()), float(low), float(high),
-                     [None if np.isnan(r) else round(float(r), 4) for r in per_query])
+    low, high = np.quantile(boots, [tail, 1 - tail]) if boots else (np.nan, np.nan)
+    return LDSResult(
+        float(per_query[ok].mean()),
+        float(low),
+        float(high),
+        [None if np.isnan(r) else round(float(r), 4) for r in per_query],
+    )
 
 
 # ----------------------------------------------------------------------------------------- retraining
@@ -170,17 +177,28 @@ def retrain_shard(shard: RetrainShard) -> object:
     """Train every subset of the shard, write their query losses as one store shard; returns its ShardInfo."""
     from interp.store import write_shard_file
 
-    losses = torch.stack([shard.task.train_and_eval(torch.tensor(r, dtype=torch.long)).float().cpu()
-                          for r in shard.rows])
+    losses = torch.stack(
+        [shard.task.train_and_eval(torch.tensor(r, dtype=torch.long)).float().cpu() for r in shard.rows]
+    )
     n = len(shard.rows)
     seq = torch.arange(shard.start, shard.start + n)
-    return write_shard_file(shard.out, shard.index, {"loss": losses, "tokens": seq.to(torch.int32), "seq": seq,
-                                                     "pos": torch.zeros(n, dtype=torch.int32)})
+    return write_shard_file(
+        shard.out,
+        shard.index,
+        {"loss": losses, "tokens": seq.to(torch.int32), "seq": seq, "pos": torch.zeros(n, dtype=torch.int32)},
+    )
 
 
-def retrain_subsets(task: RetrainTask, masks: Tensor, out: str | Path, shard_size: int = 5,
-                    executor: str = "inprocess", ray_address: str | None = None, num_workers: int | None = None,
-                    progress: bool | str = "auto") -> Tensor:
+def retrain_subsets(
+    task: RetrainTask,
+    masks: Tensor,
+    out: str | Path,
+    shard_size: int = 5,
+    executor: str = "inprocess",
+    ray_address: str | None = None,
+    num_workers: int | None = None,
+    progress: bool | str = "auto",
+) -> Tensor:
     """Query losses [M, n_query] of the task retrained on each subset; cached and resumable in the store at `out`."""
     from interp.infra.jobs import run_tasks
     from interp.store import ActivationStore, StoreMeta
@@ -188,22 +206,39 @@ def retrain_subsets(task: RetrainTask, masks: Tensor, out: str | Path, shard_siz
     if masks.shape[1] != task.n_train:
         raise ValueError(f"subsets cover {masks.shape[1]} rows but the task has {task.n_train} training rows")
     ident = task.identity()
-    meta = StoreMeta(model=str(ident.get("model", "")), model_sha256=str(ident.get("init_sha256", "")),
-                     hooks={"loss": [task.n_query]}, dtype="float32", tokenizer=str(ident.get("tokenizer", "")),
-                     ctx_len=int(ident.get("ctx_len", 1)),
-                     data={"lds_task": ident, "subsets": {"n": int(masks.shape[0]), "n_train": int(masks.shape[1]),
-                                                          "sha256": masks_sha256(masks)},
-                           "shard_size": shard_size})
+    meta = StoreMeta(
+        model=str(ident.get("model", "")),
+        model_sha256=str(ident.get("init_sha256", "")),
+        hooks={"loss": [task.n_query]},
+        dtype="float32",
+        tokenizer=str(ident.get("tokenizer", "")),
+        ctx_len=int(ident.get("ctx_len", 1)),
+        data={
+            "lds_task": ident,
+            "subsets": {"n": int(masks.shape[0]), "n_train": int(masks.shape[1]), "sha256": masks_sha256(masks)},
+            "shard_size": shard_size,
+        },
+    )
     n_shards = (len(masks) + shard_size - 1) // shard_size
     store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
     try:
         store.clean_partial()
         todo = store.missing()
         rows = [tuple(torch.nonzero(m).flatten().tolist()) for m in masks]
-        shards = [RetrainShard(i, i * shard_size, tuple(rows[i * shard_size:(i + 1) * shard_size]), task, str(store.path))
-                  for i in todo]
-        run_tasks(shards, retrain_shard, executor=executor, ray_address=ray_address, num_workers=num_workers,
-                  on_result=store.commit_shard, progress=progress, desc="retrain subsets")
+        shards = [
+            RetrainShard(i, i * shard_size, tuple(rows[i * shard_size : (i + 1) * shard_size]), task, str(store.path))
+            for i in todo
+        ]
+        run_tasks(
+            shards,
+            retrain_shard,
+            executor=executor,
+            ray_address=ray_address,
+            num_workers=num_workers,
+            on_result=store.commit_shard,
+            progress=progress,
+            desc="retrain subsets",
+        )
         parts = [store.read_shard(i) for i in range(n_shards)]
     finally:
         store.close()
@@ -243,6 +278,10 @@ def find_lds(run: str | Path, result: dict) -> tuple[dict, str] | None:
         except (OSError, ValueError):
             continue
         task = lds_result.get("task", {})
+        model_type = result.get("identity", {}).get("model", {}).get("model_type")
+        kind = {"looped_gpt": "lds-looped", "gpt_neox": "lds-neox"}.get(model_type or "")
+        if kind and task.get("model") != kind:  # the same tokens evaluated on another architecture
+            continue
         entry = lds_result.get("methods", {}).get(method)
         if entry and (task.get("train_tokens_sha256"), task.get("query_tokens_sha256")) == want:
             return entry, str(path)

@@ -9,8 +9,8 @@ checkpoints, the training and query tokens, and returns scores whose sign is the
 | `sdi` | the looped model's step-decomposed influence summed over steps (= TracIn on the body, TensorSketched) |
 | `grad_dot`, `grad_cos` | gradient dot product / cosine at the final weights |
 | `trak` | TRAK-style: Gaussian random projection P of the gradients, then P_z^T (P^T P + lambda I)^-1 P_q |
-| `ekfac`, `ekfac_block`, `ekfac_module` | our EK-FAC on every head (q|k, v, o blocks; heads block-diagonal), damping per head |
-|                                        | (the default), per block or per module (`attribution.influence.DAMPING_SCOPES`) |
+| `ekfac`, `ekfac_block`, `ekfac_module` | our EK-FAC on every head's q|k, v, o blocks (heads block-diagonal), |
+| | damped per head (the default), per block or per module (`attribution.influence.DAMPING_SCOPES`) |
 | `dra` | DRA's representation similarity: cosine of centred mean-pooled hidden states (middle layer) |
 | `kronfluence` | Kronfluence 1.0.1's EK-FAC over every Linear in the layers, its per-module heuristic damping |
 
@@ -50,7 +50,9 @@ def _final_features(model, ids: Tensor, batch: int = 32) -> Tensor:
     from attribution.capture import GradientFeaturizer
     from attribution.tracin import features
 
-    return features(model.hf_model, GradientFeaturizer(_groups(model), sketch_dim=None), ids, None, batch).sum(1).double()
+    return (
+        features(model.hf_model, GradientFeaturizer(_groups(model), sketch_dim=None), ids, None, batch).sum(1).double()
+    )
 
 
 @method("tracin")
@@ -58,7 +60,9 @@ def tracin_scores(model, checkpoints, train, queries, **_) -> Tensor:
     from attribution.capture import GradientFeaturizer
     from attribution.tracin import tracin
 
-    return tracin(model.hf_model, checkpoints, GradientFeaturizer(_groups(model)), train, queries, batch_size=32).double()
+    return tracin(
+        model.hf_model, checkpoints, GradientFeaturizer(_groups(model)), train, queries, batch_size=32
+    ).double()
 
 
 @method("sdi")
@@ -67,7 +71,9 @@ def sdi_scores(model, checkpoints, train, queries, seed: int = 0, **_) -> Tensor
 
     if not hasattr(model.hf_model, "step_modules"):
         raise ValueError("SDI needs a looped model (the looped task)")
-    res = step_decomposed_influence(model.hf_model, checkpoints, train, queries, sketch_dim=2048, seed=seed, batch_size=32)
+    res = step_decomposed_influence(
+        model.hf_model, checkpoints, train, queries, sketch_dim=2048, seed=seed, batch_size=32
+    )
     return res.sdi.sum(-1).double()
 
 
@@ -83,7 +89,9 @@ def grad_cos(model, checkpoints, train, queries, **_) -> Tensor:
 
 
 @method("trak")
-def trak_scores(model, checkpoints, train, queries, seed: int = 0, proj_dim: int = 512, ridge: float = 1e-2, **_) -> Tensor:
+def trak_scores(
+    model, checkpoints, train, queries, seed: int = 0, proj_dim: int = 512, ridge: float = 1e-2, **_
+) -> Tensor:
     """One model, no ensemble: projected gradients with the projected Gauss-Newton inverse (TRAK's kernel)."""
     ftr, fq = _final_features(model, train), _final_features(model, queries)
     g = torch.Generator().manual_seed(seed)
@@ -94,8 +102,9 @@ def trak_scores(model, checkpoints, train, queries, seed: int = 0, proj_dim: int
     return ptr @ torch.linalg.solve(gram, pq.T)
 
 
-def _ekfac(model, train, queries, scope: str, seed: int = 0, fit_rows: int = 256, damping: float = 0.1,
-           batch: int = 32) -> Tensor:
+def _ekfac(
+    model, train, queries, scope: str, seed: int = 0, fit_rows: int = 256, damping: float = 0.1, batch: int = 32
+) -> Tensor:
     from attribution.influence import HeadComponent, component_gradients, fit_ekfac, lm_loss
 
     if hasattr(model.hf_model, "step_modules"):
@@ -104,13 +113,14 @@ def _ekfac(model, train, queries, scope: str, seed: int = 0, fit_rows: int = 256
     for layer in range(model.n_layers):
         for head in range(model.n_heads):
             comp = HeadComponent(layer, head, "qkvo")
-            f = fit_ekfac(model, comp, train[:fit_rows], batch_size=batch, seed=seed, damping_alpha=damping,
-                          damping_scope=scope)
+            f = fit_ekfac(
+                model, comp, train[:fit_rows], batch_size=batch, seed=seed, damping_alpha=damping, damping_scope=scope
+            )
             q = component_gradients(model, comp, queries, None, lm_loss)
             ihvp = f.inverse_hvp(q)
             for i in range(0, len(train), batch):
-                g = component_gradients(model, comp, train[i:i + batch], None, lm_loss)
-                total[i:i + batch] += sum(torch.einsum("boi,qoi->bq", g[k], ihvp[k]) for k in g).double()
+                g = component_gradients(model, comp, train[i : i + batch], None, lm_loss)
+                total[i : i + batch] += sum(torch.einsum("boi,qoi->bq", g[k], ihvp[k]) for k in g).double()
     return total
 
 
@@ -199,10 +209,22 @@ def kronfluence_scores(model, checkpoints, train, queries, fit_rows: int = 256, 
     hf = prepare_model(copy.deepcopy(model.hf_model).eval(), task)
     with tempfile.TemporaryDirectory(dir=workdir or None) as tmp:
         an = Analyzer("lds", hf, task, cpu=True, disable_tqdm=True, output_dir=tmp)
-        an.fit_all_factors("ekfac", Rows(train[:fit_rows]), per_device_batch_size=32,
-                           factor_args=FactorArguments(strategy="ekfac"), overwrite_output_dir=True)
-        an.compute_pairwise_scores("s", "ekfac", Rows(queries), Rows(train), per_device_query_batch_size=32,
-                                   per_device_train_batch_size=64, score_args=ScoreArguments(damping_factor=None),
-                                   overwrite_output_dir=True)
+        an.fit_all_factors(
+            "ekfac",
+            Rows(train[:fit_rows]),
+            per_device_batch_size=32,
+            factor_args=FactorArguments(strategy="ekfac"),
+            overwrite_output_dir=True,
+        )
+        an.compute_pairwise_scores(
+            "s",
+            "ekfac",
+            Rows(queries),
+            Rows(train),
+            per_device_query_batch_size=32,
+            per_device_train_batch_size=64,
+            score_args=ScoreArguments(damping_factor=None),
+            overwrite_output_dir=True,
+        )
         scores = an.load_pairwise_scores("s")["all_modules"]
     return scores.T.double()  # Kronfluence: [query, train], positive = helpful for a loss measurement

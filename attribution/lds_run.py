@@ -113,8 +113,9 @@ def run_lds(cfg: LDSConfig, progress: bool | str = "auto", log=print) -> dict:
     methods = cfg.methods or list(NEOX_METHODS if cfg.task.kind == "neox" else LOOPED_METHODS)
     masks = random_subsets(task.n_train, cfg.n_subsets, cfg.alpha, seed=cfg.task.seed)
     cks, model = _full_run(cfg, task, out)
-    losses = retrain_subsets(task, masks, out / "retrain", cfg.shard_size, cfg.executor, cfg.ray_address,
-                             cfg.num_workers, progress)
+    losses = retrain_subsets(
+        task, masks, out / "retrain", cfg.shard_size, cfg.executor, cfg.ray_address, cfg.num_workers, progress
+    )
     results: dict = {}
     skipped: dict[str, str] = {}
     for name in methods:
@@ -134,11 +135,18 @@ def run_lds(cfg: LDSConfig, progress: bool | str = "auto", log=print) -> dict:
             results[name]["dattri_max_abs_diff"] = float(max(abs(a - b) for a, b in zip(ours, theirs)))
         log(f"{name:<13} LDS {res}")
     spread = losses.std(0).mean().item()
-    summary = {"task": task.identity(), "n_subsets": cfg.n_subsets, "alpha": cfg.alpha,
-               "subset_size": int(masks[0].sum()), "query_loss_std_over_subsets": round(spread, 5),
-               "full_model_query_loss": round(float(_final_loss(model, task)), 4),
-               "methods": results, "skipped": skipped, "seconds": round(time.perf_counter() - t0, 1),
-               "settings": {k: v for k, v in asdict(cfg).items() if k not in ("task",)}}
+    summary = {
+        "task": task.identity(),
+        "n_subsets": cfg.n_subsets,
+        "alpha": cfg.alpha,
+        "subset_size": int(masks[0].sum()),
+        "query_loss_std_over_subsets": round(spread, 5),
+        "full_model_query_loss": round(float(_final_loss(model, task)), 4),
+        "methods": results,
+        "skipped": skipped,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "settings": {k: v for k, v in asdict(cfg).items() if k not in ("task",)},
+    }
     write_json(out / "lds.json", summary)
     return summary
 

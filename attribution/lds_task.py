@@ -66,14 +66,28 @@ def new_model(cfg: LMTaskConfig):
     if cfg.kind == "neox":
         from interp.models.pythia import random_pythia
 
-        hf = random_pythia("14m", seed=cfg.seed, hidden_size=cfg.d_model, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=4 * cfg.d_model, vocab_size=257, max_position_embeddings=cfg.ctx)
+        hf = random_pythia(
+            "14m",
+            seed=cfg.seed,
+            hidden_size=cfg.d_model,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=4 * cfg.d_model,
+            vocab_size=257,
+            max_position_embeddings=cfg.ctx,
+        )
     else:
         from attribution.looped import random_looped_gpt
 
-        hf = random_looped_gpt(seed=cfg.seed, vocab_size=257, hidden_size=cfg.d_model, num_attention_heads=4,
-                               num_hidden_layers=cfg.loops, intermediate_size=4 * cfg.d_model,
-                               max_position_embeddings=cfg.ctx)
+        hf = random_looped_gpt(
+            seed=cfg.seed,
+            vocab_size=257,
+            hidden_size=cfg.d_model,
+            num_attention_heads=4,
+            num_hidden_layers=cfg.loops,
+            intermediate_size=4 * cfg.d_model,
+            max_position_embeddings=cfg.ctx,
+        )
     hf.config._attn_implementation = "eager"
     return interp.HookedModel(hf, byte_tokenizer())
 
@@ -88,7 +102,7 @@ def build_tokens(cfg: LMTaskConfig) -> tuple[Tensor, Tensor]:
     rows = rows[torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg.seed))]
     if len(rows) < n:
         raise ValueError(f"stdlib-docs gives {len(rows)} distinct sequences of {cfg.ctx} bytes; the task needs {n}")
-    return rows[: cfg.n_train], rows[cfg.n_train: n]
+    return rows[: cfg.n_train], rows[cfg.n_train : n]
 
 
 def sha256_of(t: Tensor) -> str:
@@ -101,8 +115,12 @@ def query_losses(model, queries: Tensor, batch: int = 64) -> Tensor:
 
     hf = model.hf_model if hasattr(model, "hf_model") else model
     with torch.no_grad():
-        return torch.cat([per_example_lm_loss(hf, queries[i:i + batch], torch.ones_like(queries[i:i + batch]))
-                          for i in range(0, len(queries), batch)]).double()
+        return torch.cat(
+            [
+                per_example_lm_loss(hf, queries[i : i + batch], torch.ones_like(queries[i : i + batch]))
+                for i in range(0, len(queries), batch)
+            ]
+        ).double()
 
 
 def train_on(cfg: LMTaskConfig, train: Tensor, rows: Tensor, out: Path | None = None):
@@ -115,8 +133,16 @@ def train_on(cfg: LMTaskConfig, train: Tensor, rows: Tensor, out: Path | None = 
     model = new_model(cfg)
     steps = max(1, cfg.epochs * len(rows) // cfg.batch)
     saves = tuple(sorted({max(1, round(steps * (k + 1) / cfg.checkpoints)) for k in range(cfg.checkpoints)}))
-    train_lm(model.hf_model, train[rows], steps=steps, batch_size=cfg.batch, lr=cfg.lr, seed=cfg.seed,
-             save_steps=saves if out is not None else (), out=out)
+    train_lm(
+        model.hf_model,
+        train[rows],
+        steps=steps,
+        batch_size=cfg.batch,
+        lr=cfg.lr,
+        seed=cfg.seed,
+        save_steps=saves if out is not None else (),
+        out=out,
+    )
     return model
 
 
@@ -153,8 +179,14 @@ class LMTask:
         return query_losses(train_on(self.cfg, train, rows), queries)
 
     def identity(self) -> dict:
-        return {"model": f"lds-{self.cfg.kind}", "settings": asdict(self.cfg), "train_tokens_sha256": self.train_sha256,
-                "query_tokens_sha256": self.query_sha256, "tokenizer": "bytes", "ctx_len": self.cfg.ctx}
+        return {
+            "model": f"lds-{self.cfg.kind}",
+            "settings": asdict(self.cfg),
+            "train_tokens_sha256": self.train_sha256,
+            "query_tokens_sha256": self.query_sha256,
+            "tokenizer": "bytes",
+            "ctx_len": self.cfg.ctx,
+        }
 
 
 def make_task(cfg: LMTaskConfig, out: Path) -> LMTask:
@@ -166,8 +198,9 @@ def make_task(cfg: LMTaskConfig, out: Path) -> LMTask:
     out.mkdir(parents=True, exist_ok=True)
     train, queries = build_tokens(cfg)
     path = out / "tokens.safetensors"
-    atomic_write_bytes(path, save({"train": train.contiguous(), "queries": queries.contiguous()},
-                                  metadata={"tokenizer": "bytes"}))
+    atomic_write_bytes(
+        path, save({"train": train.contiguous(), "queries": queries.contiguous()}, metadata={"tokenizer": "bytes"})
+    )
     from attribution.jobs import save_tokens
 
     save_tokens(out / "train.safetensors", train, "bytes")  # `interp attribute --train tokens:OUT/train.safetensors`

@@ -173,7 +173,8 @@ def html_report(run: str | Path, out: str | Path | None = None, top: int = 10) -
             tables.append(f"<div><h3>{label}</h3><table><tr><th>rank</th><th>score</th><th>row</th><th>text</th></tr>"
                           f"{body}</table></div>")
         parts.append(f"<h3>score distribution over all {scores.shape[0]} training examples</h3>"
-                     + _histogram_svg(scores[:, j], marks=([x for _, x in rank["top"]], [x for _, x in rank["bottom"]])))
+                     + _histogram_svg(scores[:, j], marks=([x for _, x in rank["top"]],
+                                                            [x for _, x in rank["bottom"]])))
         parts.append("<div class=cols>" + "".join(tables) + "</div>")
         if r["sdi"] is not None:
             rows = [i for i, _ in rank["top"]] + [i for i, _ in rank["bottom"] if i not in dict(rank["top"])]

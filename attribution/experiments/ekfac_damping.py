@@ -37,13 +37,16 @@ def head_ggn(model, comp: HeadComponent, ids) -> torch.Tensor:
     """Exact GGN over the head's parameters in `flatten_blocks` order: q|k rows with bias, v rows with bias,
     then the output projection's columns of the head (no bias)."""
     layer = f"gpt_neox.layers.{comp.layer}.attention"
-    qkv, dense = model.hf_model.get_submodule(f"{layer}.query_key_value"), model.hf_model.get_submodule(f"{layer}.dense")
+    qkv, dense = (
+        model.hf_model.get_submodule(f"{layer}.query_key_value"),
+        model.hf_model.get_submodule(f"{layer}.dense"),
+    )
     dh, h = model.d_head, comp.head
     base = h * 3 * dh
     qk_rows, v_rows = torch.arange(base, base + 2 * dh), torch.arange(base + 2 * dh, base + 3 * dh)
     parts = [torch.cat([qkv.weight[r], qkv.bias[r, None]], -1) for r in (qk_rows, v_rows)]
     if "o" in comp.mode:
-        parts.append(dense.weight[:, h * dh:(h + 1) * dh])
+        parts.append(dense.weight[:, h * dh : (h + 1) * dh])
     sizes = [p.numel() for p in parts]
     theta = torch.cat([p.detach().flatten() for p in parts]).clone().requires_grad_(True)
     chunks = list(torch.split(theta, sizes))
@@ -54,7 +57,7 @@ def head_ggn(model, comp: HeadComponent, ids) -> torch.Tensor:
     if "o" in comp.mode:
         o = chunks[2].view(dense.weight.shape[0], dh)
         wo = dense.weight.detach().clone()
-        params[f"{layer}.dense.weight"] = torch.cat([wo[:, :h * dh], o, wo[:, (h + 1) * dh:]], 1)
+        params[f"{layer}.dense.weight"] = torch.cat([wo[:, : h * dh], o, wo[:, (h + 1) * dh :]], 1)
     return exact_ggn(model, theta, params, ids)
 
 
@@ -76,15 +79,23 @@ def main(argv=None) -> list[dict]:
         grads = flatten_blocks(component_gradients(model, comp, train))
         for alpha in map(float, args.alphas.split(",")):
             for scope in DAMPING_SCOPES:
-                f = fit_ekfac(model, comp, fit, label_samples=args.label_samples, damping_alpha=alpha,
-                              damping_scope=scope)
+                f = fit_ekfac(
+                    model, comp, fit, label_samples=args.label_samples, damping_alpha=alpha, damping_scope=scope
+                )
                 ek, _ = influence_scores(model, f, train, probe)
                 damp = f.damping()
                 diag = torch.cat([damp[k].expand(f.lam[k].numel()) for k in sorted(f.lam)])
                 one = alpha * torch.cat([f.lam[k].flatten() for k in f.lam]).mean()
-                row = {"component": str(comp), "alpha": alpha, "scope": scope,
-                       "damping": {k: float(v) for k, v in damp.items()}}
-                for name, d in (("vs_exact_same_damping", torch.diag(diag)), ("vs_exact_one_scalar", one * torch.eye(len(ggn)))):
+                row = {
+                    "component": str(comp),
+                    "alpha": alpha,
+                    "scope": scope,
+                    "damping": {k: float(v) for k, v in damp.items()},
+                }
+                for name, d in (
+                    ("vs_exact_same_damping", torch.diag(diag)),
+                    ("vs_exact_one_scalar", one * torch.eye(len(ggn))),
+                ):
                     v = torch.linalg.solve(ggn + d, flatten_blocks(probe))
                     row[name] = round(float(spearmanr(ek.numpy(), (-(grads @ v)).detach().numpy()).statistic), 3)
                 print(json.dumps(row), flush=True)

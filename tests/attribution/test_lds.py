@@ -36,16 +36,20 @@ def test_lds_of_exact_influence_on_ridge_regression_is_high_and_random_scores_ar
 
 
 def test_dattri_lds_agrees_with_ours_when_installed(tmp_path):
-    pytest.importorskip("dattri", reason="dattri is not installed: put it on PYTHONPATH (ATTRIBUTION_ANCHORS, "
-                                         "attribution/README.md) to check our LDS against its implementation")
+    pytest.importorskip(
+        "dattri",
+        reason="dattri is not installed: put it on PYTHONPATH (ATTRIBUTION_ANCHORS, "
+        "attribution/README.md) to check our LDS against its implementation",
+    )
     task = RidgeTask()
     masks = random_subsets(task.n_train, 50, 0.5, seed=2)
     losses = retrain_subsets(task, masks, tmp_path / "retrain", progress=False)
     ours = lds(task.influence(), masks, losses)
     theirs = dattri_lds(task.influence(), masks, losses)
     assert theirs is not None
-    torch.testing.assert_close(torch.tensor(theirs, dtype=torch.float64),
-                               torch.tensor(ours.per_query, dtype=torch.float64), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(theirs, dtype=torch.float64), torch.tensor(ours.per_query, dtype=torch.float64), atol=1e-4, rtol=0
+    )
 
 
 def test_subsets_are_seeded_and_bad_arguments_are_refused():
@@ -64,7 +68,9 @@ def test_a_store_for_other_subsets_is_refused(tmp_path):
     from interp.store import StoreMismatchError
 
     with pytest.raises(StoreMismatchError, match="data"):
-        retrain_subsets(task, random_subsets(task.n_train, 4, 0.5, seed=1), tmp_path / "r", shard_size=2, progress=False)
+        retrain_subsets(
+            task, random_subsets(task.n_train, 4, 0.5, seed=1), tmp_path / "r", shard_size=2, progress=False
+        )
 
 
 _CHILD = """
@@ -96,13 +102,21 @@ def test_retraining_resumes_after_kill_9_with_nothing_lost_or_duplicated(tmp_pat
     subprocess.run([sys.executable, "-c", _CHILD, str(out), "0"], env=env, cwd=ROOT, check=True)
     resumed = torch.load(str(out) + ".pt")
     task = RidgeTask()
-    fresh = retrain_subsets(task, random_subsets(task.n_train, 12, 0.5, seed=0), tmp_path / "fresh", shard_size=2,
-                            progress=False)
+    fresh = retrain_subsets(
+        task, random_subsets(task.n_train, 12, 0.5, seed=0), tmp_path / "fresh", shard_size=2, progress=False
+    )
     assert torch.equal(resumed, fresh)
 
 
-@pytest.mark.parametrize("args, message", [(["-m", "1"], "at least 2 subsets"), (["--alpha", "1.0"], "strictly between"),
-                                           (["--alpha", "0"], "strictly between"), (["--task", "gpt9"], "neox or looped")])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-m", "1"], "at least 2 subsets"),
+        (["--alpha", "1.0"], "strictly between"),
+        (["--alpha", "0"], "strictly between"),
+        (["--task", "gpt9"], "neox or looped"),
+    ],
+)
 def test_cli_lds_refuses_bad_input_with_one_error_line_and_exit_2(tmp_path, args, message):
     from typer.testing import CliRunner
 
@@ -133,14 +147,28 @@ def _fake_run(folder: Path, method: str = "sdi") -> dict:
 
     folder.mkdir(parents=True)
     g = torch.Generator().manual_seed(0)
-    save_file({"scores": torch.randn(12, 2, generator=g), "sdi": torch.randn(12, 2, 3, generator=g)},
-              str(folder / "scores.safetensors"))
-    result = {"method": method, "n_train": 12, "n_queries": 2,
-              "identity": {"model": {"spec": "looped-gpt:x"}, "data": {"train": "tokens:train.safetensors",
-                                                                       "train_tokens_sha256": "a" * 64,
-                                                                       "queries": "tokens:q", "queries_tokens_sha256": "b" * 64}}}
+    save_file(
+        {"scores": torch.randn(12, 2, generator=g), "sdi": torch.randn(12, 2, 3, generator=g)},
+        str(folder / "scores.safetensors"),
+    )
+    result = {
+        "method": method,
+        "n_train": 12,
+        "n_queries": 2,
+        "identity": {
+            "model": {"spec": "looped-gpt:x"},
+            "data": {
+                "train": "tokens:train.safetensors",
+                "train_tokens_sha256": "a" * 64,
+                "queries": "tokens:q",
+                "queries_tokens_sha256": "b" * 64,
+            },
+        },
+    }
     (folder / "result.json").write_text(json.dumps(result))
-    (folder / "texts.json").write_text(json.dumps({"train": [f"row {i} text" for i in range(12)], "queries": ["q0", "q1"]}))
+    (folder / "texts.json").write_text(
+        json.dumps({"train": [f"row {i} text" for i in range(12)], "queries": ["q0", "q1"]})
+    )
     return result
 
 
@@ -149,8 +177,10 @@ def test_show_gives_the_lds_of_the_method_when_one_was_computed_for_the_task(tmp
 
     _fake_run(tmp_path / "sdi")
     assert "LDS" not in text_report(tmp_path / "sdi")
-    lds_json = {"task": {"train_tokens_sha256": "a" * 64, "query_tokens_sha256": "b" * 64},
-                "methods": {"sdi": {"lds": 0.321, "ci95": [0.2, 0.4]}, "tracin": {"lds": 0.5, "ci95": [0.4, 0.6]}}}
+    lds_json = {
+        "task": {"train_tokens_sha256": "a" * 64, "query_tokens_sha256": "b" * 64},
+        "methods": {"sdi": {"lds": 0.321, "ci95": [0.2, 0.4]}, "tracin": {"lds": 0.5, "ci95": [0.4, 0.6]}},
+    }
     (tmp_path / "lds").mkdir()
     (tmp_path / "lds" / "lds.json").write_text(json.dumps({**lds_json, "task": {"train_tokens_sha256": "c" * 64}}))
     assert "LDS" not in text_report(tmp_path / "sdi")  # another task's LDS is not shown
