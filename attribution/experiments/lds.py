@@ -39,9 +39,8 @@ def main(argv=None) -> dict:
         )
         res = run_lds(cfg, progress=False)
         out[kind] = res
-        print(
-            f"\n{kind}: M = {args.subsets}, alpha = {args.alpha}, {res['seconds']} s\n\n| method | LDS | 95% CI |\n|---|---|---|"
-        )
+        print(f"\n{kind}: M = {args.subsets}, alpha = {args.alpha}, {res['seconds']} s\n")
+        print("| method | LDS | 95% CI |\n|---|---|---|")
         for name, r in sorted(res["methods"].items(), key=lambda kv: -kv[1]["lds"]):
             print(f"| {name} | {r['lds']:.3f} | {r['ci95'][0]:.3f} - {r['ci95'][1]:.3f} |")
     return out
