@@ -3,6 +3,7 @@
     interp attribute --method tracin --model smollm2-135m --checkpoints runs/ft --train tokens:train.safetensors \\
         --queries tokens:queries.safetensors --out runs/tracin [--executor ray] [--device cuda] [--dtype bfloat16]
     interp attribute show runs/tracin [--top 3] [--out DIR]      # top/bottom training examples as text + report.html
+    interp attribute lds --out runs/lds [--task neox|looped] [-m 50] [--alpha 0.5] [--quick]   # LDS of every method
 
 Entry point: `attribution.cli:register` adds the `attribute` group to the core CLI (`attribution.cli:app` is
 the same group on its own).
@@ -42,7 +43,7 @@ def attribute(
     component: str = typer.Option("L0H0:qk", metavar="TEXT", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"),
     probe: str = typer.Option("queries", metavar="TEXT", help="EK-FAC measurement: queries | copy | prev"),
     fit_samples: int = typer.Option(64, metavar="INT", help="EK-FAC: training sequences used to fit the factors"),
-    damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of each block's mean eigenvalue"),
+    damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of the head's mean eigenvalue"),
     label_samples: int = typer.Option(1, metavar="INT", help="EK-FAC: labels sampled from the model per fitting sequence"),
     representation: str = typer.Option("hidden", metavar="TEXT", help="DRA: hidden | gradient"),
     hook: str = typer.Option("", metavar="TEXT", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
@@ -126,6 +127,43 @@ def show(
         _fail(e)
     typer.echo(report)
     typer.echo(f"\nHTML: {path}")
+
+
+@app.command("lds")
+def lds_command(
+    out: str = typer.Option(..., metavar="DIR", help="Folder for the task, retraining store, scores, lds.json"),
+    task: str = typer.Option("neox", metavar="neox|looped", help="Tiny task: 2-layer GPT-NeoX or the looped GPT"),
+    subsets: int = typer.Option(50, "--subsets", "-m", metavar="INT", help="M random subsets retrained on (>= 2)"),
+    alpha: float = typer.Option(0.5, metavar="FLOAT", help="Fraction of the training set in each subset, in (0, 1)"),
+    methods: str = typer.Option("", metavar="TEXT", help="Comma-separated methods (default: all that apply)"),
+    n_train: int = typer.Option(1024, "--n-train", metavar="INT", help="Training sequences (stdlib-docs, 32 bytes)"),
+    n_query: int = typer.Option(32, "--n-query", metavar="INT", help="Held-out query sequences"),
+    epochs: int = typer.Option(3, metavar="INT", help="Epochs of every (re)training run"),
+    seed: int = typer.Option(0, metavar="INT", help="Init, data order, corpus draw, subsets"),
+    quick: bool = typer.Option(False, "--quick", help="256 training rows, 16 queries (a couple of minutes)"),
+    shard_size: int = typer.Option(5, metavar="INT", help="Subsets retrained per task"),
+    executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
+    ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
+    num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray"),
+) -> None:
+    """Linear datamodeling score of every method on a tiny task retrained on M random subsets, with 95% CIs."""
+    from attribution.lds import check_lds_args
+
+    try:
+        check_lds_args(subsets, alpha)  # before anything is imported or written
+        from attribution.lds_run import LDSConfig, run_lds
+        from attribution.lds_task import LMTaskConfig
+
+        if quick:
+            n_train, n_query = 256, 16
+        task_cfg = LMTaskConfig(kind=task, n_train=n_train, n_query=n_query, epochs=epochs, seed=seed)
+        cfg = LDSConfig(out=out, task=task_cfg,
+                        n_subsets=subsets, alpha=alpha, methods=_split(methods), shard_size=shard_size,
+                        executor=executor, ray_address=ray_address, num_workers=num_workers)
+        summary = run_lds(cfg, log=typer.echo)
+    except (ValueError, FileNotFoundError) as e:
+        _fail(e)
+    typer.echo(f"\n{len(summary['methods'])} methods, M = {subsets}, alpha = {alpha}: {out}/lds.json")
 
 
 def register(app_: typer.Typer) -> None:

@@ -18,7 +18,7 @@ EK-FAC (George et al. 2018; Grosse et al. 2023), per block:
 2. Eigenvalue correction `Lambda = E_examples[(Q_S^T G Q_A)^2]` from per-example gradients (the correct
    estimator); `lambda_from_batches=True` reproduces MDA's code, which squares batch-mean gradients.
 3. Damped inverse: `H^-1 v = Q_S [(Q_S^T v Q_A) / (Lambda + alpha * mean(Lambda))] Q_A^T`, floor 1e-5
-   (MDA: alpha = 0.1).
+   (MDA: alpha = 0.1), the mean taken per block, over the whole head or per module (`DAMPING_SCOPES`).
 
 Influence of training example z on a measurement f (MDA's sign): `I(z) = - grad L(z)^T H^-1 grad f`;
 positive means up-weighting z increases f.
@@ -44,6 +44,12 @@ Objective = Callable[[object, Tensor, Tensor], Tensor]
 """(HookedModel, ids, mask) -> per-example scalars [batch] to differentiate."""
 
 BLOCKS = {"qk": ("qk",), "qkv": ("qk", "v"), "qkvo": ("qk", "v", "o")}
+
+DampingScope = Literal["block", "head", "module"]
+DAMPING_SCOPES = ("block", "head", "module")
+"""Damping `alpha * mean(lambda)` with the mean over: each Kronecker block's own eigenvalues ("block", MDA's code);
+all blocks of the head component ("head": one scalar for the head's factors); or the blocks that share a module's
+input (Kronfluence damps per module: q|k and v read the projection input, o the heads' output)."""
 
 
 @dataclass(frozen=True)
@@ -202,14 +208,33 @@ class EKFACFactors:
     """[d_out, d_in] eigenvalues in the Kronecker eigenbasis."""
     damping_alpha: float = 0.1
     damping_floor: float = 1e-5
+    damping_scope: DampingScope = "head"
+    """Which eigenvalues the damping's mean is taken over (see `DAMPING_SCOPES`; "head" tracked the exact damped
+    GGN best, attribution/README.md)."""
+
+    def damping(self) -> dict[str, Tensor]:
+        """{block: alpha * mean(lambda over the block's damping scope)}."""
+        if self.damping_scope not in DAMPING_SCOPES:
+            raise ValueError(f"damping scope {self.damping_scope!r} unknown; use one of {', '.join(DAMPING_SCOPES)}")
+        lam = self.lam
+
+        def scope(k: str) -> list[str]:
+            if self.damping_scope == "block":
+                return [k]
+            if self.damping_scope == "head":
+                return list(lam)
+            return [b for b in lam if (b == "o") == (k == "o")]  # "module": blocks that share an input factor
+
+        return {k: self.damping_alpha * torch.cat([lam[b].flatten() for b in scope(k)]).mean() for k in lam}
 
     def inverse_hvp(self, v: dict[str, Tensor]) -> dict[str, Tensor]:
         """H^-1 v per block (v: {block: [..., d_out, d_in]})."""
         out = {}
+        damp = self.damping()
         for k, x in v.items():
             qa, qs, lam = self.q_a[k], self.q_s[k], self.lam[k]
             rot = qs.T @ x @ qa
-            denom = (lam + self.damping_alpha * lam.mean()).clamp(min=self.damping_floor)
+            denom = (lam + damp[k]).clamp(min=self.damping_floor)
             out[k] = qs @ (rot / denom) @ qa.T
         return out
 
@@ -222,7 +247,7 @@ class EKFACFactors:
 
 def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = None, batch_size: int = 8,
               seed: int = 0, damping_alpha: float = 0.1, lambda_from_batches: bool = False,
-              label_samples: int = 1) -> EKFACFactors:
+              label_samples: int = 1, damping_scope: DampingScope = "head") -> EKFACFactors:
     """Fit EK-FAC factors of a component on fitting data (labels sampled from the model; `seed` fixes them)."""
     comp.check(model)
     mask = torch.ones_like(ids) if mask is None else mask
@@ -238,7 +263,7 @@ def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = Non
             for k, (a, g) in factors.items():
                 sums_a[k] = sums_a.get(k, 0) + torch.einsum("bli,blj->ij", a, a)
                 sums_s[k] = sums_s.get(k, 0) + torch.einsum("bli,blj->ij", g, g)
-    f = EKFACFactors(comp, damping_alpha=damping_alpha)
+    f = EKFACFactors(comp, damping_alpha=damping_alpha, damping_scope=damping_scope)
     for k in sums_a:
         for name, mat, store in (("A", sums_a[k], f.q_a), ("S", sums_s[k], f.q_s)):
             mat = (mat + mat.T) / (2 * n_tok)

@@ -73,7 +73,9 @@ class AttributeConfig:
     fit_samples: int = 64
     """EK-FAC: training sequences used to fit the factors."""
     damping: float = 0.1
-    """EK-FAC: damping as a multiple of each block's mean eigenvalue (H + damping * mean(lambda) I)^-1; 1.0 tracked
+    """EK-FAC: damping as a multiple of the head's mean eigenvalue (H + damping * mean(lambda) I)^-1, one scalar over
+    the head's q|k, v and o blocks (`attribution.influence.DAMPING_SCOPES`: it tracked the exact damped GGN better than
+    a scalar per block, attribution/README.md, "EK-FAC damping"); 1.0 tracked
     the exact damped GGN better than 0.1 on the micro Llama head (Spearman 0.90 vs 0.66, attribution/README.md)."""
     label_samples: int = 1
     """EK-FAC: labels sampled from the model per fitting sequence (more: a less noisy Fisher estimate)."""

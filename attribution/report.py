@@ -99,6 +99,8 @@ def text_report(run: str | Path, top: int = 3, width: int = 100) -> str:
     lines = [f"{res.get('method', '?')} attribution: {res.get('n_train', '?')} training x {res.get('n_queries', '?')} "
              f"queries, model {ident.get('model', {}).get('spec', '?')}",
              f"  train {ident.get('data', {}).get('train', '?')}   queries {ident.get('data', {}).get('queries', '?')}"]
+    lds_line = _lds_line(run, res)
+    lines += [f"  {lds_line}"] if lds_line else []
     for j, rank in enumerate(rankings(r["scores"], top)):
         lines += ["", f"query {j}: {_one_line(texts['queries'][j], width)}"]
         for label, rows in (("top (most helpful)", rank["top"]), ("bottom (most harmful)", rank["bottom"])):
@@ -108,18 +110,48 @@ def text_report(run: str | Path, top: int = 3, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def _lds_line(run: str | Path, result: dict) -> str:
+    """"LDS of <method> on this task: ..." when an `interp attribute lds` result for the run's data is found."""
+    from attribution.lds import find_lds
+
+    found = find_lds(run, result)
+    if found is None:
+        return ""
+    r, where = found
+    lo, hi = r["ci95"]
+    return (f"LDS of {result.get('method')} on this task: {r['lds']:+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; "
+            f"counterfactual retraining, {where})")
+
+
 # ------------------------------------------------------------------------------------------------ HTML
-def _histogram_svg(values: Tensor, bins: int = 30, w: int = 360, h: int = 90) -> str:
+def _histogram_svg(values: Tensor, bins: int = 30, w: int = 360, h: int = 90,
+                   marks: tuple[list[float], list[float]] = ([], [])) -> str:
+    """Bars of the score counts with a y axis (0 and the largest count) and, under the bars, a tick at each
+    listed row's score: red for the top rows, blue for the bottom rows."""
     v = values.double()
     lo, hi = float(v.min()), float(v.max())
     counts = torch.histc(v, bins=bins, min=lo, max=hi if hi > lo else lo + 1).tolist()
     top = max(counts) or 1
-    bw = w / bins
-    bars = "".join(f'<rect x="{i * bw:.1f}" y="{h - 14 - c / top * (h - 20):.1f}" width="{bw - 1:.1f}" '
-                   f'height="{c / top * (h - 20):.1f}" fill="#4c78a8"/>' for i, c in enumerate(counts))
-    axis = (f'<text x="0" y="{h - 2}" font-size="10">{lo:.3g}</text>'
+    left, base = 34, h - 22  # room for the y labels; the x axis line, marks below it
+    bw = (w - left) / bins
+    bars = "".join(f'<rect x="{left + i * bw:.1f}" y="{base - c / top * (base - 6):.1f}" width="{bw - 1:.1f}" '
+                   f'height="{c / top * (base - 6):.1f}" fill="#4c78a8"/>' for i, c in enumerate(counts))
+    span = (hi - lo) or 1.0
+
+    def x_of(s: float) -> float:
+        return left + (s - lo) / span * (w - left)
+
+    ticks = "".join(f'<line x1="{x_of(s):.1f}" x2="{x_of(s):.1f}" y1="{base + 1}" y2="{base + 7}" stroke="{c}" '
+                    f'stroke-width="1.5"><title>{s:+.4g}</title></line>'
+                    for group, c in ((marks[0], "#d62728"), (marks[1], "#1f77b4")) for s in group)
+    axis = (f'<line x1="{left}" x2="{left}" y1="6" y2="{base}" stroke="#333"/>'
+            f'<line x1="{left}" x2="{w}" y1="{base}" y2="{base}" stroke="#333"/>'
+            f'<text x="{left - 3}" y="10" font-size="10" text-anchor="end">{int(top)}</text>'
+            f'<text x="{left - 3}" y="{base}" font-size="10" text-anchor="end">0</text>'
+            f'<text x="2" y="{base / 2:.0f}" font-size="9">count</text>'
+            f'<text x="{left}" y="{h - 2}" font-size="10">{lo:.3g}</text>'
             f'<text x="{w}" y="{h - 2}" font-size="10" text-anchor="end">{hi:.3g}</text>')
-    return f'<svg width="{w}" height="{h}" role="img" aria-label="score histogram">{bars}{axis}</svg>'
+    return f'<svg width="{w}" height="{h}" role="img" aria-label="score histogram">{bars}{axis}{ticks}</svg>'
 
 
 def _color(x: float, scale: float) -> str:
@@ -144,7 +176,8 @@ CSS = """body{font-family:sans-serif;margin:24px;max-width:1300px}h2{margin-top:
 padding-top:12px}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 6px;
 text-align:left;vertical-align:top}td.txt{font-family:monospace;white-space:pre-wrap;max-width:900px}
 .q{font-family:monospace;background:#f4f4f4;padding:6px;white-space:pre-wrap}.meta{color:#555;font-size:13px}
-.cols{display:flex;gap:24px;align-items:flex-start}.heat td{text-align:right;font-family:monospace}"""
+.cols{display:flex;gap:24px;align-items:flex-start}.heat td{text-align:right;font-family:monospace}
+.heat td.txt{text-align:left}"""
 
 
 def html_report(run: str | Path, out: str | Path | None = None, top: int = 10) -> Path:
@@ -161,6 +194,8 @@ def html_report(run: str | Path, out: str | Path | None = None, top: int = 10) -
              f"queries {esc(str(ident.get('data', {}).get('queries', '?')))} ({res.get('n_queries')}). "
              "Positive score: the training example helps the query (TracIn: lowers its loss; EK-FAC: raises the "
              "measurement); negative: it works against it.</p>"]
+    lds_line = _lds_line(run, res)
+    parts += [f"<p class=meta><b>{esc(lds_line)}</b></p>"] if lds_line else []
     for j, rank in enumerate(rankings(scores, top)):
         parts.append(f"<h2>query {j}</h2><div class=q>{esc(texts['queries'][j])}</div>")
         tables = []
@@ -170,7 +205,8 @@ def html_report(run: str | Path, out: str | Path | None = None, top: int = 10) -
             tables.append(f"<div><h3>{label}</h3><table><tr><th>rank</th><th>score</th><th>row</th><th>text</th></tr>"
                           f"{body}</table></div>")
         parts.append(f"<h3>score distribution over all {scores.shape[0]} training examples</h3>"
-                     + _histogram_svg(scores[:, j]))
+                     + _histogram_svg(scores[:, j], marks=([x for _, x in rank["top"]],
+                                                            [x for _, x in rank["bottom"]])))
         parts.append("<div class=cols>" + "".join(tables) + "</div>")
         if r["sdi"] is not None:
             rows = [i for i, _ in rank["top"]] + [i for i, _ in rank["bottom"] if i not in dict(rank["top"])]
