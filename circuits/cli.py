@@ -277,7 +277,7 @@ def curve(
     sizes: str = typer.Option("", help="Comma-separated circuit sizes (edges or heads); default a log grid.",
                               metavar="N,N,..."),
     seeds: int = typer.Option(3, help="Seeds: each scores the method on its own prompts and draws its own controls."),
-    n_prompts: int = typer.Option(16, help="Prompt rows each seed scores the method on.", metavar="INT"),
+    n_prompts: int = typer.Option(16, "--max-rows", help="Prompt rows each seed scores the method on.", metavar="INT"),
     n_eval: int = typer.Option(16, help="Held-out rows every circuit is evaluated on (bootstrapped).", metavar="INT"),
     n_boot: int = typer.Option(1000, help="Bootstrap resamples of the held-out rows.", metavar="INT"),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_contrib_run_without_scikit_learn_is_one_line(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sklearn", None)  # `import sklearn` now fails as if it were not installed
+    for name in ["sklearn", *(m for m in sys.modules if m.startswith("sklearn."))]:
+        monkeypatch.setitem(sys.modules, name, None)  # `import sklearn(.x)` now fails as if it were not installed
     line = assert_refused(invoke(["contrib", "run", "FI-Bagging", "--quick"]), "scikit-learn", 'pip install -e ".[contrib]"')
     assert str(ROOT) in line
 
