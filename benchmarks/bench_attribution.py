@@ -123,9 +123,9 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
     timed = {}
     real = jobs._run_shards
 
-    def timing(cfg, store, train, prep, todo, progress):
+    def timing(cfg, store, train, prep, todo, progress, *ray):
         t0 = time.perf_counter()
-        real(cfg, store, train, prep, todo, progress)
+        real(cfg, store, train, prep, todo, progress, *ray)
         timed["score_seconds"] = time.perf_counter() - t0
 
     jobs._run_shards = timing
