@@ -4,6 +4,8 @@
         --queries tokens:queries.safetensors --out runs/tracin [--executor ray] [--device cuda] [--dtype bfloat16]
     interp attribute show runs/tracin [--top 3] [--out DIR]      # top/bottom training examples as text + report.html
     interp attribute lds --out runs/lds [--task neox|looped] [-m 50] [--alpha 0.5] [--quick]   # LDS of every method
+    interp attribute build --model SPEC --train DATA --out runs/grads [--projection random|sketch] [--dim 512]
+    interp attribute query --store runs/grads --queries DATA [--out DIR] [--top 10] [--precondition none|adam|diag]
 
 Entry point: `attribution.cli:register` adds the `attribute` group to the core CLI (`attribution.cli:app` is
 the same group on its own).
@@ -164,6 +166,94 @@ def lds_command(
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
     typer.echo(f"\n{len(summary['methods'])} methods, M = {subsets}, alpha = {alpha}: {out}/lds.json")
+
+
+def _quiet_loading() -> None:
+    """No per-checkpoint "Loading weights" bars: an error stays the only line on stderr."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+@app.command("build")
+def build_command(
+    model: str = typer.Option(..., metavar="SPEC", help="Model spec whose training gradients are stored"),
+    train: str = typer.Option(..., metavar="SPEC", help="Training data: tokens:PATH.safetensors or a corpus spec"),
+    out: str = typer.Option(..., metavar="DIR", help="Store folder; a rerun with the same settings resumes"),
+    modules: str = typer.Option("", metavar="TEXT", help="Comma-separated module-name globs (default: every "
+                                                        "Linear/LayerNorm/Embedding in the layers)"),
+    projection: str = typer.Option("random", metavar="random|sketch", help="Seeded Gaussian projection of the whole "
+                                   "gradient, or TensorSketch per parameter tensor"),
+    dim: int = typer.Option(512, metavar="INT", help="random: row dimension; sketch: buckets per parameter tensor"),
+    seed: int = typer.Option(0, metavar="INT", help="Projection seed (and corpus shuffling)"),
+    ctx_len: int = typer.Option(64, metavar="INT", help="Tokens per sequence for corpus specs"),
+    n_train: int = typer.Option(256, "--n-train", metavar="INT", help="Training sequences from a corpus spec"),
+    shard_size: int = typer.Option(256, metavar="INT", help="Training sequences per shard (one task)"),
+    batch_size: int = typer.Option(16, metavar="INT", help="Sequences per forward/backward"),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs"),
+    executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
+    ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
+    num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray"),
+) -> None:
+    """Store every training sequence's projected gradient once (resumable); `query` then scores query sets."""
+    _quiet_loading()
+    try:
+        from attribution.gradstore import BuildConfig, build_store
+        from interp.store import StoreLockedError, StoreMismatchError
+
+        cfg = BuildConfig(model=model, train=train, out=out, modules=_split(modules), projection=projection, dim=dim,
+                          seed=seed, ctx_len=ctx_len, max_train=n_train, shard_size=shard_size, batch_size=batch_size,
+                          device=device, executor=executor, ray_address=ray_address, num_workers=num_workers)
+        try:
+            summary = build_store(cfg)
+        except (StoreMismatchError, StoreLockedError, FileExistsError) as exc:
+            raise ValueError(str(exc)) from None
+    except (ValueError, FileNotFoundError) as e:
+        _fail(ValueError(" ".join(str(e).split("\n"))))  # one line
+    typer.echo(json.dumps(summary, indent=1))
+
+
+@app.command("query")
+def query_command(
+    store: str = typer.Option(..., metavar="DIR", help="A gradient store written by `interp attribute build`"),
+    queries: str = typer.Option(..., metavar="SPEC", help="Query data: tokens:PATH.safetensors or a corpus spec"),
+    out: str = typer.Option(None, metavar="DIR", help="Folder for topk.json / topk.safetensors (default: none)"),
+    top: int = typer.Option(10, metavar="INT", help="Training rows kept per query"),
+    precondition: str = typer.Option("none", metavar="none|adam|diag", help="Query-side preconditioner: none (gradient "
+                                     "dot), adam (Adam second moments), diag (damped diagonal Fisher)"),
+    adam_state: str = typer.Option("", metavar="PATH", help="adam: checkpoint folder with adam_state.safetensors"),
+    damping: float = typer.Option(0.1, metavar="FLOAT", help="diag: damping, a multiple of the mean diagonal"),
+    fit_samples: int = typer.Option(64, metavar="INT", help="diag: training sequences the diagonal is fitted on"),
+    model: str = typer.Option(None, metavar="SPEC", help="Model spec (default: the store's; must be its weights)"),
+    modules: str = typer.Option(None, metavar="TEXT", help="Module globs (default: the store's; must match them)"),
+    projection: str = typer.Option(None, metavar="random|sketch", help="Expected projection (checked)"),
+    dim: int = typer.Option(None, metavar="INT", help="Expected projection dimension (checked)"),
+    seed: int = typer.Option(None, metavar="INT", help="Expected projection seed (checked)"),
+    faiss: bool = typer.Option(False, "--faiss", help="Search with a FAISS inner-product index (faiss-cpu)"),
+    ctx_len: int = typer.Option(64, metavar="INT", help="Tokens per sequence for corpus specs"),
+    n_queries: int = typer.Option(8, "--n-queries", metavar="INT", help="Query sequences from a corpus spec"),
+    batch_size: int = typer.Option(16, metavar="INT", help="Sequences per forward/backward"),
+    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs"),
+) -> None:
+    """Top training rows per query through a gradient store: the queries' gradients and a streamed matmul only."""
+    _quiet_loading()
+    try:
+        from attribution.gradstore import QueryConfig, query_store
+        from interp.store import StoreLockedError
+
+        cfg = QueryConfig(store=store, queries=queries, out=out, top=top, precondition=precondition,
+                          adam_state=adam_state, damping=damping, fit_samples=fit_samples, model=model,
+                          modules=None if modules is None else _split(modules), projection=projection, dim=dim,
+                          seed=seed, faiss=faiss, ctx_len=ctx_len, max_queries=n_queries, batch_size=batch_size,
+                          device=device)
+        try:
+            summary = query_store(cfg)
+        except StoreLockedError as exc:
+            raise ValueError(str(exc)) from None
+    except (ValueError, FileNotFoundError) as e:
+        _fail(ValueError(" ".join(str(e).split("\n"))))  # one line
+    summary.pop("rows"), summary.pop("scores")
+    typer.echo(json.dumps(summary, indent=1))
 
 
 def register(app_: typer.Typer) -> None:

@@ -506,12 +506,18 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
     n_shards = (len(train) + cfg.shard_size - 1) // cfg.shard_size
     if overwrite and out.is_dir():
         _remove_run_files(out)
-    store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
-    if not prep_path.exists():
-        _save_prepared(prep_path, prep)
-    store.clean_partial()
-    todo = store.missing()
-    _run_shards(cfg, store, train, prep, todo, progress)
+    from attribution.raywatch import ray_for_job
+
+    gpu = cfg.device.startswith("cuda")
+    workers = cfg.num_workers or (torch.cuda.device_count() if gpu and cfg.ray_address is None else None)
+    # Ray starts before the store is created: a failed start is one error and leaves no folder behind.
+    with ray_for_job(cfg.executor if _any_pending(out, n_shards) else "inprocess", cfg.ray_address, workers) as ray:
+        store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
+        if not prep_path.exists():
+            _save_prepared(prep_path, prep)
+        store.clean_partial()
+        todo = store.missing()
+        _run_shards(cfg, store, train, prep, todo, progress, ray, workers)
     scores = finish(cfg, store, queries, model, train)
     atomic_write_bytes(out / "texts.json", json.dumps({"train": _decode(tok, train), "queries": _decode(tok, queries)}).encode())
     summary = {"method": cfg.method, "out": str(out), "n_train": len(train), "n_queries": n_q, "shards": n_shards,
@@ -548,12 +554,23 @@ def _decode(tokenizer, tokens: Tensor) -> list[str]:
     return [tokenizer.decode(row) for row in tokens.tolist()]
 
 
+def _any_pending(out: Path, n_shards: int) -> bool:
+    """Whether the run in `out` still has shards to compute (read-only: no lock, nothing written)."""
+    if not (out / "manifest.json").exists():
+        return True
+    from interp.store.manifest import read_manifest
+
+    try:
+        return len(read_manifest(out).shards) < n_shards
+    except Exception:  # noqa: BLE001 - a damaged manifest is reported when the store is opened
+        return True
+
+
 def _run_shards(cfg: AttributeConfig, store: ActivationStore, train: Tensor, prep: dict, todo: list[int],
-                progress) -> None:
-    """Score the missing shards in-process or on Ray. On Ray, the prepared tensors go to the object store
-    once (tasks carry a reference, not a copy each), a CUDA run asks one GPU per task (so one worker per
-    GPU, each seeing only its own device), and a watchdog removes the local Ray's processes and temp
-    folder if this process is killed (`attribution.raywatch`)."""
+                progress, ray=None, workers: int | None = None) -> None:
+    """Score the missing shards in-process or on `ray` (started by the caller, `attribution.raywatch.ray_for_job`,
+    with its watchdog). On Ray, the prepared tensors go to the object store once (tasks carry a reference, not a
+    copy each) and a CUDA run asks one GPU per task (so one worker per GPU, each seeing only its own device)."""
     gpu = cfg.device.startswith("cuda")
     # A Ray worker sees only the GPU it was given (CUDA_VISIBLE_DEVICES), as device 0.
     task_cfg = replace(cfg, device="cuda") if cfg.executor == "ray" and gpu else cfg
@@ -563,17 +580,12 @@ def _run_shards(cfg: AttributeConfig, store: ActivationStore, train: Tensor, pre
                           str(store.path), prepared) for i in todo]
 
     run = dict(on_result=store.commit_shard, progress=progress, desc=f"attribute ({cfg.method})")
-    if cfg.executor != "ray" or not todo:
+    if ray is None or not todo:
         run_tasks(tasks(prep), score_shard, executor="inprocess", **run)
         return
-    from attribution.raywatch import watched
-    from interp.infra.jobs import ray_session
-
-    workers = cfg.num_workers or (torch.cuda.device_count() if gpu and cfg.ray_address is None else None)
-    with ray_session(cfg.ray_address, workers) as ray, watched(ray, started_here=cfg.ray_address is None):
-        ref = ray.put(prep)
-        run_tasks(tasks(ref), score_shard, executor="ray", num_workers=workers,
-                  ray_options={"num_gpus": 1} if gpu else None, **run)
+    ref = ray.put(prep)
+    run_tasks(tasks(ref), score_shard, executor="ray", num_workers=workers,
+              ray_options={"num_gpus": 1} if gpu else None, **run)
 
 
 def finish(cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model, store_train: Tensor | None = None) -> Tensor:

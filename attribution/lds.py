@@ -220,28 +220,31 @@ def retrain_subsets(
         },
     )
     n_shards = (len(masks) + shard_size - 1) // shard_size
-    store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
-    try:
-        store.clean_partial()
-        todo = store.missing()
-        rows = [tuple(torch.nonzero(m).flatten().tolist()) for m in masks]
-        shards = [
-            RetrainShard(i, i * shard_size, tuple(rows[i * shard_size : (i + 1) * shard_size]), task, str(store.path))
-            for i in todo
-        ]
-        run_tasks(
-            shards,
-            retrain_shard,
-            executor=executor,
-            ray_address=ray_address,
-            num_workers=num_workers,
-            on_result=store.commit_shard,
-            progress=progress,
-            desc="retrain subsets",
-        )
-        parts = [store.read_shard(i) for i in range(n_shards)]
-    finally:
-        store.close()
+    from attribution.raywatch import ray_for_job
+
+    with ray_for_job(executor, ray_address, num_workers) as ray:  # a failed start leaves no store folder behind
+        store = ActivationStore.open_or_create(out, meta, n_shards_planned=n_shards)
+        try:
+            store.clean_partial()
+            todo = store.missing()
+            rows = [tuple(torch.nonzero(m).flatten().tolist()) for m in masks]
+            out_path = str(store.path)
+            shards = [
+                RetrainShard(i, i * shard_size, tuple(rows[i * shard_size : (i + 1) * shard_size]), task, out_path)
+                for i in todo
+            ]
+            run_tasks(
+                shards,
+                retrain_shard,
+                executor="ray" if ray is not None else "inprocess",
+                num_workers=num_workers,
+                on_result=store.commit_shard,
+                progress=progress,
+                desc="retrain subsets",
+            )
+            parts = [store.read_shard(i) for i in range(n_shards)]
+        finally:
+            store.close()
     seq = torch.cat([p["seq"] for p in parts])
     if not torch.equal(seq, torch.arange(len(masks))):  # every subset exactly once, in order
         raise RuntimeError(f"the store at {out} does not hold each subset once: {seq.tolist()[:20]}...")

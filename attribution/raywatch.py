@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +64,66 @@ def watched(ray, started_here: bool = True) -> Iterator[None]:
         dog.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             dog.wait(timeout=5)
+
+
+class RayStartError(ValueError):
+    """Ray could not be started or reached (a ValueError, so the CLI reports it as one `error:` line)."""
+
+
+@contextlib.contextmanager
+def ray_for_job(executor: str, address: str | None = None, num_workers: int | None = None) -> Iterator[object]:
+    """Ray for a batch job (None in-process), started before the job writes anything, with the watchdog.
+
+    Unlike a bare `ray.init`, a start that fails leaves nothing behind: the local Ray's temp (session) folder is
+    removed, whatever Ray started is shut down, and the failure is one `RayStartError` naming the cause. A Ray the
+    caller initialised is used as is and left running.
+    """
+    if executor != "ray":
+        yield None
+        return
+    from interp.infra.jobs import _extra_sys_path, import_ray
+
+    try:
+        ray = import_ray()
+    except ImportError as e:
+        raise RayStartError(str(e)) from None
+    if ray.is_initialized():
+        yield ray
+        return
+    temp_dir = None
+    try:
+        if address is None:
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            temp_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir="/tmp" if os.path.isdir("/tmp") else None)
+            old_path = os.environ.get("PYTHONPATH")  # workers inherit the raylet's environment
+            os.environ["PYTHONPATH"] = os.pathsep.join([*_extra_sys_path(), *filter(None, [old_path])])
+            try:
+                ray.init(include_dashboard=False, _temp_dir=temp_dir, num_cpus=num_workers, log_to_driver=False,
+                         ignore_reinit_error=True)
+            finally:
+                if old_path is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = old_path
+        else:
+            ray.init(address=address, log_to_driver=False, ignore_reinit_error=True)
+    except Exception as e:  # noqa: BLE001 - whatever Ray raises, the user gets one line
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise RayStartError(f"could not start {where}: {type(e).__name__}: {first} (nothing was written; rerun "
+                            "with --executor inprocess, or check `ray status`)") from None
+    try:
+        with watched(ray, started_here=address is None):
+            yield ray
+    finally:
+        ray.shutdown()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _alive(psutil, pid: int, start: float) -> bool:

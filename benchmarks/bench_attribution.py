@@ -17,6 +17,12 @@
 5. `--smollm2-run DIR` (the output of `python -m attribution.experiments.smollm2`): scores per second of
    `interp attribute` TracIn and EK-FAC jobs on SmolLM2-135M, in-process and on a local Ray with 2
    workers (score phase: the shards, after the shared preparation), and the ratio Ray / in-process.
+7. `--store` (only that part): serial queries through the gradient store (`attribution.gradstore`). 10,000
+   training sequences of the looped LDS task (stdlib-docs, 32 bytes, d 64, 3 loops; briefly trained), gradients
+   of the looped block projected to 512 (seeded Gaussian) once; then ten query sets of 8 sequences through the
+   store, and the tenth also recomputed directly (every training gradient again, same projection), side by side:
+   seconds, ratio, and whether the top-10 rows are identical. Peak RSS of a query (in a fresh process) against
+   the store and against stores of the training set tiled 2x and 4x: ratios to 1x.
 6. GPU rows: with CUDA present, item 1 and 5 repeat on `--device cuda` (`benchmarks/gpu_check.py` runs the
    attribution GPU job); without CUDA they are reported as not run.
 
@@ -123,9 +129,9 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
     timed = {}
     real = jobs._run_shards
 
-    def timing(cfg, store, train, prep, todo, progress):
+    def timing(cfg, store, train, prep, todo, progress, *ray):
         t0 = time.perf_counter()
-        real(cfg, store, train, prep, todo, progress)
+        real(cfg, store, train, prep, todo, progress, *ray)
         timed["score_seconds"] = time.perf_counter() - t0
 
     jobs._run_shards = timing
@@ -265,6 +271,126 @@ def scaling(ns: list[int]) -> dict:
     return {"rows": rows, "per_sample_ratio_largest_to_smallest": rows[-1]["ms_per_sample"] / rows[0]["ms_per_sample"]}
 
 
+def _tiled_store(src, dst, times: int):
+    """A copy of the gradient store `src` whose training set is `times` copies of src's (rows re-indexed)."""
+    from dataclasses import replace
+
+    from interp.store import ActivationStore, write_shard_file
+
+    a = ActivationStore.open(src)
+    data = dict(a.meta.data, n_train=times * a.meta.data["n_train"], train=f"{a.meta.data['train']} x{times}",
+                row_hashes=a.meta.data["row_hashes"] * times)
+    order = a.shard_indices
+    b = ActivationStore.open_or_create(dst, replace(a.meta, data=data), n_shards_planned=times * len(order))
+    n = len(a)
+    for t in range(times):
+        for j, i in enumerate(order):
+            sh = a.read_shard(i)
+            sh["seq"] = sh["seq"] + t * n
+            b.commit_shard(write_shard_file(dst, t * len(order) + j, sh))
+    b.close()
+
+
+def store_query_rss(store: str, queries: str) -> dict:
+    """Queries against `store` in this (fresh) process: the whole process's peak RSS, and the RSS growth during a
+    second query's streamed search (sampled every millisecond: the part that would grow with the store)."""
+    import threading
+
+    import psutil
+
+    from attribution import gradstore
+    from attribution.gradstore import QueryConfig, query_store
+
+    torch.set_num_threads(1)
+    cfg = QueryConfig(store=store, queries=queries, top=10, device="cpu")
+    query_store(cfg)  # warm: model loaded, projection matrices made
+    proc, samples, stop = psutil.Process(), [], threading.Event()
+    real = gradstore.streamed_topk
+
+    def sample():
+        while not stop.is_set():
+            samples.append(proc.memory_info().rss)
+            time.sleep(0.001)
+
+    def sampled(*a, **kw):
+        base = proc.memory_info().rss
+        thread = threading.Thread(target=sample)
+        thread.start()
+        try:
+            return real(*a, **kw)
+        finally:
+            stop.set()
+            thread.join()
+            samples.append(base)
+            samples[:] = [max(samples) - base]
+
+    gradstore.streamed_topk = sampled
+    t0 = time.perf_counter()
+    query_store(cfg)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"peak_rss_mb": round(peak / 2**20, 1), "search_rss_growth_mb": round(samples[0] / 2**20, 2),
+            "query_seconds": round(seconds, 4)}
+
+
+def serial_queries(work: str, n_train: int = 10_000, n_sets: int = 10, per_set: int = 8, dim: int = 512) -> dict:
+    """Item 7: ten query sets through the store vs recomputing the training side for the tenth."""
+    from pathlib import Path
+
+    from attribution.gradstore import BuildConfig, Projection, QueryConfig, build_store, exact_topk, query_store
+    from attribution.jobs import save_tokens
+    from attribution.lds_task import LMTaskConfig, build_tokens, new_model
+    from attribution.train import train_lm
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    root = Path(work)
+    task = LMTaskConfig(kind="looped", n_train=n_train, n_query=n_sets * per_set)
+    train, queries = build_tokens(task)
+    model = new_model(task)
+    train_lm(model.hf_model, train[:1024], steps=64, batch_size=16, lr=3e-3, save_steps=(64,), out=root / "model")
+    spec = f"looped-gpt:{root / 'model'}@64"
+    save_tokens(root / "train.safetensors", train, "interp/byte-level")
+    t0 = time.perf_counter()
+    built = build_store(BuildConfig(model=spec, train=f"tokens:{root / 'train.safetensors'}", out=str(root / "store"),
+                                    projection="random", dim=dim, shard_size=500, batch_size=50, device="cpu"),
+                        progress=False)
+    build_s = time.perf_counter() - t0
+    sets = []
+    for k in range(n_sets):
+        save_tokens(root / f"q{k}.safetensors", queries[k * per_set:(k + 1) * per_set], "interp/byte-level")
+        t = time.perf_counter()
+        res = query_store(QueryConfig(store=str(root / "store"), queries=f"tokens:{root / f'q{k}.safetensors'}",
+                                      top=10, device="cpu"))
+        sets.append({"seconds": time.perf_counter() - t, "search_seconds": res["search_seconds"]})
+    t = time.perf_counter()
+    vals, idx = exact_topk(spec, train, queries[(n_sets - 1) * per_set:], [], Projection("random", dim, 0), 10,
+                           batch_size=50)
+    direct_s = time.perf_counter() - t
+    for m in (2, 4):
+        _tiled_store(root / "store", root / f"store_x{m}", m)
+    rss = {}
+    for name in ("store", "store_x2", "store_x4"):
+        out = subprocess.run([sys.executable, __file__, "--store-rss", str(root / name),
+                              f"tokens:{root / 'q0.safetensors'}"], capture_output=True, text=True)
+        rss[name] = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {
+            "failed": out.stderr[-300:]}
+    peak = {k: v.get("peak_rss_mb") for k, v in rss.items()}
+    store_mb = {k: round(sum(f.stat().st_size for f in (root / k).glob("shard_*")) / 2**20, 1) for k in rss}
+    tenth = sets[-1]["seconds"]
+    return {"n_train": n_train, "query_sets": n_sets, "queries_per_set": per_set, "projection": built["projection"],
+            "store_dim": built["dim"], "n_params": built["n_params"], "build_seconds": round(build_s, 2),
+            "query_set_seconds": [round(x["seconds"], 3) for x in sets],
+            "tenth_query_set_seconds": round(tenth, 3), "tenth_recomputed_seconds": round(direct_s, 2),
+            "ratio_recompute_over_store": round(direct_s / tenth, 1),
+            "top10_identical": bool(torch.equal(res["rows"], idx)),
+            "max_abs_score_diff": float((res["scores"] - vals).abs().max()),
+            "store_mb": store_mb, "query_peak_rss_mb": peak, "query_rss": rss,
+            "peak_rss_ratio_x2": round(peak["store_x2"] / peak["store"], 3) if all(peak.values()) else None,
+            "peak_rss_ratio_x4": round(peak["store_x4"] / peak["store"], 3) if all(peak.values()) else None}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -272,7 +398,19 @@ def main() -> None:
     p.add_argument("--sizes", default=None, help="comma-separated looped-GPT sizes (default: all; --quick: small..large)")
     p.add_argument("--smollm2-run", default=None, help="fine-tuning output folder for the SmolLM2 job rows")
     p.add_argument("--only", default=None, help="comma-separated parts: crossover,scaling,influence,smollm2")
+    p.add_argument("--store", action="store_true", help="serial queries through the gradient store (item 7) only")
+    p.add_argument("--n-train", type=int, default=10_000, help="--store: training sequences")
+    p.add_argument("--store-rss", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.store_rss:
+        print(json.dumps(store_query_rss(*args.store_rss)))
+        return
+    if args.store:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="bench_store.") as work:
+            print(json.dumps({"serial_queries": serial_queries(work, args.n_train)}, indent=1))
+        return
     if args.one:
         size, mode, n_train, n_query, device = args.one
         print(json.dumps(one(size, mode, int(n_train), int(n_query), device)))

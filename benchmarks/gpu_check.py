@@ -4,12 +4,16 @@
     python benchmarks/gpu_check.py --dry-run     # the same steps, CPU-sized, on the CPU (checks the script)
 
 Steps (each timed; a failing step is reported and the others still run):
-1. `parity`: `pytest -m cuda tests/gpu` (logits/caches per architecture, `interp cache` rows, SAE training,
-   SDI job, CLI, each against the CPU); with --dry-run the same tests with INTERP_TEST_DEVICE=cpu.
+1. `parity`: `pytest -m cuda tests/gpu tests/attribution/test_cuda.py` (logits/caches per architecture, `interp
+   cache` rows, SAE training, SDI job, CLI, attribution's EK-FAC / jobs / bf16, each against the CPU); with
+   --dry-run the same tests with INTERP_TEST_DEVICE=cpu.
 2. `cache`: `interp cache` throughput (tokens/s) on the default model (SmolLM2-135M, layer 15 residual).
 3. `sae`: TopK SAE training step rate (steps/s, tokens/s) on that store, d_sae 8 x d_model, batch 4096.
 4. `sdi`: an SDI attribution job (TensorSketch) on a looped GPT of ~25M parameters trained here for a
    few steps; reports rows/s and how exactly the loop steps sum to TracIn.
+4b. `tracin`, `dra`: the same looped model's TracIn job (3 checkpoints, TensorSketch) and DRA job (hidden
+   states, denoised); `ekfac`: an EK-FAC job on a Pythia-shaped model at init (one head's q|k|v, stdlib-docs
+   data): rows/s each, and each job's scores finite.
 5. `decoupling`: the probes' decoupling experiment (pre/post/sandwich norms) at a scale the CPU cannot
    reach in minutes, with its table.
 6. `mda`: the MDA induction-head experiment (train, EK-FAC ranking, three retrainings) at GPU scale.
@@ -39,11 +43,13 @@ GPU = {"cache_model": "smollm2-135m", "cache_hook": "blocks.15.hook_resid_post",
        "sdi_hidden": 512, "sdi_loops": 8, "sdi_train": 1024, "sdi_queries": 16, "sdi_ctx": 128, "sdi_sketch": 4096,
        "dec": ["--steps", "3000", "--d-model", "256", "--n-layers", "6", "--n-heads", "8", "--batch-size", "64",
                "--ctx-len", "128", "--max-tokens", "4000000", "--warmup", "200"],
-       "mda": ["--pool", "8192", "--steps", "3000", "--batch", "64", "--eval-every", "100"]}
+       "mda": ["--pool", "8192", "--steps", "3000", "--batch", "64", "--eval-every", "100"],
+       "ekfac_model": "pythia-160m-init", "ekfac_train": 512, "ekfac_queries": 16, "ekfac_component": "L6H3:qkv"}
 DRY = {"cache_model": "pythia-14m-init", "cache_hook": "blocks.3.hook_resid_post", "cache_tokens": 4096,
        "ctx": 32, "cache_batch": 8, "sae_steps": 10, "sae_batch": 256, "sae_mult": 2,
        "sdi_hidden": 32, "sdi_loops": 3, "sdi_train": 16, "sdi_queries": 2, "sdi_ctx": 32, "sdi_sketch": 256,
-       "dec": ["--quick"], "mda": ["--quick"]}
+       "dec": ["--quick"], "mda": ["--quick"],
+       "ekfac_model": "pythia-14m-init", "ekfac_train": 16, "ekfac_queries": 2, "ekfac_component": "L1H0:qkv"}
 
 
 def step(name: str, results: dict, fn) -> None:
@@ -74,7 +80,8 @@ def parity(dry: bool, timeout: int) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     if dry:
         env["INTERP_TEST_DEVICE"] = "cpu"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/gpu", "-p", "no:cacheprovider"],
+    tests = ["tests/gpu", "tests/attribution/test_cuda.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests, "-p", "no:cacheprovider"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
@@ -128,39 +135,79 @@ def sae_step(cfg: dict, device: str, work: Path, state: dict) -> dict:
             "final_losses": report.get("final_losses")}
 
 
-def sdi_step(cfg: dict, device: str, work: Path) -> dict:
+def _looped_run(cfg: dict, device: str, work: Path) -> dict:
+    """A looped GPT trained here for 30 steps (checkpoints 10, 20, 30) and its token files (made once)."""
     import torch
 
-    from attribution.jobs import AttributeConfig, load_scores, run_attribution, save_tokens
+    from attribution.jobs import save_tokens
     from attribution.looped import random_looped_gpt
     from attribution.train import train_lm
     from interp.data import byte_tokenizer, resolve_corpus
+
+    marker = work / "looped" / "step_30"
+    h = cfg["sdi_hidden"]
+    if not marker.exists():
+        n = cfg["sdi_train"] + cfg["sdi_queries"]
+        tokens = resolve_corpus("stdlib-docs", byte_tokenizer(), ctx_len=cfg["sdi_ctx"],
+                                max_tokens=(n + 64) * cfg["sdi_ctx"], seed=0).tokens.long()
+        model = random_looped_gpt(hidden_size=h, num_attention_heads=max(2, h // 64),
+                                  num_hidden_layers=cfg["sdi_loops"], intermediate_size=4 * h,
+                                  max_position_embeddings=cfg["sdi_ctx"]).to(device)
+        train_lm(model, tokens[:n], steps=30, batch_size=16, lr=1e-3, save_steps=(10, 20, 30), out=work / "looped")
+        save_tokens(work / "train.safetensors", tokens[: cfg["sdi_train"]], "interp/byte-level")
+        save_tokens(work / "queries.safetensors", tokens[cfg["sdi_train"]: n], "interp/byte-level")
+        del model
+        torch.cuda.empty_cache() if device.startswith("cuda") else None
+    return dict(model=f"looped-gpt:{work / 'looped'}", train=f"tokens:{work / 'train.safetensors'}",
+                queries=f"tokens:{work / 'queries.safetensors'}")
+
+
+def _timed_job(acfg) -> tuple[dict, float, object]:
+    from attribution.jobs import load_scores, run_attribution
     from interp.infra.devices import synchronize
 
-    n = cfg["sdi_train"] + cfg["sdi_queries"]
-    tokens = resolve_corpus("stdlib-docs", byte_tokenizer(), ctx_len=cfg["sdi_ctx"], max_tokens=(n + 64) * cfg["sdi_ctx"],
-                            seed=0).tokens.long()
-    h = cfg["sdi_hidden"]
-    model = random_looped_gpt(hidden_size=h, num_attention_heads=max(2, h // 64), num_hidden_layers=cfg["sdi_loops"],
-                              intermediate_size=4 * h, max_position_embeddings=cfg["sdi_ctx"]).to(device)
-    n_params = sum(p.numel() for p in model.parameters())
-    train_lm(model, tokens[:n], steps=30, batch_size=16, lr=1e-3, save_steps=(10, 20, 30), out=work / "looped")
-    save_tokens(work / "train.safetensors", tokens[: cfg["sdi_train"]], "interp/byte-level")
-    save_tokens(work / "queries.safetensors", tokens[cfg["sdi_train"]: n], "interp/byte-level")
-    acfg = AttributeConfig(method="sdi", model=f"looped-gpt:{work / 'looped'}", train=f"tokens:{work / 'train.safetensors'}",
-                           queries=f"tokens:{work / 'queries.safetensors'}", out=str(work / "sdi"),
-                           sketch_dim=cfg["sdi_sketch"], shard_size=128, batch_size=16, device=device)
-    synchronize(device)
+    synchronize(acfg.device)
     t0 = time.perf_counter()
     summary = run_attribution(acfg, progress=False)
-    synchronize(device)
-    dt = time.perf_counter() - t0
-    s = load_scores(work / "sdi")
+    synchronize(acfg.device)
+    return summary, time.perf_counter() - t0, load_scores(acfg.out)
+
+
+def sdi_step(cfg: dict, device: str, work: Path) -> dict:
+    from attribution.jobs import AttributeConfig
+
+    data = _looped_run(cfg, device, work)
+    acfg = AttributeConfig(method="sdi", out=str(work / "sdi"), sketch_dim=cfg["sdi_sketch"], shard_size=128,
+                           batch_size=16, device=device, **data)
+    summary, dt, s = _timed_job(acfg)
     gap = float((s["sdi"].sum(-1) - s["scores"]).abs().max() / s["scores"].abs().max().clamp_min(1e-30))
-    return {"params": n_params, "loops": cfg["sdi_loops"], "train_rows": cfg["sdi_train"], "queries": cfg["sdi_queries"],
+    h = cfg["sdi_hidden"]
+    return {"hidden": h, "loops": cfg["sdi_loops"], "train_rows": cfg["sdi_train"], "queries": cfg["sdi_queries"],
             "ctx": cfg["sdi_ctx"], "sketch_dim": cfg["sdi_sketch"], "checkpoints": 3, "job_seconds": round(dt, 2),
             "train_rows_per_second": round(cfg["sdi_train"] / dt, 1), "steps_sum_to_tracin_max_gap": gap,
             "shards": summary.get("shards")}
+
+
+def attribution_job_step(method: str, cfg: dict, device: str, work: Path) -> dict:
+    """TracIn / DRA on the looped run, EK-FAC on a Pythia-shaped model: rows/s and finite scores."""
+    import torch
+
+    from attribution.jobs import AttributeConfig
+
+    if method == "ekfac":
+        n = cfg["ekfac_train"]
+        acfg = AttributeConfig(method="ekfac", model=cfg["ekfac_model"], train="stdlib-docs", queries="stdlib-docs",
+                               out=str(work / method), component=cfg["ekfac_component"], fit_samples=min(n, 64),
+                               ctx_len=cfg["ctx"], max_train=n, max_queries=cfg["ekfac_queries"], shard_size=128,
+                               batch_size=8, device=device)
+    else:
+        n = cfg["sdi_train"]
+        acfg = AttributeConfig(method=method, out=str(work / method), sketch_dim=cfg["sdi_sketch"], shard_size=128,
+                               batch_size=16, device=device, **_looped_run(cfg, device, work))
+    summary, dt, s = _timed_job(acfg)
+    return {"method": method, "model": acfg.model, "train_rows": n, "queries": summary["n_queries"],
+            "job_seconds": round(dt, 2), "train_rows_per_second": round(n / dt, 1),
+            "scores_finite": bool(torch.isfinite(s["scores"]).all()), "shards": summary.get("shards")}
 
 
 def experiment(module: str, args: list[str], device: str, work: Path, timeout: int) -> dict:
@@ -206,7 +253,10 @@ def main() -> None:
         ("parity", lambda: parity(args.dry_run, 240)),
         ("cache", lambda: cache_step(cfg, device, work / "cache", state)),
         ("sae", lambda: sae_step(cfg, device, work / "sae", state)),
-        ("sdi", lambda: sdi_step(cfg, device, work / "sdi")),
+        ("sdi", lambda: sdi_step(cfg, device, work / "attribution")),
+        ("tracin", lambda: attribution_job_step("tracin", cfg, device, work / "attribution")),
+        ("dra", lambda: attribution_job_step("dra", cfg, device, work / "attribution")),
+        ("ekfac", lambda: attribution_job_step("ekfac", cfg, device, work / "attribution")),
         ("decoupling", lambda: experiment("interp.probes.experiments.decoupling", cfg["dec"], device, work, 240)),
         ("mda", lambda: experiment("attribution.experiments.mda", cfg["mda"], device, work, 240)),
     ]
