@@ -40,8 +40,10 @@ class AdamState:
     def load(cls, folder: str | Path) -> AdamState:
         path = Path(folder) / ADAM_STATE
         if not path.is_file():
-            raise FileNotFoundError(f"no {ADAM_STATE} in {folder}: Adam normalisation needs the optimiser state at a "
-                                    "checkpoint (attribution.train.save_checkpoint(..., optimizer=opt) writes it)")
+            raise FileNotFoundError(
+                f"no {ADAM_STATE} in {folder}: Adam normalisation needs the optimiser state at a "
+                "checkpoint (attribution.train.save_checkpoint(..., optimizer=opt) writes it)"
+            )
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:
@@ -65,7 +67,9 @@ def save_adam_state(model: nn.Module, optimizer: torch.optim.Optimizer, folder: 
             tensors[f"{name}.exp_avg"] = st["exp_avg"].detach().float().cpu().contiguous()
             tensors[f"{name}.exp_avg_sq"] = st["exp_avg_sq"].detach().float().cpu().contiguous()
     meta = {"betas": list(group.get("betas", (0.9, 0.999))), "eps": group.get("eps", 1e-8)}
-    atomic_write_bytes(Path(folder) / ADAM_STATE, save(tensors or {"_": torch.zeros(1)}, metadata={"json": json.dumps(meta)}))
+    atomic_write_bytes(
+        Path(folder) / ADAM_STATE, save(tensors or {"_": torch.zeros(1)}, metadata={"json": json.dumps(meta)})
+    )
 
 
 def adam_normalise(g: Tensor, m: Tensor, v: Tensor, betas: tuple[float, float], eps: float) -> Tensor:
@@ -76,8 +80,16 @@ def adam_normalise(g: Tensor, m: Tensor, v: Tensor, betas: tuple[float, float], 
     return m2 / (v2.sqrt() + eps)
 
 
-def adam_gradient_representations(model, ids: Tensor, mask: Tensor, modules: Sequence[str], state: AdamState,
-                                  sketch_dim: int | None = 4096, seed: int = 0, batch_size: int = 16) -> Tensor:
+def adam_gradient_representations(
+    model,
+    ids: Tensor,
+    mask: Tensor,
+    modules: Sequence[str],
+    state: AdamState,
+    sketch_dim: int | None = 4096,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> Tensor:
     """[n, dim]: per-example Adam-normalised gradients of the named modules, CountSketched per tensor."""
     from attribution.capture import GradientFeaturizer
     from attribution.sketch import CountHash, count_sketch, param_seed
@@ -96,12 +108,14 @@ def adam_gradient_representations(model, ids: Tensor, mask: Tensor, modules: Seq
     m_all = torch.cat([state.exp_avg[f"{g}.{part}"].flatten() for g, part, _ in tensors]).to(device)
     v_all = torch.cat([state.exp_avg_sq[f"{g}.{part}"].flatten() for g, part, _ in tensors]).to(device)
     sizes = [p.numel() for _, _, p in tensors]
-    hashes = [CountHash.make(n, sketch_dim, param_seed(seed, f"adam|{g}", part), device) if sketch_dim else None
-              for n, (g, part, _) in zip(sizes, tensors)]
+    hashes = [
+        CountHash.make(n, sketch_dim, param_seed(seed, f"adam|{g}", part), device) if sketch_dim else None
+        for n, (g, part, _) in zip(sizes, tensors)
+    ]
     out = []
     for i in range(0, len(ids), batch_size):
         with torch.no_grad():
-            g = feat(hf, ids[i:i + batch_size].to(device), mask[i:i + batch_size].to(device)).sum(1).float()
+            g = feat(hf, ids[i : i + batch_size].to(device), mask[i : i + batch_size].to(device)).sum(1).float()
         gamma = adam_normalise(g, m_all, v_all, state.betas, state.eps)
         if sketch_dim is None:
             out.append(gamma.cpu())

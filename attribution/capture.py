@@ -81,8 +81,13 @@ class GradientFeaturizer:
     >>> phi = feat(model, ids, mask)          # [batch, steps, dim]
     """
 
-    def __init__(self, groups: Mapping[str, Sequence[nn.Module]], sketch_dim: int | None = None, seed: int = 0,
-                 loss_fn: LossFn = per_example_lm_loss):
+    def __init__(
+        self,
+        groups: Mapping[str, Sequence[nn.Module]],
+        sketch_dim: int | None = None,
+        seed: int = 0,
+        loss_fn: LossFn = per_example_lm_loss,
+    ):
         if not groups:
             raise ValueError("no parameter groups to attribute over")
         self.groups = {k: list(v) for k, v in groups.items()}
@@ -164,8 +169,10 @@ class GradientFeaturizer:
                 p.requires_grad_(f)
         counts = {k: len(v) for k, v in uses.items()}
         if len(set(counts.values())) != 1:
-            raise ValueError(f"parameter groups were used a different number of times per forward: {counts}; "
-                             "attribute over groups used equally often (e.g. only the looped block)")
+            raise ValueError(
+                f"parameter groups were used a different number of times per forward: {counts}; "
+                "attribute over groups used equally often (e.g. only the looped block)"
+            )
         n_uses = next(iter(counts.values()))
         tok_mask = mask.to(torch.float32)[..., None]
         per_use = []

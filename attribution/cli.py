@@ -17,8 +17,11 @@ import json
 
 import typer
 
-app = typer.Typer(help="Training-data attribution: TracIn, SDI (looped models), EK-FAC (MDA), DRA; `show` to read a run.",
-                  add_completion=False, invoke_without_command=True)
+app = typer.Typer(
+    help="Training-data attribution: TracIn, SDI (looped models), EK-FAC (MDA), DRA; `show` to read a run.",
+    add_completion=False,
+    invoke_without_command=True,
+)
 
 
 def _split(text: str) -> list[str]:
@@ -34,30 +37,60 @@ def _fail(e: Exception) -> None:
 def attribute(
     ctx: typer.Context,
     method: str = typer.Option(None, metavar="TEXT", help="tracin | sdi | ekfac | dra (required to run a job)"),
-    model: str = typer.Option(None, metavar="SPEC", help="Model spec, e.g. smollm2-135m, looped-gpt:RUN, RUN@N, a local folder"),
-    train: str = typer.Option(None, metavar="SPEC", help="Training data: tokens:PATH.safetensors or a corpus spec (stdlib-docs, file:PATH, ...)"),
+    model: str = typer.Option(
+        None, metavar="SPEC", help="Model spec, e.g. smollm2-135m, looped-gpt:RUN, RUN@N, a local folder"
+    ),
+    train: str = typer.Option(
+        None,
+        metavar="SPEC",
+        help="Training data: tokens:PATH.safetensors or a corpus spec (stdlib-docs, file:PATH, ...)",
+    ),
     queries: str = typer.Option(None, metavar="SPEC", help="Query data (DRA: unsafe targets), same forms as --train"),
     out: str = typer.Option(None, metavar="DIR", help="Output folder; a rerun with the same settings resumes"),
-    checkpoints: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated checkpoints: RUN (all step_N), RUN@N, or folders; EK-FAC: one RUN@N"),
-    lrs: str = typer.Option("", metavar="TEXT", help="TracIn/SDI: comma-separated learning rate per checkpoint (default: training_state.json)"),
+    checkpoints: str = typer.Option(
+        "",
+        metavar="TEXT",
+        help="TracIn/SDI: comma-separated checkpoints: RUN (all step_N), RUN@N, or folders; EK-FAC: one RUN@N",
+    ),
+    lrs: str = typer.Option(
+        "",
+        metavar="TEXT",
+        help="TracIn/SDI: comma-separated learning rate per checkpoint (default: training_state.json)",
+    ),
     sketch_dim: int = typer.Option(2048, metavar="INT", help="Sketch size per parameter tensor; 0 = exact gradients"),
     modules: str = typer.Option("", metavar="TEXT", help="TracIn/DRA-gradient: comma-separated module-name globs"),
-    component: str = typer.Option("L0H0:qk", metavar="TEXT", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"),
+    component: str = typer.Option(
+        "L0H0:qk", metavar="TEXT", help="EK-FAC: head component L<layer>H<head>[:qk|qkv|qkvo]"
+    ),
     probe: str = typer.Option("queries", metavar="TEXT", help="EK-FAC measurement: queries | copy | prev"),
     fit_samples: int = typer.Option(64, metavar="INT", help="EK-FAC: training sequences used to fit the factors"),
-    damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of the head's mean eigenvalue"),
-    label_samples: int = typer.Option(1, metavar="INT", help="EK-FAC: labels sampled from the model per fitting sequence"),
+    damping: float = typer.Option(
+        0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of the head's mean eigenvalue"
+    ),
+    label_samples: int = typer.Option(
+        1, metavar="INT", help="EK-FAC: labels sampled from the model per fitting sequence"
+    ),
     representation: str = typer.Option("hidden", metavar="TEXT", help="DRA: hidden | gradient"),
     hook: str = typer.Option("", metavar="TEXT", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
     raw: bool = typer.Option(False, "--raw", help="DRA: no denoising at all (the raw-similarity baseline)"),
     center: bool = typer.Option(True, "--center/--no-center", help="DRA: subtract the training pool's mean"),
-    whiten: bool = typer.Option(False, "--whiten/--no-whiten",
-                                help="DRA: whiten with the pool covariance (off by default: it lowered AUPRC 0.758 -> 0.508 "
-                                     "on SmolLM2, attribution/README.md)"),
-    neutral_removal: float = typer.Option(0.0, metavar="FLOAT", help="DRA hidden: fraction of target tokens dropped as neutral"),
-    select_dims: str = typer.Option("auto", metavar="TEXT", help="DRA: dimension selection: auto (leave-one-target-out), all, or K"),
-    adam_state: str = typer.Option("", metavar="PATH", help="DRA gradient: checkpoint folder with adam_state.safetensors "
-                                                           "(LESS-style Adam-normalised gradients)"),
+    whiten: bool = typer.Option(
+        False,
+        "--whiten/--no-whiten",
+        help="DRA: whiten with the pool covariance (off by default: it lowered AUPRC 0.758 -> 0.508 "
+        "on SmolLM2, attribution/README.md)",
+    ),
+    neutral_removal: float = typer.Option(
+        0.0, metavar="FLOAT", help="DRA hidden: fraction of target tokens dropped as neutral"
+    ),
+    select_dims: str = typer.Option(
+        "auto", metavar="TEXT", help="DRA: dimension selection: auto (leave-one-target-out), all, or K"
+    ),
+    adam_state: str = typer.Option(
+        "",
+        metavar="PATH",
+        help="DRA gradient: checkpoint folder with adam_state.safetensors (LESS-style Adam-normalised gradients)",
+    ),
     ctx_len: int = typer.Option(64, metavar="INT", help="Tokens per sequence for corpus specs"),
     n_train: int = typer.Option(256, "--n-train", metavar="INT", help="Training sequences from a corpus spec"),
     n_queries: int = typer.Option(8, "--n-queries", metavar="INT", help="Query sequences from a corpus spec"),
@@ -66,8 +99,12 @@ def attribute(
     shard_size: int = typer.Option(64, metavar="INT", help="Training rows per shard (one task)"),
     batch_size: int = typer.Option(16, metavar="INT", help="Sequences per forward/backward"),
     seed: int = typer.Option(0, metavar="INT", help="Sketch hashes, corpus shuffling, label sampling"),
-    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs (auto: CUDA when present)"),
-    dtype: str = typer.Option("float32", metavar="float32|bfloat16", help="Model dtype; features and scores accumulate in float32"),
+    device: str = typer.Option(
+        "auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs (auto: CUDA when present)"
+    ),
+    dtype: str = typer.Option(
+        "float32", metavar="float32|bfloat16", help="Model dtype; features and scores accumulate in float32"
+    ),
     executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
     ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
     num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray (CUDA: one per GPU)"),
@@ -76,11 +113,18 @@ def attribute(
     """Score every training sequence against every query; write a resumable attribution store."""
     if ctx.invoked_subcommand is not None:
         return
-    missing = [f"--{n}" for n, v in (("method", method), ("model", model), ("train", train), ("queries", queries),
-                                     ("out", out)) if not v]
+    missing = [
+        f"--{n}"
+        for n, v in (("method", method), ("model", model), ("train", train), ("queries", queries), ("out", out))
+        if not v
+    ]
     if missing:
-        _fail(ValueError(f"missing {', '.join(missing)}: `interp attribute --method M --model SPEC --train DATA "
-                         "--queries DATA --out DIR` runs a job; `interp attribute show RUN` reads one"))
+        _fail(
+            ValueError(
+                f"missing {', '.join(missing)}: `interp attribute --method M --model SPEC --train DATA "
+                "--queries DATA --out DIR` runs a job; `interp attribute show RUN` reads one"
+            )
+        )
     from attribution.jobs import AttributeConfig, run_attribution
     from interp.cli import options as O
     from interp.cli.errors import check_out_dir
@@ -91,14 +135,40 @@ def attribute(
         check_out_dir(out)
         dims = None if select_dims == "all" else select_dims if select_dims == "auto" else int(select_dims)
         cfg = AttributeConfig(
-            method=method, model=model, train=train, queries=queries, out=out, checkpoints=_split(checkpoints),
-            lrs=[float(x) for x in _split(lrs)] or None, sketch_dim=sketch_dim, modules=_split(modules),
-            component=component, probe=probe, fit_samples=fit_samples, damping=damping, label_samples=label_samples,
-            representation=representation, hook=hook,
-            denoise=not raw, center=center, whiten=whiten, neutral_removal=neutral_removal, select_dims=dims,
-            adam_state=adam_state, ctx_len=ctx_len, max_train=max_train, max_queries=max_queries,
-            shard_size=shard_size, batch_size=batch_size, seed=seed, device=device, dtype=dtype, executor=executor,
-            ray_address=ray_address, num_workers=num_workers)
+            method=method,
+            model=model,
+            train=train,
+            queries=queries,
+            out=out,
+            checkpoints=_split(checkpoints),
+            lrs=[float(x) for x in _split(lrs)] or None,
+            sketch_dim=sketch_dim,
+            modules=_split(modules),
+            component=component,
+            probe=probe,
+            fit_samples=fit_samples,
+            damping=damping,
+            label_samples=label_samples,
+            representation=representation,
+            hook=hook,
+            denoise=not raw,
+            center=center,
+            whiten=whiten,
+            neutral_removal=neutral_removal,
+            select_dims=dims,
+            adam_state=adam_state,
+            ctx_len=ctx_len,
+            max_train=max_train,
+            max_queries=max_queries,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            seed=seed,
+            device=device,
+            dtype=dtype,
+            executor=executor,
+            ray_address=ray_address,
+            num_workers=num_workers,
+        )
         from interp.store import StoreMismatchError
 
         try:
@@ -159,9 +229,17 @@ def lds_command(
         if quick:
             n_train, n_query = 256, 16
         task_cfg = LMTaskConfig(kind=task, n_train=n_train, n_query=n_query, epochs=epochs, seed=seed)
-        cfg = LDSConfig(out=out, task=task_cfg,
-                        n_subsets=subsets, alpha=alpha, methods=_split(methods), shard_size=shard_size,
-                        executor=executor, ray_address=ray_address, num_workers=num_workers)
+        cfg = LDSConfig(
+            out=out,
+            task=task_cfg,
+            n_subsets=subsets,
+            alpha=alpha,
+            methods=_split(methods),
+            shard_size=shard_size,
+            executor=executor,
+            ray_address=ray_address,
+            num_workers=num_workers,
+        )
         summary = run_lds(cfg, log=typer.echo)
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
@@ -180,10 +258,16 @@ def build_command(
     model: str = typer.Option(..., metavar="SPEC", help="Model spec whose training gradients are stored"),
     train: str = typer.Option(..., metavar="SPEC", help="Training data: tokens:PATH.safetensors or a corpus spec"),
     out: str = typer.Option(..., metavar="DIR", help="Store folder; a rerun with the same settings resumes"),
-    modules: str = typer.Option("", metavar="TEXT", help="Comma-separated module-name globs (default: every "
-                                                        "Linear/LayerNorm/Embedding in the layers)"),
-    projection: str = typer.Option("random", metavar="random|sketch", help="Seeded Gaussian projection of the whole "
-                                   "gradient, or TensorSketch per parameter tensor"),
+    modules: str = typer.Option(
+        "",
+        metavar="TEXT",
+        help="Comma-separated module-name globs (default: every Linear/LayerNorm/Embedding in the layers)",
+    ),
+    projection: str = typer.Option(
+        "random",
+        metavar="random|sketch",
+        help="Seeded Gaussian projection of the whole gradient, or TensorSketch per parameter tensor",
+    ),
     dim: int = typer.Option(512, metavar="INT", help="random: row dimension; sketch: buckets per parameter tensor"),
     seed: int = typer.Option(0, metavar="INT", help="Projection seed (and corpus shuffling)"),
     ctx_len: int = typer.Option(64, metavar="INT", help="Tokens per sequence for corpus specs"),
@@ -201,9 +285,23 @@ def build_command(
         from attribution.gradstore import BuildConfig, build_store
         from interp.store import StoreLockedError, StoreMismatchError
 
-        cfg = BuildConfig(model=model, train=train, out=out, modules=_split(modules), projection=projection, dim=dim,
-                          seed=seed, ctx_len=ctx_len, max_train=n_train, shard_size=shard_size, batch_size=batch_size,
-                          device=device, executor=executor, ray_address=ray_address, num_workers=num_workers)
+        cfg = BuildConfig(
+            model=model,
+            train=train,
+            out=out,
+            modules=_split(modules),
+            projection=projection,
+            dim=dim,
+            seed=seed,
+            ctx_len=ctx_len,
+            max_train=n_train,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            device=device,
+            executor=executor,
+            ray_address=ray_address,
+            num_workers=num_workers,
+        )
         try:
             summary = build_store(cfg)
         except (StoreMismatchError, StoreLockedError, FileExistsError) as exc:
@@ -219,8 +317,12 @@ def query_command(
     queries: str = typer.Option(..., metavar="SPEC", help="Query data: tokens:PATH.safetensors or a corpus spec"),
     out: str = typer.Option(None, metavar="DIR", help="Folder for topk.json / topk.safetensors (default: none)"),
     top: int = typer.Option(10, metavar="INT", help="Training rows kept per query"),
-    precondition: str = typer.Option("none", metavar="none|adam|diag", help="Query-side preconditioner: none (gradient "
-                                     "dot), adam (Adam second moments), diag (damped diagonal Fisher)"),
+    precondition: str = typer.Option(
+        "none",
+        metavar="none|adam|diag",
+        help="Query-side preconditioner: none (gradient "
+        "dot), adam (Adam second moments), diag (damped diagonal Fisher)",
+    ),
     adam_state: str = typer.Option("", metavar="PATH", help="adam: checkpoint folder with adam_state.safetensors"),
     damping: float = typer.Option(0.1, metavar="FLOAT", help="diag: damping, a multiple of the mean diagonal"),
     fit_samples: int = typer.Option(64, metavar="INT", help="diag: training sequences the diagonal is fitted on"),
@@ -241,11 +343,26 @@ def query_command(
         from attribution.gradstore import QueryConfig, query_store
         from interp.store import StoreLockedError
 
-        cfg = QueryConfig(store=store, queries=queries, out=out, top=top, precondition=precondition,
-                          adam_state=adam_state, damping=damping, fit_samples=fit_samples, model=model,
-                          modules=None if modules is None else _split(modules), projection=projection, dim=dim,
-                          seed=seed, faiss=faiss, ctx_len=ctx_len, max_queries=n_queries, batch_size=batch_size,
-                          device=device)
+        cfg = QueryConfig(
+            store=store,
+            queries=queries,
+            out=out,
+            top=top,
+            precondition=precondition,
+            adam_state=adam_state,
+            damping=damping,
+            fit_samples=fit_samples,
+            model=model,
+            modules=None if modules is None else _split(modules),
+            projection=projection,
+            dim=dim,
+            seed=seed,
+            faiss=faiss,
+            ctx_len=ctx_len,
+            max_queries=n_queries,
+            batch_size=batch_size,
+            device=device,
+        )
         try:
             summary = query_store(cfg)
         except StoreLockedError as exc:

@@ -28,13 +28,20 @@ def step(model, workdir: Path) -> dict:
     tokens = resolve_corpus("stdlib-docs", byte_tokenizer(), ctx_len=32, max_tokens=160 * 32, seed=0).tokens.long()
     run = root / "looped_run"
     if not (run / "step_30").exists():
-        looped = random_looped_gpt(hidden_size=32, num_attention_heads=2, num_hidden_layers=4, intermediate_size=64,
-                                   max_position_embeddings=32)
+        looped = random_looped_gpt(
+            hidden_size=32, num_attention_heads=2, num_hidden_layers=4, intermediate_size=64, max_position_embeddings=32
+        )
         train_lm(looped, tokens[:128], steps=30, batch_size=8, lr=2e-3, save_steps=(10, 20, 30), out=run)
     save_tokens(root / "train.safetensors", tokens[:32], BYTE_TOKENIZER_NAME)
     save_tokens(root / "queries.safetensors", tokens[128:132], BYTE_TOKENIZER_NAME)
-    common = dict(method="sdi", model=f"looped-gpt:{run}", train=f"tokens:{root / 'train.safetensors'}",
-                  queries=f"tokens:{root / 'queries.safetensors'}", shard_size=8, device="cpu")
+    common = dict(
+        method="sdi",
+        model=f"looped-gpt:{run}",
+        train=f"tokens:{root / 'train.safetensors'}",
+        queries=f"tokens:{root / 'queries.safetensors'}",
+        shard_size=8,
+        device="cpu",
+    )
     job = run_attribution(AttributeConfig(out=str(root / "sdi_sketch"), sketch_dim=1024, **common), progress=False)
     run_attribution(AttributeConfig(out=str(root / "sdi_exact"), sketch_dim=None, **common), progress=False)
     sk, ex = load_scores(root / "sdi_sketch"), load_scores(root / "sdi_exact")
@@ -48,12 +55,17 @@ def step(model, workdir: Path) -> dict:
         return {f"L{int(i) // scores.shape[1]}H{int(i) % scores.shape[1]}": round(float(flat[i]), 3) for i in idx}
 
     return {
-        "sdi_job": {"out": job["out"], "shards": job["shards"], "train": 32, "queries": 4, "loop_steps": 4,
-                    "sketch_dim": 1024,
-                    "relative_error_vs_exact": round(float((sk["sdi"] - ex["sdi"]).norm() / ex["sdi"].norm()), 4),
-                    "steps_sum_to_tracin_max_gap": gap,
-                    "mean_share_per_step": [round(float(x), 3) for x in
-                                            (ex["sdi"].abs().sum((0, 1)) / ex["sdi"].abs().sum())]},
+        "sdi_job": {
+            "out": job["out"],
+            "shards": job["shards"],
+            "train": 32,
+            "queries": 4,
+            "loop_steps": 4,
+            "sketch_dim": 1024,
+            "relative_error_vs_exact": round(float((sk["sdi"] - ex["sdi"]).norm() / ex["sdi"].norm()), 4),
+            "steps_sum_to_tracin_max_gap": gap,
+            "mean_share_per_step": [round(float(x), 3) for x in (ex["sdi"].abs().sum((0, 1)) / ex["sdi"].abs().sum())],
+        },
         "top_prefix_matching_heads": top(pm),
         "top_previous_token_heads": top(prev),
         "seconds": round(time.perf_counter() - t0, 1),

@@ -59,15 +59,16 @@ def average_precision(scores: Tensor, labels: Tensor) -> float:
 
 # ------------------------------------------------------------------------------------ representations
 @torch.no_grad()
-def hidden_representations(model, ids: Tensor, mask: Tensor, hook: str, batch_size: int = 32,
-                           tokens: bool = False) -> Tensor | list[Tensor]:
+def hidden_representations(
+    model, ids: Tensor, mask: Tensor, hook: str, batch_size: int = 32, tokens: bool = False
+) -> Tensor | list[Tensor]:
     """Mean over non-padded tokens of a hook's activations -> [n, d] (or a list of [len_i, d] with `tokens`).
 
     `model` is an `interp.HookedModel`; `hook` e.g. "blocks.3.hook_resid_post".
     """
     pooled, per_token = [], []
     for i in range(0, len(ids), batch_size):
-        b_ids, b_mask = ids[i:i + batch_size], mask[i:i + batch_size]
+        b_ids, b_mask = ids[i : i + batch_size], mask[i : i + batch_size]
         _, cache = model.run_with_cache(b_ids, names=[hook], return_logits=False, device="cpu")
         h = cache[hook].float()
         m = b_mask.to(h.dtype)[..., None].cpu()
@@ -77,8 +78,15 @@ def hidden_representations(model, ids: Tensor, mask: Tensor, hook: str, batch_si
     return per_token if tokens else torch.cat(pooled)
 
 
-def gradient_representations(model, ids: Tensor, mask: Tensor, modules: Sequence[str], sketch_dim: int | None = 4096,
-                             seed: int = 0, batch_size: int = 16) -> Tensor:
+def gradient_representations(
+    model,
+    ids: Tensor,
+    mask: Tensor,
+    modules: Sequence[str],
+    sketch_dim: int | None = 4096,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> Tensor:
     """Per-example gradients of the mean-token loss w.r.t. the named Linear modules of `model.hf_model`
     (sketched to `sketch_dim` per parameter tensor, or exact with None) -> [n, dim]."""
     from attribution.capture import GradientFeaturizer
@@ -88,8 +96,10 @@ def gradient_representations(model, ids: Tensor, mask: Tensor, modules: Sequence
     names = dict(hf.named_modules())
     unknown = [m for m in modules if m not in names]
     if unknown:
-        raise ValueError(f"no module named {unknown} in {type(hf).__name__}; e.g. "
-                         f"{[n for n, x in names.items() if isinstance(x, torch.nn.Linear)][-4:]}")
+        raise ValueError(
+            f"no module named {unknown} in {type(hf).__name__}; e.g. "
+            f"{[n for n, x in names.items() if isinstance(x, torch.nn.Linear)][-4:]}"
+        )
     feat = GradientFeaturizer({m: [names[m]] for m in modules}, sketch_dim=sketch_dim, seed=seed)
     return features(hf, feat, ids, mask, batch_size).sum(1)
 
@@ -146,10 +156,10 @@ def _loto_mrr(train: Tensor, targets: Tensor, k: int, aggregate: str) -> float:
     """Mean reciprocal rank of each held-out target among the pool, dims chosen without it."""
     rr = []
     for i in range(len(targets)):
-        rest = torch.cat([targets[:i], targets[i + 1:]])
+        rest = torch.cat([targets[:i], targets[i + 1 :]])
         dims = _discriminability(train, rest).topk(k).indices
         pool = _similarity(train[:, dims], rest[:, dims], aggregate)
-        held = _similarity(targets[i:i + 1, dims], rest[:, dims], aggregate)
+        held = _similarity(targets[i : i + 1, dims], rest[:, dims], aggregate)
         rr.append(1.0 / (1 + int((pool > held).sum())))
     return sum(rr) / len(rr)
 
@@ -169,8 +179,9 @@ def neutral_filtered_targets(target_tokens: Sequence[Tensor], pool_tokens: Tenso
     return torch.stack(out)
 
 
-def dra_scores(train: Tensor, targets: Tensor, cfg: DenoiseConfig = DenoiseConfig(),
-               k_grid: Sequence[int] | None = None) -> DRAResult:
+def dra_scores(
+    train: Tensor, targets: Tensor, cfg: DenoiseConfig = DenoiseConfig(), k_grid: Sequence[int] | None = None
+) -> DRAResult:
     """Scores of training representations [n, d] against target representations [t, d] after denoising.
 
     (Neutral-token removal happens before this call: pass targets pooled by `neutral_filtered_targets`.)

@@ -62,7 +62,7 @@ class HeadComponent:
 
     @classmethod
     def parse(cls, text: str) -> HeadComponent:
-        """"L1H3" or "L1H3:qkvo" -> HeadComponent(1, 3, ...)."""
+        """ "L1H3" or "L1H3:qkvo" -> HeadComponent(1, 3, ...)."""
         import re
 
         m = re.fullmatch(r"L(\d+)H(\d+)(?::(qk|qkv|qkvo))?", text.strip())
@@ -73,9 +73,13 @@ class HeadComponent:
     def check(self, model) -> None:
         """Raise a clear error if the model has no such layer or head."""
         if not 0 <= self.layer < model.n_layers:
-            raise ValueError(f"component {self}: layer {self.layer} does not exist; the model has layers 0..{model.n_layers - 1}")
+            raise ValueError(
+                f"component {self}: layer {self.layer} does not exist; the model has layers 0..{model.n_layers - 1}"
+            )
         if not 0 <= self.head < model.n_heads:
-            raise ValueError(f"component {self}: head {self.head} does not exist; the model has heads 0..{model.n_heads - 1}")
+            raise ValueError(
+                f"component {self}: head {self.head} does not exist; the model has heads 0..{model.n_heads - 1}"
+            )
         if self.mode not in BLOCKS:
             raise ValueError(f"component mode {self.mode!r} unknown; use one of {', '.join(BLOCKS)}")
 
@@ -122,8 +126,14 @@ def _has_bias(module) -> bool:
     return getattr(target, "bias", None) is not None
 
 
-def component_gradients(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = None,
-                        objective: Objective = lm_loss, return_factors: bool = False):
+def component_gradients(
+    model,
+    comp: HeadComponent,
+    ids: Tensor,
+    mask: Tensor | None = None,
+    objective: Objective = lm_loss,
+    return_factors: bool = False,
+):
     """Per-example block gradients {block: [batch, d_out, d_in]} of `objective` w.r.t. the component.
 
     The gradients of q, k and v come from the core's `attn.hook_q|k|v` backward hooks, which split fused
@@ -245,9 +255,18 @@ class EKFACFactors:
         return d
 
 
-def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = None, batch_size: int = 8,
-              seed: int = 0, damping_alpha: float = 0.1, lambda_from_batches: bool = False,
-              label_samples: int = 1, damping_scope: DampingScope = "head") -> EKFACFactors:
+def fit_ekfac(
+    model,
+    comp: HeadComponent,
+    ids: Tensor,
+    mask: Tensor | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    damping_alpha: float = 0.1,
+    lambda_from_batches: bool = False,
+    label_samples: int = 1,
+    damping_scope: DampingScope = "head",
+) -> EKFACFactors:
     """Fit EK-FAC factors of a component on fitting data (labels sampled from the model; `seed` fixes them)."""
     comp.check(model)
     mask = torch.ones_like(ids) if mask is None else mask
@@ -255,7 +274,7 @@ def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = Non
     sums_a: dict[str, Tensor] = {}
     sums_s: dict[str, Tensor] = {}
     n_tok = 0.0
-    batches = [(ids[i:i + batch_size], mask[i:i + batch_size]) for i in range(0, len(ids), batch_size)]
+    batches = [(ids[i : i + batch_size], mask[i : i + batch_size]) for i in range(0, len(ids), batch_size)]
     for _ in range(label_samples):
         for b_ids, b_mask in batches:
             _, factors, _ = component_gradients(model, comp, b_ids, b_mask, objective, return_factors=True)
@@ -265,7 +284,7 @@ def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = Non
                 sums_s[k] = sums_s.get(k, 0) + torch.einsum("bli,blj->ij", g, g)
     f = EKFACFactors(comp, damping_alpha=damping_alpha, damping_scope=damping_scope)
     for k in sums_a:
-        for name, mat, store in (("A", sums_a[k], f.q_a), ("S", sums_s[k], f.q_s)):
+        for _name, mat, store in (("A", sums_a[k], f.q_a), ("S", sums_s[k], f.q_s)):
             mat = (mat + mat.T) / (2 * n_tok)
             mat = mat + 1e-6 * mat.trace() / mat.shape[0] * torch.eye(mat.shape[0], device=mat.device)
             store[k] = torch.linalg.eigh(mat.double())[1].float()
@@ -282,28 +301,36 @@ def fit_ekfac(model, comp: HeadComponent, ids: Tensor, mask: Tensor | None = Non
     return f
 
 
-def influence_scores(model, factors: EKFACFactors, train_ids: Tensor, probe_grad: dict[str, Tensor],
-                     train_mask: Tensor | None = None, batch_size: int = 8) -> tuple[Tensor, Tensor]:
+def influence_scores(
+    model,
+    factors: EKFACFactors,
+    train_ids: Tensor,
+    probe_grad: dict[str, Tensor],
+    train_mask: Tensor | None = None,
+    batch_size: int = 8,
+) -> tuple[Tensor, Tensor]:
     """(scores [n_train], losses [n_train]): `-grad L(z)^T H^-1 grad f` for every training sequence."""
     comp = factors.component
     ihvp = factors.inverse_hvp(probe_grad)
     train_mask = torch.ones_like(train_ids) if train_mask is None else train_mask
     scores, losses = [], []
     for i in range(0, len(train_ids), batch_size):
-        g, _, loss = component_gradients(model, comp, train_ids[i:i + batch_size], train_mask[i:i + batch_size],
-                                         lm_loss, return_factors=True)
+        g, _, loss = component_gradients(
+            model, comp, train_ids[i : i + batch_size], train_mask[i : i + batch_size], lm_loss, return_factors=True
+        )
         scores.append(-sum((g[k] * ihvp[k]).sum((-1, -2)) for k in g))
         losses.append(loss)
     return torch.cat(scores), torch.cat(losses)
 
 
-def mean_gradient(model, comp: HeadComponent, ids: Tensor, objective: Objective, mask: Tensor | None = None,
-                  batch_size: int = 16) -> dict[str, Tensor]:
+def mean_gradient(
+    model, comp: HeadComponent, ids: Tensor, objective: Objective, mask: Tensor | None = None, batch_size: int = 16
+) -> dict[str, Tensor]:
     """Gradient of the mean of a per-example objective (e.g. a probe) w.r.t. the component's blocks."""
     total: dict[str, Tensor] = {}
     for i in range(0, len(ids), batch_size):
-        m = None if mask is None else mask[i:i + batch_size]
-        for k, G in component_gradients(model, comp, ids[i:i + batch_size], m, objective).items():
+        m = None if mask is None else mask[i : i + batch_size]
+        for k, G in component_gradients(model, comp, ids[i : i + batch_size], m, objective).items():
             total[k] = total.get(k, 0) + G.sum(0)
     return {k: v / len(ids) for k, v in total.items()}
 

@@ -139,8 +139,10 @@ class AttributeConfig:
         if self.adam_state and self.representation != "gradient":
             raise ValueError("--adam-state normalises gradient representations; add --representation gradient")
         if self.adam_state and not (Path(self.adam_state) / "adam_state.safetensors").is_file():
-            raise FileNotFoundError(f"--adam-state {self.adam_state}: no adam_state.safetensors there (checkpoints "
-                                    "written by attribution.train.save_checkpoint with the optimiser have one)")
+            raise FileNotFoundError(
+                f"--adam-state {self.adam_state}: no adam_state.safetensors there (checkpoints "
+                "written by attribution.train.save_checkpoint with the optimiser have one)"
+            )
         if not (self.select_dims in (None, "auto") or (isinstance(self.select_dims, int) and self.select_dims > 0)):
             raise ValueError(f"--select-dims must be auto, all or a positive K, got {self.select_dims!r}")
         if self.dtype not in ("float32", "bfloat16"):
@@ -237,8 +239,7 @@ def _groups(hf, patterns: list[str]):
     kinds = (torch.nn.Linear, torch.nn.Embedding, torch.nn.LayerNorm)
     if not patterns:
         patterns = ["*layers.*", "*.h.*"]
-    chosen = {n: [m] for n, m in mods.items()
-              if isinstance(m, kinds) and any(fnmatch.fnmatch(n, p) for p in patterns)}
+    chosen = {n: [m] for n, m in mods.items() if isinstance(m, kinds) and any(fnmatch.fnmatch(n, p) for p in patterns)}
     if not chosen:
         examples = [n for n, m in mods.items() if isinstance(m, torch.nn.Linear)][:6]
         raise ValueError(f"no Linear/Embedding/LayerNorm module matches {patterns}; module names look like {examples}")
@@ -263,8 +264,10 @@ def _checkpoints(cfg: AttributeConfig):
         if run.is_dir() and any(run.glob("step_*")):
             paths = [str(run)]
         else:
-            raise ValueError(f"--method {cfg.method} needs training checkpoints: pass --checkpoints RUN_OR_FOLDERS "
-                             f"(the model {cfg.model!r} is not a run folder with step_N checkpoints)")
+            raise ValueError(
+                f"--method {cfg.method} needs training checkpoints: pass --checkpoints RUN_OR_FOLDERS "
+                f"(the model {cfg.model!r} is not a run folder with step_N checkpoints)"
+            )
     return checkpoints_from(expand_checkpoints(paths), cfg.lrs)
 
 
@@ -277,8 +280,10 @@ def _ekfac_model(cfg: AttributeConfig, base):
 
     paths = expand_checkpoints(cfg.checkpoints)
     if len(paths) != 1:
-        raise ValueError(f"--method ekfac scores at one checkpoint, got {len(paths)} ({', '.join(paths[:3])}...): "
-                         "give --checkpoints RUN@N")
+        raise ValueError(
+            f"--method ekfac scores at one checkpoint, got {len(paths)} ({', '.join(paths[:3])}...): "
+            "give --checkpoints RUN@N"
+        )
     from interp import HookedModel
 
     def build():
@@ -341,15 +346,18 @@ def score_shard(task: ShardTask) -> object:
         model = _ekfac_model(cfg, model)
         rows = []
         for i in range(0, len(ids), cfg.batch_size):
-            g = component_gradients(model, comp, ids[i:i + cfg.batch_size], None, lm_loss)
+            g = component_gradients(model, comp, ids[i : i + cfg.batch_size], None, lm_loss)
             rows.append(-sum(torch.einsum("boi,qoi->bq", g[k], prep[f"ihvp_{k}"].to(g[k].device)) for k in g))
         tensors["scores"] = torch.cat(rows)
     else:
         tensors["rep"] = _representations(model, ids, cfg)
     n = len(ids)
     tensors = {k: v.detach().float().cpu() for k, v in tensors.items()}
-    tensors |= {"tokens": task.tokens[:, 0].to(torch.int32), "seq": torch.arange(task.start, task.start + n),
-                "pos": torch.zeros(n, dtype=torch.int32)}
+    tensors |= {
+        "tokens": task.tokens[:, 0].to(torch.int32),
+        "seq": torch.arange(task.start, task.start + n),
+        "pos": torch.zeros(n, dtype=torch.int32),
+    }
     return write_shard_file(task.out, task.index, tensors)
 
 
@@ -373,8 +381,10 @@ def _representations(model, ids: Tensor, cfg: AttributeConfig) -> Tensor:
     if cfg.adam_state:
         from attribution.adam import AdamState, adam_gradient_representations
 
-        state = worker_cache(("attribution-adam", cfg.adam_state, _weights_fingerprint(cfg.adam_state)),
-                             lambda: AdamState.load(cfg.adam_state))
+        state = worker_cache(
+            ("attribution-adam", cfg.adam_state, _weights_fingerprint(cfg.adam_state)),
+            lambda: AdamState.load(cfg.adam_state),
+        )
         return adam_gradient_representations(model, ids, mask, mods, state, cfg.sketch_dim, cfg.seed, cfg.batch_size)
     return gradient_representations(model, ids, mask, mods, cfg.sketch_dim, cfg.seed, cfg.batch_size)
 
@@ -395,14 +405,19 @@ def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict
         cks = _checkpoints(cfg)
         feat = _featurizer(model.hf_model, cfg)
         if cfg.method == "sdi" and not hasattr(model.hf_model, "step_modules"):
-            raise ValueError(f"--method sdi needs a looped model (e.g. looped-gpt:RUN); {cfg.model!r} is "
-                             f"{model.config.model_type}. Use --method tracin for ordinary models.")
+            raise ValueError(
+                f"--method sdi needs a looped model (e.g. looped-gpt:RUN); {cfg.model!r} is "
+                f"{model.config.model_type}. Use --method tracin for ordinary models."
+            )
         prep["ckpt_paths"] = [c.path for c in cks]
         prep["lrs"] = [c.lr for c in cks]
         for k, ck in enumerate(cks):
             hf = ck.load(model.hf_model)  # a new model; the memoised one is not touched
-            prep[f"query_features_{k}"] = features(hf, feat.rebind(model.hf_model, hf), queries.to(model.device),
-                                                   None, cfg.batch_size).float().cpu()
+            prep[f"query_features_{k}"] = (
+                features(hf, feat.rebind(model.hf_model, hf), queries.to(model.device), None, cfg.batch_size)
+                .float()
+                .cpu()
+            )
             del hf
     elif cfg.method == "ekfac":
         from attribution.influence import HeadComponent, component_gradients, fit_ekfac, lm_loss
@@ -414,8 +429,15 @@ def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict
         prep["ckpt_paths"] = [model.provenance.get("checkpoint")] if cfg.checkpoints else []
         prep["lrs"] = [None] if cfg.checkpoints else []
         fit = train[: cfg.fit_samples].to(model.device)
-        factors = fit_ekfac(model, comp, fit, batch_size=cfg.batch_size, seed=cfg.seed, damping_alpha=cfg.damping,
-                            label_samples=cfg.label_samples)
+        factors = fit_ekfac(
+            model,
+            comp,
+            fit,
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            damping_alpha=cfg.damping,
+            label_samples=cfg.label_samples,
+        )
         if cfg.probe == "queries":  # measurement: each query's log-likelihood
             q = queries.to(model.device)
             grads = component_gradients(model, comp, q, None, lambda m, i, k: -lm_loss(m, i, k))
@@ -425,8 +447,10 @@ def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict
                 ids, obj = repeated_random(32, half, model.d_vocab, cfg.seed, bos=None), copy_target_probe()
             else:
                 ids, obj = random_tokens(32, 2 * half, model.d_vocab, cfg.seed), prev_attn_probe(comp.layer, comp.head)
-            grads = {k: v.mean(0, keepdim=True) for k, v in component_gradients(model, comp, ids.to(model.device),
-                                                                               None, obj).items()}
+            grads = {
+                k: v.mean(0, keepdim=True)
+                for k, v in component_gradients(model, comp, ids.to(model.device), None, obj).items()
+            }
         for k, v in factors.inverse_hvp(grads).items():
             prep[f"ihvp_{k}"] = v.cpu()
     else:
@@ -444,7 +468,6 @@ def _save_prepared(path: Path, prep: dict) -> None:
 
 
 def _load_prepared(path: Path) -> dict:
-    from safetensors import safe_open
 
     from interp.infra.tensor_file import TensorFileError, read_tensors
 
@@ -453,12 +476,21 @@ def _load_prepared(path: Path) -> dict:
     try:
         prep |= json.loads(meta.get("json", "{}"))
     except json.JSONDecodeError as e:
-        raise TensorFileError(f"{path} is damaged (its metadata is not JSON: {e}); delete it to prepare again") from None
+        raise TensorFileError(
+            f"{path} is damaged (its metadata is not JSON: {e}); delete it to prepare again"
+        ) from None
     return prep
 
 
-RUN_FILES = ("shard_*.safetensors*", "manifest.json", "prepared.safetensors", "scores.safetensors", "texts.json",
-             "result.json", "report.html")
+RUN_FILES = (
+    "shard_*.safetensors*",
+    "manifest.json",
+    "prepared.safetensors",
+    "scores.safetensors",
+    "texts.json",
+    "result.json",
+    "report.html",
+)
 """What a run writes into its --out folder (removed by `overwrite`; nothing else in the folder is touched)."""
 
 
@@ -482,10 +514,14 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
     check_tokenizers(tokenizer_name(tok) if tok is not None else "", train_tok, query_tok, cfg)
     for name, t in (("train", train), ("queries", queries)):
         if int(t.max()) >= model.d_vocab:
-            raise ValueError(f"{name} data has token id {int(t.max())} >= the model's vocabulary {model.d_vocab}: "
-                             "it was made with another tokenizer")
+            raise ValueError(
+                f"{name} data has token id {int(t.max())} >= the model's vocabulary {model.d_vocab}: "
+                "it was made with another tokenizer"
+            )
     if cfg.method == "dra" and cfg.denoise and cfg.select_dims == "auto" and len(queries) < 2:
-        raise ValueError("DRA's automatic dimension selection needs at least 2 target (query) examples; give --select-dims all or K")
+        raise ValueError(
+            "DRA's automatic dimension selection needs at least 2 target (query) examples; give --select-dims all or K"
+        )
     n_q = len(queries)
     out = Path(cfg.out)
     # Validate everything that can fail before anything is written.
@@ -499,10 +535,21 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
         with torch.no_grad():
             dim = _representations(model, train[:1].to(model.device), cfg).shape[-1]
         hooks = {"rep": [dim]}
-    meta = StoreMeta(model=cfg.model, model_sha256=model.provenance.get("weights_sha256", ""), hooks=hooks,
-                     dtype="float32", tokenizer=train_tok, ctx_len=int(train.shape[1]),
-                     data={"train": cfg.train, "queries": cfg.queries, "n_train": len(train), "n_queries": n_q,
-                           "attribution": cfg.compat()})
+    meta = StoreMeta(
+        model=cfg.model,
+        model_sha256=model.provenance.get("weights_sha256", ""),
+        hooks=hooks,
+        dtype="float32",
+        tokenizer=train_tok,
+        ctx_len=int(train.shape[1]),
+        data={
+            "train": cfg.train,
+            "queries": cfg.queries,
+            "n_train": len(train),
+            "n_queries": n_q,
+            "attribution": cfg.compat(),
+        },
+    )
     n_shards = (len(train) + cfg.shard_size - 1) // cfg.shard_size
     if overwrite and out.is_dir():
         _remove_run_files(out)
@@ -519,12 +566,22 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
         todo = store.missing()
         _run_shards(cfg, store, train, prep, todo, progress, ray, workers)
     scores = finish(cfg, store, queries, model, train)
-    atomic_write_bytes(out / "texts.json", json.dumps({"train": _decode(tok, train), "queries": _decode(tok, queries)}).encode())
-    summary = {"method": cfg.method, "out": str(out), "n_train": len(train), "n_queries": n_q, "shards": n_shards,
-               "shards_computed_now": len(todo), "seconds": round(time.perf_counter() - t0, 2),
-               "top_train_per_query": scores.argmax(0).tolist(),
-               "top_score_per_query": [round(float(x), 6) for x in scores.max(0).values],
-               "identity": identity(cfg, model, train, queries, train_tok, prep), "show": f"interp attribute show {out}"}
+    atomic_write_bytes(
+        out / "texts.json", json.dumps({"train": _decode(tok, train), "queries": _decode(tok, queries)}).encode()
+    )
+    summary = {
+        "method": cfg.method,
+        "out": str(out),
+        "n_train": len(train),
+        "n_queries": n_q,
+        "shards": n_shards,
+        "shards_computed_now": len(todo),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "top_train_per_query": scores.argmax(0).tolist(),
+        "top_score_per_query": [round(float(x), 6) for x in scores.max(0).values],
+        "identity": identity(cfg, model, train, queries, train_tok, prep),
+        "show": f"interp attribute show {out}",
+    }
     atomic_write_bytes(out / "result.json", json.dumps(summary, indent=1).encode())
     return summary
 
@@ -539,12 +596,23 @@ def identity(cfg: AttributeConfig, model, train: Tensor, queries: Tensor, tokeni
     """What the scores were computed from: model (spec, weight hash, dtype), data (spec, token hash, tokenizer),
     checkpoints with learning rates, and the settings that define the scores."""
     prov = getattr(model, "provenance", {}) or {}
-    return {"model": {"spec": cfg.model, "weights_sha256": prov.get("weights_sha256", ""), "dtype": cfg.dtype,
-                      "model_type": model.config.model_type},
-            "data": {"train": cfg.train, "train_tokens_sha256": _sha256(train), "queries": cfg.queries,
-                     "queries_tokens_sha256": _sha256(queries), "tokenizer": tokenizer},
-            "checkpoints": [{"path": p, "lr": lr} for p, lr in zip(prep.get("ckpt_paths", []), prep.get("lrs", []))],
-            "settings": cfg.compat()}
+    return {
+        "model": {
+            "spec": cfg.model,
+            "weights_sha256": prov.get("weights_sha256", ""),
+            "dtype": cfg.dtype,
+            "model_type": model.config.model_type,
+        },
+        "data": {
+            "train": cfg.train,
+            "train_tokens_sha256": _sha256(train),
+            "queries": cfg.queries,
+            "queries_tokens_sha256": _sha256(queries),
+            "tokenizer": tokenizer,
+        },
+        "checkpoints": [{"path": p, "lr": lr} for p, lr in zip(prep.get("ckpt_paths", []), prep.get("lrs", []))],
+        "settings": cfg.compat(),
+    }
 
 
 def _decode(tokenizer, tokens: Tensor) -> list[str]:
@@ -566,8 +634,16 @@ def _any_pending(out: Path, n_shards: int) -> bool:
         return True
 
 
-def _run_shards(cfg: AttributeConfig, store: ActivationStore, train: Tensor, prep: dict, todo: list[int],
-                progress, ray=None, workers: int | None = None) -> None:
+def _run_shards(
+    cfg: AttributeConfig,
+    store: ActivationStore,
+    train: Tensor,
+    prep: dict,
+    todo: list[int],
+    progress,
+    ray=None,
+    workers: int | None = None,
+) -> None:
     """Score the missing shards in-process or on `ray` (started by the caller, `attribution.raywatch.ray_for_job`,
     with its watchdog). On Ray, the prepared tensors go to the object store once (tasks carry a reference, not a
     copy each) and a CUDA run asks one GPU per task (so one worker per GPU, each seeing only its own device)."""
@@ -576,19 +652,36 @@ def _run_shards(cfg: AttributeConfig, store: ActivationStore, train: Tensor, pre
     task_cfg = replace(cfg, device="cuda") if cfg.executor == "ray" and gpu else cfg
 
     def tasks(prepared):
-        return [ShardTask(i, i * cfg.shard_size, train[i * cfg.shard_size:(i + 1) * cfg.shard_size], task_cfg,
-                          str(store.path), prepared) for i in todo]
+        return [
+            ShardTask(
+                i,
+                i * cfg.shard_size,
+                train[i * cfg.shard_size : (i + 1) * cfg.shard_size],
+                task_cfg,
+                str(store.path),
+                prepared,
+            )
+            for i in todo
+        ]
 
     run = dict(on_result=store.commit_shard, progress=progress, desc=f"attribute ({cfg.method})")
     if ray is None or not todo:
         run_tasks(tasks(prep), score_shard, executor="inprocess", **run)
         return
     ref = ray.put(prep)
-    run_tasks(tasks(ref), score_shard, executor="ray", num_workers=workers,
-              ray_options={"num_gpus": 1} if gpu else None, **run)
+    run_tasks(
+        tasks(ref),
+        score_shard,
+        executor="ray",
+        num_workers=workers,
+        ray_options={"num_gpus": 1} if gpu else None,
+        **run,
+    )
 
 
-def finish(cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model, store_train: Tensor | None = None) -> Tensor:
+def finish(
+    cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model, store_train: Tensor | None = None
+) -> Tensor:
     """Gather the shards into `scores.safetensors` [n_train, n_query] (DRA: denoise and score here)."""
     from safetensors.torch import save
 
@@ -607,7 +700,9 @@ def finish(cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model,
                 q = queries.to(model.device)
                 tgt_tok = hidden_representations(model, q, ones(q), hook, cfg.batch_size, tokens=True)
                 sample = store_train[:64].to(model.device)
-                pool_tok = torch.cat(hidden_representations(model, sample, ones(sample), hook, cfg.batch_size, tokens=True))
+                pool_tok = torch.cat(
+                    hidden_representations(model, sample, ones(sample), hook, cfg.batch_size, tokens=True)
+                )
                 targets = neutral_filtered_targets(tgt_tok, pool_tok, cfg.neutral_removal)
         denoise = DenoiseConfig(center=cfg.center, whiten=cfg.whiten, select_dims=cfg.select_dims)
         res = dra_scores(reps, targets, denoise if cfg.denoise else RAW)
@@ -616,8 +711,10 @@ def finish(cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model,
         scores = torch.cat([s["scores"] for s in shards])
         if cfg.method == "sdi":
             extra["sdi"] = torch.cat([s["sdi"] for s in shards])
-    data = save({"scores": scores.contiguous(), **{k: v.contiguous() for k, v in extra.items()}},
-                metadata={"method": cfg.method, "model": cfg.model})
+    data = save(
+        {"scores": scores.contiguous(), **{k: v.contiguous() for k, v in extra.items()}},
+        metadata={"method": cfg.method, "model": cfg.model},
+    )
     atomic_write_bytes(Path(store.path) / "scores.safetensors", data)
     return scores
 

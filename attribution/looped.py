@@ -225,8 +225,14 @@ class LoopedGPTForCausalLM(LoopedGPTPreTrainedModel, GenerationMixin):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
-                use_cache: bool | None = None, **kwargs) -> CausalLMOutputWithPast:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
         logits = self.lm_head(self.transformer(input_ids, attention_mask))
         loss = None
         if labels is not None:
@@ -239,9 +245,19 @@ class LoopedGPTForCausalLM(LoopedGPTPreTrainedModel, GenerationMixin):
 
     def step_modules(self) -> dict[str, list[nn.Module]]:
         """Shared-block module name -> its per-step proxy modules, in loop order."""
-        names = {"q_proj": "attn.q_proj", "k_proj": "attn.k_proj", "v_proj": "attn.v_proj", "o_proj": "attn.o_proj",
-                 "fc_in": "mlp.fc_in", "fc_out": "mlp.fc_out", "ln_1": "ln_1", "ln_2": "ln_2"}
-        return {f"transformer.block.{k}": [s.get_submodule(v) for s in self.transformer.steps] for k, v in names.items()}
+        names = {
+            "q_proj": "attn.q_proj",
+            "k_proj": "attn.k_proj",
+            "v_proj": "attn.v_proj",
+            "o_proj": "attn.o_proj",
+            "fc_in": "mlp.fc_in",
+            "fc_out": "mlp.fc_out",
+            "ln_1": "ln_1",
+            "ln_2": "ln_2",
+        }
+        return {
+            f"transformer.block.{k}": [s.get_submodule(v) for s in self.transformer.steps] for k, v in names.items()
+        }
 
 
 def random_looped_gpt(seed: int = 0, **overrides) -> LoopedGPTForCausalLM:
@@ -304,8 +320,12 @@ def load_spec(arg: str | None, dtype: torch.dtype):
             raise ValueError(f"{path} holds a {model.config.model_type!r} model, not a looped GPT")
         return model, tok, prov
     model = random_looped_gpt().to(dtype)
-    prov = {"source": "built from config (attribution.looped)", "weights": "random init, seed 0",
-            "weights_sha256": state_sha256(model), "tokenizer": "interp/byte-level"}
+    prov = {
+        "source": "built from config (attribution.looped)",
+        "weights": "random init, seed 0",
+        "weights_sha256": state_sha256(model),
+        "tokenizer": "interp/byte-level",
+    }
     return model, byte_tokenizer(), prov
 
 
@@ -323,9 +343,13 @@ def register() -> None:
 def model_spec():
     from interp.models.registry import ModelSpec
 
-    return ModelSpec("looped-gpt", "Looped GPT (one shared block, 4 loops, d 64): random init, or :PATH for weights",
-                     load_spec, lambda: (True, "built from config (attribution package)"),
-                     weights="random init (trained with :PATH)")
+    return ModelSpec(
+        "looped-gpt",
+        "Looped GPT (one shared block, 4 loops, d 64): random init, or :PATH for weights",
+        load_spec,
+        lambda: (True, "built from config (attribution package)"),
+        weights="random init (trained with :PATH)",
+    )
 
 
 register()  # also here, so importing any attribution module registers (e.g. under a namespace-package install)

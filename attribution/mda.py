@@ -54,8 +54,9 @@ def _patterns(model, ids: Tensor) -> Tensor:
     return torch.stack([cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.n_layers)])  # [L,b,h,q,k]
 
 
-def previous_token_scores(model, n: int = 16, length: int = 32, seed: int = 0,
-                          tokens: tuple[int, int] | None = None) -> Tensor:
+def previous_token_scores(
+    model, n: int = 16, length: int = 32, seed: int = 0, tokens: tuple[int, int] | None = None
+) -> Tensor:
     """[layers, heads] mean attention to the previous token on random tokens.
 
     `tokens` = (low, high) range of the ids drawn (default: the whole vocabulary). Draw from ids the model
@@ -66,8 +67,9 @@ def previous_token_scores(model, n: int = 16, length: int = 32, seed: int = 0,
     return pat.diagonal(offset=-1, dim1=-2, dim2=-1).mean((1, -1))
 
 
-def prefix_matching_scores(model, n: int = 16, half: int = 24, seed: int = 0, bos: int = 0,
-                           tokens: tuple[int, int] | None = None) -> Tensor:
+def prefix_matching_scores(
+    model, n: int = 16, half: int = 24, seed: int = 0, bos: int = 0, tokens: tuple[int, int] | None = None
+) -> Tensor:
     """[layers, heads] Olsson prefix-matching score on `[BOS, r, r]` (`tokens`: id range, as above)."""
     low, high = tokens or (1, model.d_vocab)
     pat = _patterns(model, repeated_random(n, half, high, seed, bos, low))
@@ -78,18 +80,26 @@ def prefix_matching_scores(model, n: int = 16, half: int = 24, seed: int = 0, bo
 def _second_copy_loss(model, ids: Tensor, half: int, fwd_hooks=()) -> Tensor:
     logits = model.run_with_hooks(ids, fwd_hooks=fwd_hooks)
     ce = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view(len(ids), -1)
-    return ce[:, half + 1:].mean()  # predictions of tokens 2..half of the second copy
+    return ce[:, half + 1 :].mean()  # predictions of tokens 2..half of the second copy
 
 
 @torch.no_grad()
-def induction_scores(model, n: int = 16, half: int = 24, seed: int = 0, bos: int = 0,
-                     heads: Sequence[tuple[int, int]] | None = None, tokens: tuple[int, int] | None = None) -> Tensor:
+def induction_scores(
+    model,
+    n: int = 16,
+    half: int = 24,
+    seed: int = 0,
+    bos: int = 0,
+    heads: Sequence[tuple[int, int]] | None = None,
+    tokens: tuple[int, int] | None = None,
+) -> Tensor:
     """[layers, heads] increase of second-copy loss when the head's output is zeroed (NaN where not asked)."""
     low, high = tokens or (1, model.d_vocab)
     ids = repeated_random(n, half, high, seed, bos, low).to(model.device)
     base = _second_copy_loss(model, ids, half)
     out = torch.full((model.n_layers, model.n_heads), float("nan"))
     for layer, head in heads or [(l_, h_) for l_ in range(model.n_layers) for h_ in range(model.n_heads)]:
+
         def zero(z, hook, head=head):
             z = z.clone()
             z[:, :, head] = 0
@@ -176,10 +186,19 @@ def prev_attn_probe(layer: int, head: int) -> Objective:
 
 
 # ------------------------------------------------------------------------------------------ ranking
-def rank_training_samples(model, comp: HeadComponent, train_ids: Tensor, fit_ids: Tensor | None = None,
-                          probe: str = "copy", n_probe: int = 32, half: int = 32, seed: int = 0,
-                          batch_size: int = 8, legacy_current_match: bool = False,
-                          tokens: tuple[int, int] | None = None) -> dict:
+def rank_training_samples(
+    model,
+    comp: HeadComponent,
+    train_ids: Tensor,
+    fit_ids: Tensor | None = None,
+    probe: str = "copy",
+    n_probe: int = 32,
+    half: int = 32,
+    seed: int = 0,
+    batch_size: int = 8,
+    legacy_current_match: bool = False,
+    tokens: tuple[int, int] | None = None,
+) -> dict:
     """MDA influence of every training sequence on the head's probe, highest (most promoting) first.
 
     Returns {"scores": [n], "losses": [n], "order": indices by descending score, "component": str}.
@@ -197,5 +216,9 @@ def rank_training_samples(model, comp: HeadComponent, train_ids: Tensor, fit_ids
     grad_f = mean_gradient(model, comp, ids.to(model.device), objective)
     factors = fit_ekfac(model, comp, fit_ids.to(model.device), batch_size=batch_size, seed=seed)
     scores, losses = influence_scores(model, factors, train_ids.to(model.device), grad_f, batch_size=batch_size)
-    return {"scores": scores.cpu(), "losses": losses.cpu(), "order": torch.argsort(scores.cpu(), descending=True),
-            "component": str(comp)}
+    return {
+        "scores": scores.cpu(),
+        "losses": losses.cpu(),
+        "order": torch.argsort(scores.cpu(), descending=True),
+        "component": str(comp),
+    }

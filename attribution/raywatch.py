@@ -8,7 +8,8 @@ orphaned and keep their memory, and the temp folder stays.
 `watched(ray)` starts a small watchdog process in its own session. Twice a second it records the
 coordinator's descendants (pid and start time, so a reused pid is never touched: Ray adds agents and
 workers after `init`, and they may be orphaned before the watchdog acts); when the coordinator is gone
-it terminates those processes and their children (SIGTERM, then SIGKILL after 3 s) and removes the temp folder (only a folder named `interp-ray-*`, which
+it terminates those processes and their children (SIGTERM, then SIGKILL after 3 s) and removes the temp folder (only a
+folder named `interp-ray-*`, which
 `ray_session` creates). When the block ends normally the watchdog is stopped and does nothing.
 
     python attribution/raywatch.py PARENT_PID PARENT_START TEMP_DIR PID:START ...   # the watchdog itself
@@ -54,9 +55,22 @@ def watched(ray, started_here: bool = True) -> Iterator[None]:
     procs = [f"{p.pid}:{p.create_time()}" for p in me.children(recursive=True)]
     # Run as a plain script (not `-m attribution.raywatch`): importing the package would import torch, and a
     # watchdog still starting when the coordinator dies would miss the processes to clean.
-    cmd = [sys.executable, str(Path(__file__).resolve()), str(me.pid), f"{me.create_time()}", _ray_temp_dir(ray), *procs]
-    dog = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           start_new_session=True, text=True)
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        str(me.pid),
+        f"{me.create_time()}",
+        _ray_temp_dir(ray),
+        *procs,
+    ]
+    dog = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        text=True,
+    )
     dog.stdout.readline()  # "watching": the watchdog has taken its first snapshot
     try:
         yield
@@ -99,8 +113,13 @@ def ray_for_job(executor: str, address: str | None = None, num_workers: int | No
             old_path = os.environ.get("PYTHONPATH")  # workers inherit the raylet's environment
             os.environ["PYTHONPATH"] = os.pathsep.join([*_extra_sys_path(), *filter(None, [old_path])])
             try:
-                ray.init(include_dashboard=False, _temp_dir=temp_dir, num_cpus=num_workers, log_to_driver=False,
-                         ignore_reinit_error=True)
+                ray.init(
+                    include_dashboard=False,
+                    _temp_dir=temp_dir,
+                    num_cpus=num_workers,
+                    log_to_driver=False,
+                    ignore_reinit_error=True,
+                )
             finally:
                 if old_path is None:
                     os.environ.pop("PYTHONPATH", None)
@@ -115,8 +134,10 @@ def ray_for_job(executor: str, address: str | None = None, num_workers: int | No
             shutil.rmtree(temp_dir, ignore_errors=True)
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         first = (str(e).strip().splitlines() or [""])[0]
-        raise RayStartError(f"could not start {where}: {type(e).__name__}: {first} (nothing was written; rerun "
-                            "with --executor inprocess, or check `ray status`)") from None
+        raise RayStartError(
+            f"could not start {where}: {type(e).__name__}: {first} (nothing was written; rerun "
+            "with --executor inprocess, or check `ray status`)"
+        ) from None
     try:
         with watched(ray, started_here=address is None):
             yield ray

@@ -15,7 +15,6 @@ the top examples' influence through each loop step. Every piece of model or user
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 import torch
@@ -27,8 +26,10 @@ def load_run(run: str | Path) -> dict:
     run = Path(run)
     missing = [f for f in ("result.json", "scores.safetensors") if not (run / f).is_file()]
     if missing:
-        raise FileNotFoundError(f"{run} is not a finished attribution run (no {', '.join(missing)}); "
-                                "run `interp attribute --method ... --out RUN` first (a killed run resumes)")
+        raise FileNotFoundError(
+            f"{run} is not a finished attribution run (no {', '.join(missing)}); "
+            "run `interp attribute --method ... --out RUN` first (a killed run resumes)"
+        )
     from interp.infra.json_file import read_json
     from interp.infra.tensor_file import read_tensors
 
@@ -44,8 +45,10 @@ def load_run(run: str | Path) -> dict:
             got = texts.get(key)
             if not isinstance(got, list) or len(got) < n or not all(isinstance(t, str) for t in got[:n]):
                 have = f"{len(got)} entries" if isinstance(got, list) else type(got).__name__
-                raise ValueError(f"{texts_path}: {key!r} must be a list of {n} texts (one per row of "
-                                 f"{run / 'scores.safetensors'}), got {have}: the run folder is damaged")
+                raise ValueError(
+                    f"{texts_path}: {key!r} must be a list of {n} texts (one per row of "
+                    f"{run / 'scores.safetensors'}), got {have}: the run folder is damaged"
+                )
     else:  # written before texts.json existed: show row numbers
         texts = {"train": [f"<row {i}>" for i in range(n_train)], "queries": [f"<query {j}>" for j in range(n_q)]}
     return {"result": result, "scores": scores, "sdi": sdi, "texts": texts}
@@ -61,17 +64,22 @@ def _check_result(run: Path, result: dict, scores: Tensor, sdi: Tensor | None) -
         raise ValueError(f"{rfile}: 'identity' must be an object with 'model' and 'data' objects: the file is damaged")
     for key, n in (("n_train", scores.shape[0]), ("n_queries", scores.shape[1])):
         if key in result and result[key] != n:
-            raise ValueError(f"{rfile} says {key} = {result[key]!r} but {sfile} holds scores of shape "
-                             f"{list(scores.shape)}: the two files are not from the same run")
+            raise ValueError(
+                f"{rfile} says {key} = {result[key]!r} but {sfile} holds scores of shape "
+                f"{list(scores.shape)}: the two files are not from the same run"
+            )
     if not scores.is_floating_point() or scores.numel() == 0:
         raise ValueError(f"{sfile}: 'scores' must be a non-empty float tensor, got {scores.dtype} {list(scores.shape)}")
     bad = int((~torch.isfinite(scores)).sum())
     if bad:
-        raise ValueError(f"{sfile} holds {bad} non-finite scores (NaN or inf): the run diverged or the file is "
-                         "damaged; rerun it with --overwrite")
+        raise ValueError(
+            f"{sfile} holds {bad} non-finite scores (NaN or inf): the run diverged or the file is "
+            "damaged; rerun it with --overwrite"
+        )
     if sdi is not None and (sdi.dim() != 3 or list(sdi.shape[:2]) != list(scores.shape) or not sdi.is_floating_point()):
-        raise ValueError(f"{sfile}: 'sdi' has shape {list(sdi.shape)}; expected [{scores.shape[0]}, "
-                         f"{scores.shape[1]}, loop steps]")
+        raise ValueError(
+            f"{sfile}: 'sdi' has shape {list(sdi.shape)}; expected [{scores.shape[0]}, {scores.shape[1]}, loop steps]"
+        )
 
 
 def _one_line(text: str, width: int) -> str:
@@ -96,9 +104,11 @@ def text_report(run: str | Path, top: int = 3, width: int = 100) -> str:
     r = load_run(run)
     res, texts = r["result"], r["texts"]
     ident = res.get("identity", {})
-    lines = [f"{res.get('method', '?')} attribution: {res.get('n_train', '?')} training x {res.get('n_queries', '?')} "
-             f"queries, model {ident.get('model', {}).get('spec', '?')}",
-             f"  train {ident.get('data', {}).get('train', '?')}   queries {ident.get('data', {}).get('queries', '?')}"]
+    lines = [
+        f"{res.get('method', '?')} attribution: {res.get('n_train', '?')} training x {res.get('n_queries', '?')} "
+        f"queries, model {ident.get('model', {}).get('spec', '?')}",
+        f"  train {ident.get('data', {}).get('train', '?')}   queries {ident.get('data', {}).get('queries', '?')}",
+    ]
     lds_line = _lds_line(run, res)
     lines += [f"  {lds_line}"] if lds_line else []
     for j, rank in enumerate(rankings(r["scores"], top)):
@@ -111,7 +121,7 @@ def text_report(run: str | Path, top: int = 3, width: int = 100) -> str:
 
 
 def _lds_line(run: str | Path, result: dict) -> str:
-    """"LDS of <method> on this task: ..." when an `interp attribute lds` result for the run's data is found."""
+    """ "LDS of <method> on this task: ..." when an `interp attribute lds` result for the run's data is found."""
     from attribution.lds import find_lds
 
     found = find_lds(run, result)
@@ -119,13 +129,16 @@ def _lds_line(run: str | Path, result: dict) -> str:
         return ""
     r, where = found
     lo, hi = r["ci95"]
-    return (f"LDS of {result.get('method')} on this task: {r['lds']:+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; "
-            f"counterfactual retraining, {where})")
+    return (
+        f"LDS of {result.get('method')} on this task: {r['lds']:+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; "
+        f"counterfactual retraining, {where})"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ HTML
-def _histogram_svg(values: Tensor, bins: int = 30, w: int = 360, h: int = 90,
-                   marks: tuple[list[float], list[float]] = ([], [])) -> str:
+def _histogram_svg(
+    values: Tensor, bins: int = 30, w: int = 360, h: int = 90, marks: tuple[list[float], list[float]] = ([], [])
+) -> str:
     """Bars of the score counts with a y axis (0 and the largest count) and, under the bars, a tick at each
     listed row's score: red for the top rows, blue for the bottom rows."""
     v = values.double()
@@ -134,23 +147,31 @@ def _histogram_svg(values: Tensor, bins: int = 30, w: int = 360, h: int = 90,
     top = max(counts) or 1
     left, base = 34, h - 22  # room for the y labels; the x axis line, marks below it
     bw = (w - left) / bins
-    bars = "".join(f'<rect x="{left + i * bw:.1f}" y="{base - c / top * (base - 6):.1f}" width="{bw - 1:.1f}" '
-                   f'height="{c / top * (base - 6):.1f}" fill="#4c78a8"/>' for i, c in enumerate(counts))
+    bars = "".join(
+        f'<rect x="{left + i * bw:.1f}" y="{base - c / top * (base - 6):.1f}" width="{bw - 1:.1f}" '
+        f'height="{c / top * (base - 6):.1f}" fill="#4c78a8"/>'
+        for i, c in enumerate(counts)
+    )
     span = (hi - lo) or 1.0
 
     def x_of(s: float) -> float:
         return left + (s - lo) / span * (w - left)
 
-    ticks = "".join(f'<line x1="{x_of(s):.1f}" x2="{x_of(s):.1f}" y1="{base + 1}" y2="{base + 7}" stroke="{c}" '
-                    f'stroke-width="1.5"><title>{s:+.4g}</title></line>'
-                    for group, c in ((marks[0], "#d62728"), (marks[1], "#1f77b4")) for s in group)
-    axis = (f'<line x1="{left}" x2="{left}" y1="6" y2="{base}" stroke="#333"/>'
-            f'<line x1="{left}" x2="{w}" y1="{base}" y2="{base}" stroke="#333"/>'
-            f'<text x="{left - 3}" y="10" font-size="10" text-anchor="end">{int(top)}</text>'
-            f'<text x="{left - 3}" y="{base}" font-size="10" text-anchor="end">0</text>'
-            f'<text x="2" y="{base / 2:.0f}" font-size="9">count</text>'
-            f'<text x="{left}" y="{h - 2}" font-size="10">{lo:.3g}</text>'
-            f'<text x="{w}" y="{h - 2}" font-size="10" text-anchor="end">{hi:.3g}</text>')
+    ticks = "".join(
+        f'<line x1="{x_of(s):.1f}" x2="{x_of(s):.1f}" y1="{base + 1}" y2="{base + 7}" stroke="{c}" '
+        f'stroke-width="1.5"><title>{s:+.4g}</title></line>'
+        for group, c in ((marks[0], "#d62728"), (marks[1], "#1f77b4"))
+        for s in group
+    )
+    axis = (
+        f'<line x1="{left}" x2="{left}" y1="6" y2="{base}" stroke="#333"/>'
+        f'<line x1="{left}" x2="{w}" y1="{base}" y2="{base}" stroke="#333"/>'
+        f'<text x="{left - 3}" y="10" font-size="10" text-anchor="end">{int(top)}</text>'
+        f'<text x="{left - 3}" y="{base}" font-size="10" text-anchor="end">0</text>'
+        f'<text x="2" y="{base / 2:.0f}" font-size="9">count</text>'
+        f'<text x="{left}" y="{h - 2}" font-size="10">{lo:.3g}</text>'
+        f'<text x="{w}" y="{h - 2}" font-size="10" text-anchor="end">{hi:.3g}</text>'
+    )
     return f'<svg width="{w}" height="{h}" role="img" aria-label="score histogram">{bars}{axis}{ticks}</svg>'
 
 
@@ -168,7 +189,9 @@ def _heatmap(sdi_q: Tensor, rows: list[int], texts: list[str]) -> str:
     body = "".join(
         f"<tr><td class=txt>#{i} {html.escape(_one_line(texts[i], 60))}</td>"
         + "".join(f'<td style="background:{_color(float(x), scale)}">{float(x):+.3g}</td>' for x in sub[n])
-        + "</tr>" for n, i in enumerate(rows))
+        + "</tr>"
+        for n, i in enumerate(rows)
+    )
     return f"<table class=heat><tr><th>training example</th>{head}</tr>{body}</table>"
 
 
@@ -186,32 +209,41 @@ def html_report(run: str | Path, out: str | Path | None = None, top: int = 10) -
     res, texts, scores = r["result"], r["texts"], r["scores"]
     ident = res.get("identity", {})
     esc = html.escape
-    parts = [f"<!doctype html><meta charset=utf-8><title>{esc(res.get('method', ''))} attribution</title>",
-             f"<style>{CSS}</style><h1>{esc(res.get('method', '?').upper())} attribution</h1>",
-             f"<p class=meta>model <b>{esc(str(ident.get('model', {}).get('spec', '?')))}</b> "
-             f"(weights sha256 {esc(str(ident.get('model', {}).get('weights_sha256', ''))[:16])}); "
-             f"train {esc(str(ident.get('data', {}).get('train', '?')))} ({res.get('n_train')} sequences); "
-             f"queries {esc(str(ident.get('data', {}).get('queries', '?')))} ({res.get('n_queries')}). "
-             "Positive score: the training example helps the query (TracIn: lowers its loss; EK-FAC: raises the "
-             "measurement); negative: it works against it.</p>"]
+    parts = [
+        f"<!doctype html><meta charset=utf-8><title>{esc(res.get('method', ''))} attribution</title>",
+        f"<style>{CSS}</style><h1>{esc(res.get('method', '?').upper())} attribution</h1>",
+        f"<p class=meta>model <b>{esc(str(ident.get('model', {}).get('spec', '?')))}</b> "
+        f"(weights sha256 {esc(str(ident.get('model', {}).get('weights_sha256', ''))[:16])}); "
+        f"train {esc(str(ident.get('data', {}).get('train', '?')))} ({res.get('n_train')} sequences); "
+        f"queries {esc(str(ident.get('data', {}).get('queries', '?')))} ({res.get('n_queries')}). "
+        "Positive score: the training example helps the query (TracIn: lowers its loss; EK-FAC: raises the "
+        "measurement); negative: it works against it.</p>",
+    ]
     lds_line = _lds_line(run, res)
     parts += [f"<p class=meta><b>{esc(lds_line)}</b></p>"] if lds_line else []
     for j, rank in enumerate(rankings(scores, top)):
         parts.append(f"<h2>query {j}</h2><div class=q>{esc(texts['queries'][j])}</div>")
         tables = []
         for label, rows in (("top (most helpful)", rank["top"]), ("bottom (most harmful)", rank["bottom"])):
-            body = "".join(f"<tr><td>{n + 1}</td><td>{s:+.4g}</td><td>#{i}</td><td class=txt>{esc(texts['train'][i])}</td></tr>"
-                           for n, (i, s) in enumerate(rows))
-            tables.append(f"<div><h3>{label}</h3><table><tr><th>rank</th><th>score</th><th>row</th><th>text</th></tr>"
-                          f"{body}</table></div>")
-        parts.append(f"<h3>score distribution over all {scores.shape[0]} training examples</h3>"
-                     + _histogram_svg(scores[:, j], marks=([x for _, x in rank["top"]],
-                                                            [x for _, x in rank["bottom"]])))
+            body = "".join(
+                f"<tr><td>{n + 1}</td><td>{s:+.4g}</td><td>#{i}</td><td class=txt>{esc(texts['train'][i])}</td></tr>"
+                for n, (i, s) in enumerate(rows)
+            )
+            tables.append(
+                f"<div><h3>{label}</h3><table><tr><th>rank</th><th>score</th><th>row</th><th>text</th></tr>"
+                f"{body}</table></div>"
+            )
+        parts.append(
+            f"<h3>score distribution over all {scores.shape[0]} training examples</h3>"
+            + _histogram_svg(scores[:, j], marks=([x for _, x in rank["top"]], [x for _, x in rank["bottom"]]))
+        )
         parts.append("<div class=cols>" + "".join(tables) + "</div>")
         if r["sdi"] is not None:
             rows = [i for i, _ in rank["top"]] + [i for i, _ in rank["bottom"] if i not in dict(rank["top"])]
-            parts.append("<h3>SDI: influence through each loop step of the query (top and bottom examples)</h3>"
-                         + _heatmap(r["sdi"][:, j], rows, texts["train"]))
+            parts.append(
+                "<h3>SDI: influence through each loop step of the query (top and bottom examples)</h3>"
+                + _heatmap(r["sdi"][:, j], rows, texts["train"])
+            )
     path = Path(out or run) / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     from interp.store.atomic import atomic_write_bytes

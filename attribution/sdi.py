@@ -65,7 +65,8 @@ def step_decomposed_influence(
     step_matrix: bool = False,
     featurizer: GradientFeaturizer | None = None,
 ) -> SDIResult:
-    """SDI over checkpoints (each loaded into a new model; `model` is not modified). `sketch_dim=None` gives the exact result."""
+    """SDI over checkpoints (each loaded into a new model; `model` is not modified). `sketch_dim=None` gives the exact
+    result."""
     feat = featurizer or looped_featurizer(model, sketch_dim, seed)
     was_training = model.training
     model.eval()
@@ -74,8 +75,12 @@ def step_decomposed_influence(
         for ck in checkpoints:
             work = ck.load(model)  # a new model: `model` (often memoised) is never written to
             f = feat.rebind(model, work)
-            part = sdi_from_features(features(work, f, train, None, batch_size),
-                                     features(work, f, queries, None, batch_size), ck.lr, step_matrix)
+            part = sdi_from_features(
+                features(work, f, train, None, batch_size),
+                features(work, f, queries, None, batch_size),
+                ck.lr,
+                step_matrix,
+            )
             if total is None:
                 total = part
             else:
@@ -107,7 +112,7 @@ def untied_step_gradients(model: nn.Module, ids: Tensor, mask: Tensor | None = N
                 object.__setattr__(proxy, "target", copies[name][t])
         rows = []
         for b in range(ids.shape[0]):
-            loss = per_example_lm_loss(model, ids[b:b + 1], mask[b:b + 1]).sum()
+            loss = per_example_lm_loss(model, ids[b : b + 1], mask[b : b + 1]).sum()
             steps = []
             for t in range(tau):
                 params = [p for name in groups for p in _weight_bias(copies[name][t])]
@@ -116,7 +121,9 @@ def untied_step_gradients(model: nn.Module, ids: Tensor, mask: Tensor | None = N
             grads = torch.autograd.grad(loss, flat, allow_unused=True)
             grads = [torch.zeros_like(p) if g is None else g for p, g in zip(flat, grads)]
             per = len(steps[0])
-            rows.append(torch.stack([torch.cat([g.flatten() for g in grads[t * per:(t + 1) * per]]) for t in range(tau)]))
+            rows.append(
+                torch.stack([torch.cat([g.flatten() for g in grads[t * per : (t + 1) * per]]) for t in range(tau)])
+            )
         return torch.stack(rows)
     finally:
         for name, proxies in groups.items():

@@ -52,19 +52,29 @@ class Checkpoint:
             return fresh.eval()
         folder = Path(self.path)
         if not (folder / "config.json").is_file() or not any(folder.glob("*.safetensors")):
-            raise FileNotFoundError(f"checkpoint {self.path} is not a save_pretrained folder (config.json and "
-                                    ".safetensors weights); write checkpoints with model.save_pretrained(folder)")
+            raise FileNotFoundError(
+                f"checkpoint {self.path} is not a save_pretrained folder (config.json and "
+                ".safetensors weights); write checkpoints with model.save_pretrained(folder)"
+            )
         if not hasattr(type(model), "from_pretrained"):
             raise ValueError(f"{type(model).__name__} has no from_pretrained; pass a HF PreTrainedModel")
         saved = json.loads((folder / "config.json").read_text())
         want = model.config.to_dict()
         if saved.get("model_type") != want.get("model_type"):  # checked first: a foreign config would build a
-            raise ValueError(f"checkpoint {self.path} is a {saved.get('model_type')!r} model, not "  # default-size model
-                             f"{want.get('model_type')!r}: it was saved from another architecture")
-        sizes = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "n_embd", "n_layer")
-                 if k in want and saved.get(k, want[k]) != want[k]]
+            raise ValueError(
+                f"checkpoint {self.path} is a {saved.get('model_type')!r} model, not "  # default-size model
+                f"{want.get('model_type')!r}: it was saved from another architecture"
+            )
+        sizes = [
+            k
+            for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "n_embd", "n_layer")
+            if k in want and saved.get(k, want[k]) != want[k]
+        ]
         if sizes:
-            raise ValueError(f"checkpoint {self.path} has another shape than the model ({', '.join(f'{k} {saved.get(k)} != {want[k]}' for k in sizes)})")
+            raise ValueError(
+                f"checkpoint {self.path} has another shape than the model "
+                f"({', '.join(f'{k} {saved.get(k)} != {want[k]}' for k in sizes)})"
+            )
         from transformers.utils import logging as hf_logging
 
         bars = hf_logging.is_progress_bar_enabled()
@@ -79,8 +89,10 @@ class Checkpoint:
         missing = [k for k in info.get("missing_keys", []) if k]
         bad = list(info.get("mismatched_keys", []))
         if missing or bad:
-            raise ValueError(f"checkpoint {self.path} does not fit {type(model).__name__}: missing {missing[:5]}, "
-                             f"mismatched shapes {bad[:5]}; it was saved from another architecture or size")
+            raise ValueError(
+                f"checkpoint {self.path} does not fit {type(model).__name__}: missing {missing[:5]}, "
+                f"mismatched shapes {bad[:5]}; it was saved from another architecture or size"
+            )
         fresh.config._attn_implementation = model.config._attn_implementation
         return fresh.to(param.device).eval()
 
@@ -148,31 +160,45 @@ def expand_checkpoints(specs: Sequence[str | Path]) -> list[str]:
             target = folder / f"step_{step}"
             if not target.is_dir():
                 have = [Path(p).name for p in run_checkpoints(folder)] if folder.is_dir() else []
-                raise FileNotFoundError(f"checkpoint {spec}: no folder {target}" + (f"; the run has {', '.join(have)}" if have else ""))
+                raise FileNotFoundError(
+                    f"checkpoint {spec}: no folder {target}" + (f"; the run has {', '.join(have)}" if have else "")
+                )
             out.append(str(target))
         elif folder.is_dir() and not (folder / "config.json").exists() and any(folder.glob("step_*")):
             out += run_checkpoints(folder)
         elif folder.is_dir():
             out.append(str(folder))
         else:
-            raise FileNotFoundError(f"checkpoint {spec}: no such folder (give a run folder, RUN@N or a checkpoint folder)")
+            raise FileNotFoundError(
+                f"checkpoint {spec}: no such folder (give a run folder, RUN@N or a checkpoint folder)"
+            )
     return out
 
 
 @torch.no_grad()
-def features(model: nn.Module, featurizer: GradientFeaturizer, ids: Tensor, mask: Tensor | None = None,
-             batch_size: int = 16) -> Tensor:
+def features(
+    model: nn.Module, featurizer: GradientFeaturizer, ids: Tensor, mask: Tensor | None = None, batch_size: int = 16
+) -> Tensor:
     """Per-example, per-use features [n, uses, dim] of a token tensor, in batches (on the model's device)."""
     device = next(model.parameters()).device
     mask = torch.ones_like(ids) if mask is None else mask
-    out = [featurizer(model, ids[i:i + batch_size].to(device), mask[i:i + batch_size].to(device))
-           for i in range(0, len(ids), batch_size)]
+    out = [
+        featurizer(model, ids[i : i + batch_size].to(device), mask[i : i + batch_size].to(device))
+        for i in range(0, len(ids), batch_size)
+    ]
     return torch.cat(out)
 
 
-def tracin(model: nn.Module, checkpoints: Sequence[Checkpoint], featurizer: GradientFeaturizer, train: Tensor,
-           queries: Tensor, train_mask: Tensor | None = None, query_mask: Tensor | None = None,
-           batch_size: int = 16) -> Tensor:
+def tracin(
+    model: nn.Module,
+    checkpoints: Sequence[Checkpoint],
+    featurizer: GradientFeaturizer,
+    train: Tensor,
+    queries: Tensor,
+    train_mask: Tensor | None = None,
+    query_mask: Tensor | None = None,
+    batch_size: int = 16,
+) -> Tensor:
     """TracIn scores [n_train, n_query] summed over checkpoints with learning-rate weights.
 
     Each checkpoint is loaded into a new model (`Checkpoint.load`); `model` only gives the architecture

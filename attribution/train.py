@@ -94,7 +94,7 @@ def train_lm(
 
         bar = tqdm(bar, desc="training", unit="step")
     for step in bar:
-        batch = pool[stream[(step - 1) * batch_size: step * batch_size]].to(device)
+        batch = pool[stream[(step - 1) * batch_size : step * batch_size]].to(device)
         loss = model(input_ids=batch, labels=batch).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

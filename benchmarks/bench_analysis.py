@@ -1,6 +1,7 @@
 """The analysis layer against TransformerLens, side by side in one run on the same weights and prompts.
 
-    .venv/bin/python benchmarks/bench_analysis.py            # pythia-70m-init (random weights), 24 tokens, 5 repetitions
+    .venv/bin/python benchmarks/bench_analysis.py            # pythia-70m-init (random weights), 24 tokens, 5
+    repetitions
     .venv/bin/python benchmarks/bench_analysis.py --quick    # pythia-14m-init, 12 tokens, 1 repetition
     .venv/bin/python benchmarks/bench_analysis.py --ioi      # SmolLM2-135M on the IOI prompt: 30x14 resid_pre, 30x9 z
 
@@ -68,7 +69,9 @@ def tl_attribution(tl, clean, corrupted, metric, names):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small model, one repetition (a smoke check)")
-    ap.add_argument("--model", default=None, help="model spec (default pythia-70m-init, or pythia-14m-init with --quick)")
+    ap.add_argument(
+        "--model", default=None, help="model spec (default pythia-70m-init, or pythia-14m-init with --quick)"
+    )
     ap.add_argument("--pos", type=int, default=None, metavar="INT", help="prompt length in tokens")
     ap.add_argument("--reps", type=int, default=None, metavar="INT", help="repetitions per row")
     ap.add_argument("--ioi", action="store_true", help="SmolLM2-135M on the IOI pair; patching rows, bridge only")
@@ -110,8 +113,11 @@ def main() -> None:
     runs = {
         "act_sweep_ours": lambda: activation_patching(model, clean, corrupted, "resid_pre", metric=metric),
         "act_sweep_ours_from_embeddings": lambda: activation_patching(
-            model, clean, corrupted, "resid_pre", metric=metric, start_from_cache=False),
-        "act_sweep_ours_default_metric": lambda: activation_patching(model, clean, corrupted, "resid_pre", answer=a, wrong=b),
+            model, clean, corrupted, "resid_pre", metric=metric, start_from_cache=False
+        ),
+        "act_sweep_ours_default_metric": lambda: activation_patching(
+            model, clean, corrupted, "resid_pre", answer=a, wrong=b
+        ),
         "act_sweep_tl_hooked": lambda: tlp.get_act_patch_resid_pre(hooked, corrupted, hooked_cache, metric),
         "act_sweep_tl_bridge": lambda: tlp.get_act_patch_resid_pre(bridge, corrupted, bridge_cache, metric),
         "z_sweep_ours": lambda: activation_patching(model, clean, corrupted, "z", metric=metric),
@@ -128,6 +134,7 @@ def main() -> None:
         runs = {k: v for k, v in runs.items() if "hooked" not in k}
     if args.ioi:  # the patching grids of the issue only
         runs = {k: v for k, v in runs.items() if "sweep" in k}
+
     def grad_mode(k):  # TL's tutorials switch gradients off globally; only attribution needs them
         return torch.enable_grad() if k.startswith("attribution") else torch.no_grad()
 
@@ -141,9 +148,16 @@ def main() -> None:
             with grad_mode(k):
                 times[k].append(median_time(fn, 1))
     med = {k: statistics.median(v) for k, v in times.items()}
-    results["setup"] = {"model": spec, "n_layers": model.n_layers, "d_model": model.d_model, "pos": n_pos,
-                        "reps": reps, "threads": torch.get_num_threads()}
+    results["setup"] = {
+        "model": spec,
+        "n_layers": model.n_layers,
+        "d_model": model.d_model,
+        "pos": n_pos,
+        "reps": reps,
+        "threads": torch.get_num_threads(),
+    }
     results["seconds"] = {k: round(v, 4) for k, v in med.items()}
+
     def ratio(theirs, ours):
         return round(med[theirs] / med[ours], 2) if theirs in med and ours in med else None
 
@@ -178,9 +192,13 @@ def main() -> None:
     }
     if "attribution_ours" in values and "attribution_tl_hooked" in values:
         results["agreement_max_abs_diff"]["attribution_vs_tl_hooked"] = float(
-            (values["attribution_ours"].effect - values["attribution_tl_hooked"]).abs().max())
-        results["attribution_vs_activation_correlation"] = float(torch.corrcoef(torch.stack(
-            [values["attribution_ours"].effect.flatten(), values["act_sweep_ours"].effect.flatten()]))[0, 1])
+            (values["attribution_ours"].effect - values["attribution_tl_hooked"]).abs().max()
+        )
+        results["attribution_vs_activation_correlation"] = float(
+            torch.corrcoef(
+                torch.stack([values["attribution_ours"].effect.flatten(), values["act_sweep_ours"].effect.flatten()])
+            )[0, 1]
+        )
     print(json.dumps(results, indent=1))
 
 

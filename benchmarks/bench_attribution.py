@@ -41,11 +41,13 @@ import time
 
 import torch
 
-SIZES = {"small": dict(hidden_size=32, num_attention_heads=2, intermediate_size=128),
-         "medium": dict(hidden_size=128, num_attention_heads=4, intermediate_size=512),
-         "large": dict(hidden_size=256, num_attention_heads=8, intermediate_size=1024),
-         "xl": dict(hidden_size=512, num_attention_heads=8, intermediate_size=2048),
-         "xxl": dict(hidden_size=1024, num_attention_heads=16, intermediate_size=4096)}
+SIZES = {
+    "small": dict(hidden_size=32, num_attention_heads=2, intermediate_size=128),
+    "medium": dict(hidden_size=128, num_attention_heads=4, intermediate_size=512),
+    "large": dict(hidden_size=256, num_attention_heads=8, intermediate_size=1024),
+    "xl": dict(hidden_size=512, num_attention_heads=8, intermediate_size=2048),
+    "xxl": dict(hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
+}
 QUICK_SIZES = ("small", "medium", "large")
 
 
@@ -63,29 +65,42 @@ def one(size: str, mode: str, n_train: int, n_query: int, device: str = "cpu") -
     torch.set_num_threads(1)
     model = _model(size).to(device)
     g = torch.Generator().manual_seed(0)
-    train, queries = torch.randint(0, 257, (n_train, 64), generator=g), torch.randint(0, 257, (n_query, 64), generator=g)
+    train, queries = (
+        torch.randint(0, 257, (n_train, 64), generator=g),
+        torch.randint(0, 257, (n_query, 64), generator=g),
+    )
     feat = looped_featurizer(model, None if mode == "exact" else 2048)
     if device != "cpu":
         torch.cuda.reset_peak_memory_stats()
     features(model, feat, queries[:2])  # warm-up
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    res = sdi_from_features(features(model, feat, train, batch_size=8), features(model, feat, queries, batch_size=8), 1.0)
+    res = sdi_from_features(
+        features(model, feat, train, batch_size=8), features(model, feat, queries, batch_size=8), 1.0
+    )
     if device != "cpu":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     n_body = sum(p.numel() for p in model.body_parameters().values())
-    out = {"seconds": seconds, "peak_rss_growth_mb": (peak - base) / 1024, "body_params": n_body,
-           "feature_dim": feat.dim(), "checksum": float(res.tracin.sum())}
+    out = {
+        "seconds": seconds,
+        "peak_rss_growth_mb": (peak - base) / 1024,
+        "body_params": n_body,
+        "feature_dim": feat.dim(),
+        "checksum": float(res.tracin.sum()),
+    }
     if device != "cpu":
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
 
 
 def run_one(size, mode, n_train, n_query, device="cpu") -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", size, mode, str(n_train), str(n_query), device],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", size, mode, str(n_train), str(n_query), device],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         return {"failed": (out.stderr.strip().splitlines() or ["killed"])[-1][:300], "returncode": out.returncode}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -107,13 +122,19 @@ def crossover(sizes, n_train: int, n_query: int, device: str = "cpu") -> dict:
     def first(ratio):
         return next((s for s, r in table.items() if r.get(ratio, 0) > 1), None)
 
-    return {"rows": table, "sketch_faster_from": first("time_ratio_exact_over_sketch"),
-            "sketch_smaller_from": first("memory_ratio_exact_over_sketch"), "n_train": n_train, "n_query": n_query,
-            "device": device}
+    return {
+        "rows": table,
+        "sketch_faster_from": first("time_ratio_exact_over_sketch"),
+        "sketch_smaller_from": first("memory_ratio_exact_over_sketch"),
+        "n_train": n_train,
+        "n_query": n_query,
+        "device": device,
+    }
 
 
 def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
-    """Scores/s of TracIn and EK-FAC `interp attribute` jobs on the fine-tuned SmolLM2, in-process vs Ray (2 workers)."""
+    """Scores/s of TracIn and EK-FAC `interp attribute` jobs on the fine-tuned SmolLM2, in-process vs Ray (2
+    workers)."""
     import tempfile
     from pathlib import Path
 
@@ -125,7 +146,9 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
 
     root = Path(run_dir)
     if not (root / "run").is_dir():
-        return {"skipped": f"no fine-tuning run in {run_dir}: python -m attribution.experiments.smollm2 --out {run_dir}"}
+        return {
+            "skipped": f"no fine-tuning run in {run_dir}: python -m attribution.experiments.smollm2 --out {run_dir}"
+        }
     timed = {}
     real = jobs._run_shards
 
@@ -136,11 +159,23 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
 
     jobs._run_shards = timing
     steps = sorted(int(p.name[5:]) for p in (root / "run").glob("step_*"))
-    common = dict(train=f"tokens:{root / 'train.safetensors'}", queries=f"tokens:{root / 'queries.safetensors'}",
-                  device=device, batch_size=8)
-    methods = {"tracin": dict(model="smollm2-135m", checkpoints=[str(root / "run")], modules=["*layers.2[6-9].self_attn.*"],
-                              sketch_dim=2048),
-               "ekfac": dict(model="smollm2-135m", checkpoints=[f"{root / 'run'}@{steps[-1]}"], component="L27H3:qk", fit_samples=16)}
+    common = dict(
+        train=f"tokens:{root / 'train.safetensors'}",
+        queries=f"tokens:{root / 'queries.safetensors'}",
+        device=device,
+        batch_size=8,
+    )
+    methods = {
+        "tracin": dict(
+            model="smollm2-135m",
+            checkpoints=[str(root / "run")],
+            modules=["*layers.2[6-9].self_attn.*"],
+            sketch_dim=2048,
+        ),
+        "ekfac": dict(
+            model="smollm2-135m", checkpoints=[f"{root / 'run'}@{steps[-1]}"], component="L27H3:qk", fit_samples=16
+        ),
+    }
     out = {}
     try:
         with tempfile.TemporaryDirectory() as d:
@@ -148,19 +183,32 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
                 for executor in ("inprocess", "ray"):
                     clear_worker_cache()
                     n = len(load_file(str(root / "train.safetensors"))["tokens"])
-                    cfg = AttributeConfig(method=method, out=f"{d}/{method}_{executor}", executor=executor,
-                                          num_workers=2 if executor == "ray" else None, shard_size=(n + 1) // 2,
-                                          **common, **kw)
+                    cfg = AttributeConfig(
+                        method=method,
+                        out=f"{d}/{method}_{executor}",
+                        executor=executor,
+                        num_workers=2 if executor == "ray" else None,
+                        shard_size=(n + 1) // 2,
+                        **common,
+                        **kw,
+                    )
                     t0 = time.perf_counter()
                     summary = run_attribution(cfg, progress=False)
                     job_s = time.perf_counter() - t0
-                    out[f"{method}_{executor}"] = {"n_train": n, "n_queries": summary["n_queries"], "job_seconds": job_s,
-                                                   "score_seconds": timed["score_seconds"],
-                                                   "scores_per_second": n * summary["n_queries"] / timed["score_seconds"],
-                                                   "train_per_second": n / timed["score_seconds"]}
-                    print(json.dumps({f"{method}_{executor}": out[f"{method}_{executor}"]}), file=sys.stderr, flush=True)
-                out[f"{method}_ray_over_inprocess"] = (out[f"{method}_ray"]["scores_per_second"]
-                                                       / out[f"{method}_inprocess"]["scores_per_second"])
+                    out[f"{method}_{executor}"] = {
+                        "n_train": n,
+                        "n_queries": summary["n_queries"],
+                        "job_seconds": job_s,
+                        "score_seconds": timed["score_seconds"],
+                        "scores_per_second": n * summary["n_queries"] / timed["score_seconds"],
+                        "train_per_second": n / timed["score_seconds"],
+                    }
+                    print(
+                        json.dumps({f"{method}_{executor}": out[f"{method}_{executor}"]}), file=sys.stderr, flush=True
+                    )
+                out[f"{method}_ray_over_inprocess"] = (
+                    out[f"{method}_ray"]["scores_per_second"] / out[f"{method}_inprocess"]["scores_per_second"]
+                )
     finally:
         jobs._run_shards = real
     return out
@@ -169,14 +217,20 @@ def smollm2_jobs(run_dir: str, device: str = "cpu") -> dict:
 def influence_throughput(n_train: int) -> dict:
     import interp
     from attribution.influence import HeadComponent, fit_ekfac, influence_scores, lm_loss, mean_gradient
-
     from interp.models.pythia import random_pythia
 
     torch.set_num_threads(1)
     # A Pythia-shaped model: Kronfluence needs modules that are called (the looped GPT's shared Linears
     # are used through per-step proxies, so Kronfluence sees no activations there).
-    hf = random_pythia("14m", hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
-                       vocab_size=257, max_position_embeddings=64)
+    hf = random_pythia(
+        "14m",
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+        vocab_size=257,
+        max_position_embeddings=64,
+    )
     model = interp.HookedModel(hf, None)
     g = torch.Generator().manual_seed(0)
     train, queries = torch.randint(0, 257, (n_train, 64), generator=g), torch.randint(0, 257, (4, 64), generator=g)
@@ -237,16 +291,32 @@ def _kronfluence(hf, train, queries) -> dict:
         with tempfile.TemporaryDirectory() as d:
             analyzer = Analyzer("bench", model=model, task=task, output_dir=d, disable_tqdm=True, cpu=True)
             t0 = time.perf_counter()
-            analyzer.fit_all_factors("f", dataset=DS(train[:32]), per_device_batch_size=8,
-                                     factor_args=FactorArguments(strategy="ekfac"), overwrite_output_dir=True)
+            analyzer.fit_all_factors(
+                "f",
+                dataset=DS(train[:32]),
+                per_device_batch_size=8,
+                factor_args=FactorArguments(strategy="ekfac"),
+                overwrite_output_dir=True,
+            )
             fit_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            analyzer.compute_pairwise_scores("s", factors_name="f", query_dataset=DS(queries), train_dataset=DS(train),
-                                             per_device_query_batch_size=4, per_device_train_batch_size=8,
-                                             score_args=ScoreArguments(), overwrite_output_dir=True)
+            analyzer.compute_pairwise_scores(
+                "s",
+                factors_name="f",
+                query_dataset=DS(queries),
+                train_dataset=DS(train),
+                per_device_query_batch_size=4,
+                per_device_train_batch_size=8,
+                score_args=ScoreArguments(),
+                overwrite_output_dir=True,
+            )
             score_s = time.perf_counter() - t0
-        return {"fit_seconds": fit_s, "score_seconds": score_s, "train_per_second": len(train) / score_s,
-                "note": "EK-FAC over the whole fused q|k|v Linear of layer 1 (all heads, q, k and v)"}
+        return {
+            "fit_seconds": fit_s,
+            "score_seconds": score_s,
+            "train_per_second": len(train) / score_s,
+            "note": "EK-FAC over the whole fused q|k|v Linear of layer 1 (all heads, q, k and v)",
+        }
     except Exception as e:  # noqa: BLE001
         return {"failed": f"{type(e).__name__}: {str(e)[:300]}"}
 
@@ -278,8 +348,12 @@ def _tiled_store(src, dst, times: int):
     from interp.store import ActivationStore, write_shard_file
 
     a = ActivationStore.open(src)
-    data = dict(a.meta.data, n_train=times * a.meta.data["n_train"], train=f"{a.meta.data['train']} x{times}",
-                row_hashes=a.meta.data["row_hashes"] * times)
+    data = dict(
+        a.meta.data,
+        n_train=times * a.meta.data["n_train"],
+        train=f"{a.meta.data['train']} x{times}",
+        row_hashes=a.meta.data["row_hashes"] * times,
+    )
     order = a.shard_indices
     b = ActivationStore.open_or_create(dst, replace(a.meta, data=data), n_shards_planned=times * len(order))
     n = len(a)
@@ -329,19 +403,23 @@ def store_query_rss(store: str, queries: str) -> dict:
     query_store(cfg)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"peak_rss_mb": round(peak / 2**20, 1), "search_rss_growth_mb": round(samples[0] / 2**20, 2),
-            "query_seconds": round(seconds, 4)}
+    return {
+        "peak_rss_mb": round(peak / 2**20, 1),
+        "search_rss_growth_mb": round(samples[0] / 2**20, 2),
+        "query_seconds": round(seconds, 4),
+    }
 
 
 def serial_queries(work: str, n_train: int = 10_000, n_sets: int = 10, per_set: int = 8, dim: int = 512) -> dict:
     """Item 7: ten query sets through the store vs recomputing the training side for the tenth."""
     from pathlib import Path
 
+    from transformers.utils import logging as hf_logging
+
     from attribution.gradstore import BuildConfig, Projection, QueryConfig, build_store, exact_topk, query_store
     from attribution.jobs import save_tokens
     from attribution.lds_task import LMTaskConfig, build_tokens, new_model
     from attribution.train import train_lm
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(1)
@@ -353,49 +431,77 @@ def serial_queries(work: str, n_train: int = 10_000, n_sets: int = 10, per_set: 
     spec = f"looped-gpt:{root / 'model'}@64"
     save_tokens(root / "train.safetensors", train, "interp/byte-level")
     t0 = time.perf_counter()
-    built = build_store(BuildConfig(model=spec, train=f"tokens:{root / 'train.safetensors'}", out=str(root / "store"),
-                                    projection="random", dim=dim, shard_size=500, batch_size=50, device="cpu"),
-                        progress=False)
+    built = build_store(
+        BuildConfig(
+            model=spec,
+            train=f"tokens:{root / 'train.safetensors'}",
+            out=str(root / "store"),
+            projection="random",
+            dim=dim,
+            shard_size=500,
+            batch_size=50,
+            device="cpu",
+        ),
+        progress=False,
+    )
     build_s = time.perf_counter() - t0
     sets = []
     for k in range(n_sets):
-        save_tokens(root / f"q{k}.safetensors", queries[k * per_set:(k + 1) * per_set], "interp/byte-level")
+        save_tokens(root / f"q{k}.safetensors", queries[k * per_set : (k + 1) * per_set], "interp/byte-level")
         t = time.perf_counter()
-        res = query_store(QueryConfig(store=str(root / "store"), queries=f"tokens:{root / f'q{k}.safetensors'}",
-                                      top=10, device="cpu"))
+        res = query_store(
+            QueryConfig(store=str(root / "store"), queries=f"tokens:{root / f'q{k}.safetensors'}", top=10, device="cpu")
+        )
         sets.append({"seconds": time.perf_counter() - t, "search_seconds": res["search_seconds"]})
     t = time.perf_counter()
-    vals, idx = exact_topk(spec, train, queries[(n_sets - 1) * per_set:], [], Projection("random", dim, 0), 10,
-                           batch_size=50)
+    vals, idx = exact_topk(
+        spec, train, queries[(n_sets - 1) * per_set :], [], Projection("random", dim, 0), 10, batch_size=50
+    )
     direct_s = time.perf_counter() - t
     for m in (2, 4):
         _tiled_store(root / "store", root / f"store_x{m}", m)
     rss = {}
     for name in ("store", "store_x2", "store_x4"):
-        out = subprocess.run([sys.executable, __file__, "--store-rss", str(root / name),
-                              f"tokens:{root / 'q0.safetensors'}"], capture_output=True, text=True)
-        rss[name] = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {
-            "failed": out.stderr[-300:]}
+        out = subprocess.run(
+            [sys.executable, __file__, "--store-rss", str(root / name), f"tokens:{root / 'q0.safetensors'}"],
+            capture_output=True,
+            text=True,
+        )
+        rss[name] = (
+            json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"failed": out.stderr[-300:]}
+        )
     peak = {k: v.get("peak_rss_mb") for k, v in rss.items()}
     store_mb = {k: round(sum(f.stat().st_size for f in (root / k).glob("shard_*")) / 2**20, 1) for k in rss}
     tenth = sets[-1]["seconds"]
-    return {"n_train": n_train, "query_sets": n_sets, "queries_per_set": per_set, "projection": built["projection"],
-            "store_dim": built["dim"], "n_params": built["n_params"], "build_seconds": round(build_s, 2),
-            "query_set_seconds": [round(x["seconds"], 3) for x in sets],
-            "tenth_query_set_seconds": round(tenth, 3), "tenth_recomputed_seconds": round(direct_s, 2),
-            "ratio_recompute_over_store": round(direct_s / tenth, 1),
-            "top10_identical": bool(torch.equal(res["rows"], idx)),
-            "max_abs_score_diff": float((res["scores"] - vals).abs().max()),
-            "store_mb": store_mb, "query_peak_rss_mb": peak, "query_rss": rss,
-            "peak_rss_ratio_x2": round(peak["store_x2"] / peak["store"], 3) if all(peak.values()) else None,
-            "peak_rss_ratio_x4": round(peak["store_x4"] / peak["store"], 3) if all(peak.values()) else None}
+    return {
+        "n_train": n_train,
+        "query_sets": n_sets,
+        "queries_per_set": per_set,
+        "projection": built["projection"],
+        "store_dim": built["dim"],
+        "n_params": built["n_params"],
+        "build_seconds": round(build_s, 2),
+        "query_set_seconds": [round(x["seconds"], 3) for x in sets],
+        "tenth_query_set_seconds": round(tenth, 3),
+        "tenth_recomputed_seconds": round(direct_s, 2),
+        "ratio_recompute_over_store": round(direct_s / tenth, 1),
+        "top10_identical": bool(torch.equal(res["rows"], idx)),
+        "max_abs_score_diff": float((res["scores"] - vals).abs().max()),
+        "store_mb": store_mb,
+        "query_peak_rss_mb": peak,
+        "query_rss": rss,
+        "peak_rss_ratio_x2": round(peak["store_x2"] / peak["store"], 3) if all(peak.values()) else None,
+        "peak_rss_ratio_x4": round(peak["store_x4"] / peak["store"], 3) if all(peak.values()) else None,
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
-    p.add_argument("--sizes", default=None, help="comma-separated looped-GPT sizes (default: all; --quick: small..large)")
+    p.add_argument(
+        "--sizes", default=None, help="comma-separated looped-GPT sizes (default: all; --quick: small..large)"
+    )
     p.add_argument("--smollm2-run", default=None, help="fine-tuning output folder for the SmolLM2 job rows")
     p.add_argument("--only", default=None, help="comma-separated parts: crossover,scaling,influence,smollm2")
     p.add_argument("--store", action="store_true", help="serial queries through the gradient store (item 7) only")

@@ -117,8 +117,12 @@ def bench_store_write(rows: int, d: int, reps: int) -> dict:
     from interp.store.safetensors_io import write_safetensors_hashed
 
     g = torch.Generator().manual_seed(0)
-    tensors = {"blocks.0.hook_resid_post": torch.randn(rows, d, generator=g), "tokens": torch.zeros(rows, dtype=torch.int32),
-               "seq": torch.zeros(rows, dtype=torch.int64), "pos": torch.zeros(rows, dtype=torch.int32)}
+    tensors = {
+        "blocks.0.hook_resid_post": torch.randn(rows, d, generator=g),
+        "tokens": torch.zeros(rows, dtype=torch.int32),
+        "seq": torch.zeros(rows, dtype=torch.int64),
+        "pos": torch.zeros(rows, dtype=torch.int32),
+    }
     mb = sum(t.numel() * t.element_size() for t in tensors.values()) / 1e6
     # Each write makes a new file, as a caching run does (replacing a file costs extra in both cases).
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,15 +152,36 @@ def peak_rss_of_cache(tokens: int, workdir: str) -> dict:
         "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
         "    print(json.dumps({'maxrss_kb': int(hwm)}), file=sys.stderr)\n"
     )
-    args = ["cache", "--model", "pythia-14m-init", "--hooks", "blocks.3.hook_resid_post", "--data", "synthetic:repeat",
-            "--max-tokens", str(tokens), "--ctx-len", "256", "--seqs-per-shard", "64", "--batch-size", "32", "--out", str(out)]
+    args = [
+        "cache",
+        "--model",
+        "pythia-14m-init",
+        "--hooks",
+        "blocks.3.hook_resid_post",
+        "--data",
+        "synthetic:repeat",
+        "--max-tokens",
+        str(tokens),
+        "--ctx-len",
+        "256",
+        "--seqs-per-shard",
+        "64",
+        "--batch-size",
+        "32",
+        "--out",
+        str(out),
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - t0
     maxrss = json.loads(proc.stderr.strip().splitlines()[-1])["maxrss_kb"]
     size = sum(p.stat().st_size for p in out.iterdir())
-    return {"tokens": tokens, "peak_rss_MB": round(maxrss / 1024, 1), "store_MB": round(size / 1e6, 1),
-            "seconds": round(seconds, 1)}
+    return {
+        "tokens": tokens,
+        "peak_rss_MB": round(maxrss / 1024, 1),
+        "store_MB": round(size / 1e6, 1),
+        "seconds": round(seconds, 1),
+    }
 
 
 def main() -> None:
@@ -172,7 +197,10 @@ def main() -> None:
     sizes = (16_384, 65_536) if args.quick else (131_072, 1_048_576)
     with tempfile.TemporaryDirectory() as tmp:
         mem = [peak_rss_of_cache(n, tmp) for n in sizes]
-    result["cache_peak_memory"] = {"runs": mem, "ratio_peak_rss_large_to_small": round(mem[1]["peak_rss_MB"] / mem[0]["peak_rss_MB"], 3)}
+    result["cache_peak_memory"] = {
+        "runs": mem,
+        "ratio_peak_rss_large_to_small": round(mem[1]["peak_rss_MB"] / mem[0]["peak_rss_MB"], 3),
+    }
     result["own_peak_rss_MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(result, indent=1))
 

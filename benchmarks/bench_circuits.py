@@ -26,8 +26,8 @@ import torch
 from circuits.finders.masks import UnitMasks, site_means, sites_of
 from circuits.finders.prune import PruneConfig, TargetNotReached, prune
 from circuits.finders.safeseek import SafeSeekConfig, safeseek
-from circuits.tasks.binary import binary_loss, get_task
 from circuits.finders.weight_sparse import WeightSparseConfig, build_model
+from circuits.tasks.binary import binary_loss, get_task
 
 
 def timed(fn, reps: int) -> float:
@@ -41,8 +41,11 @@ def timed(fn, reps: int) -> float:
 
 
 def step_overhead(d_model: int, n_layers: int, batch: int, reps: int) -> dict:
-    model = build_model(WeightSparseConfig(d_model=d_model, n_layers=n_layers, n_heads=d_model // 16, d_mlp=4 * d_model,
-                                           l0=1.0, afrac=0.0, ctx_len=64))
+    model = build_model(
+        WeightSparseConfig(
+            d_model=d_model, n_layers=n_layers, n_heads=d_model // 16, d_mlp=4 * d_model, l0=1.0, afrac=0.0, ctx_len=64
+        )
+    )
     task = get_task("quotes")
     b = task.make(batch, 0, model.tokenizer)
     inputs = {"input_ids": b.ids, "attention_mask": b.mask}
@@ -56,8 +59,13 @@ def step_overhead(d_model: int, n_layers: int, batch: int, reps: int) -> dict:
     ss = UnitMasks(model, ("head", "neuron"))
     opt_ss = torch.optim.Adam(ss.parameters(), lr=1e-2)
     prune_kinds = ("q", "k", "v", "neuron", "attn_out", "mlp_out")
-    pm = UnitMasks(model, prune_kinds, init=0.1, means=site_means(model, sites_of(model, prune_kinds), [(b.ids, b.mask)]),
-                   clamp=(-1, 1))
+    pm = UnitMasks(
+        model,
+        prune_kinds,
+        init=0.1,
+        means=site_means(model, sites_of(model, prune_kinds), [(b.ids, b.mask)]),
+        clamp=(-1, 1),
+    )
     opt_pm = torch.optim.AdamW(pm.parameters(), lr=3e-3)
 
     def mask_step(masks, opt):
@@ -67,6 +75,7 @@ def step_overhead(d_model: int, n_layers: int, batch: int, reps: int) -> dict:
             opt.zero_grad()
             loss.backward()
             opt.step()
+
         return run
 
     t_plain = t_ss = t_pm = None
@@ -80,29 +89,51 @@ def step_overhead(d_model: int, n_layers: int, batch: int, reps: int) -> dict:
         for p in model.parameters():
             p.requires_grad_(True)
     t_plain, t_ss, t_pm = (statistics.median(rows[k]) for k in ("plain", "safeseek", "prune"))
-    return {"model": f"GPT-NeoX d_model {d_model}, {n_layers} layers", "batch": batch, "tokens": int(b.mask.sum()),
-            "plain_fwd_bwd_ms": round(1e3 * t_plain, 2), "safeseek_step_ms": round(1e3 * t_ss, 2),
-            "prune_step_ms": round(1e3 * t_pm, 2), "safeseek_overhead": round(t_ss / t_plain, 2),
-            "prune_overhead": round(t_pm / t_plain, 2), "units": {"safeseek": ss.n_units, "prune": pm.n_units}}
+    return {
+        "model": f"GPT-NeoX d_model {d_model}, {n_layers} layers",
+        "batch": batch,
+        "tokens": int(b.mask.sum()),
+        "plain_fwd_bwd_ms": round(1e3 * t_plain, 2),
+        "safeseek_step_ms": round(1e3 * t_ss, 2),
+        "prune_step_ms": round(1e3 * t_pm, 2),
+        "safeseek_overhead": round(t_ss / t_plain, 2),
+        "prune_overhead": round(t_pm / t_plain, 2),
+        "units": {"safeseek": ss.n_units, "prune": pm.n_units},
+    }
 
 
 def extraction(sizes, steps: int) -> list[dict]:
     out = []
     task = get_task("quotes")
     for d, layers in sizes:
-        model = build_model(WeightSparseConfig(d_model=d, n_layers=layers, n_heads=d // 16, d_mlp=4 * d, l0=1.0, afrac=0.0))
+        model = build_model(
+            WeightSparseConfig(d_model=d, n_layers=layers, n_heads=d // 16, d_mlp=4 * d, l0=1.0, afrac=0.0)
+        )
         t0 = time.perf_counter()
         safeseek(model, task, SafeSeekConfig(steps=steps, eval_every=steps, n_train=64, n_val=64), progress=False)
         t_ss = time.perf_counter() - t0
         t0 = time.perf_counter()
         try:
-            prune(model, task, PruneConfig(steps=steps, lambda_steps=1, n_train=128, n_eval=128, target_loss=10.0), progress=False)
+            prune(
+                model,
+                task,
+                PruneConfig(steps=steps, lambda_steps=1, n_train=128, n_eval=128, target_loss=10.0),
+                progress=False,
+            )
         except TargetNotReached:
             pass
         t_pr = time.perf_counter() - t0
         n_params = sum(p.numel() for p in model.parameters())
-        out.append({"d_model": d, "layers": layers, "params": n_params, "steps": steps,
-                    "safeseek_s": round(t_ss, 2), "prune_s": round(t_pr, 2)})
+        out.append(
+            {
+                "d_model": d,
+                "layers": layers,
+                "params": n_params,
+                "steps": steps,
+                "safeseek_s": round(t_ss, 2),
+                "prune_s": round(t_pr, 2),
+            }
+        )
     base = out[0]
     for row in out:
         row["safeseek_vs_smallest"] = round(row["safeseek_s"] / base["safeseek_s"], 2)
@@ -112,9 +143,9 @@ def extraction(sizes, steps: int) -> list[dict]:
 
 def eap_vs_patching(spec: str, n: int, sample: int, ig_steps: list[int]) -> dict:
     import interp
+    from circuits.evaluation.edge_patching import patched_metric
     from circuits.finders.eap import eap, eap_ig
     from circuits.model.residual_graph import EdgeGraph
-    from circuits.evaluation.edge_patching import patched_metric
 
     model = interp.load_model(spec)
     batch = get_task("ioi").make_pairs(n, 0, model.tokenizer)
@@ -126,7 +157,9 @@ def eap_vs_patching(spec: str, n: int, sample: int, ig_steps: list[int]) -> dict
     flat = torch.nonzero(graph.valid.flatten())[:, 0]
     picks = flat[torch.randperm(len(flat), generator=gen)[:sample]]
     cache: dict = {}
-    clean = float(patched_metric(model, batch, graph.valid, cache=cache, graph=graph)["metric"].mean())  # shares the corrupted runs
+    clean = float(
+        patched_metric(model, batch, graph.valid, cache=cache, graph=graph)["metric"].mean()
+    )  # shares the corrupted runs
     t0 = time.perf_counter()
     effects, estimates = [], []
     for f in picks.tolist():
@@ -141,11 +174,19 @@ def eap_vs_patching(spec: str, n: int, sample: int, ig_steps: list[int]) -> dict
         t0 = time.perf_counter()
         eap_ig(model, batch, steps=k)
         ig[k] = round(time.perf_counter() - t0, 2)
-    return {"model": spec, "n_pairs": n, "n_edges": graph.n_edges, "eap_seconds": round(t_eap, 2),
-            "patching_seconds_per_edge": round(t_per_edge, 2), "patching_edges_sampled": sample,
-            "patching_seconds_all_edges_extrapolated": round(t_per_edge * graph.n_edges, 1),
-            "speedup_eap_vs_patching": round(t_per_edge * graph.n_edges / t_eap, 1),
-            "eap_ig_seconds_by_steps": ig, "sampled_edge_patch_effects": effects, "sampled_edge_eap_estimates": estimates}
+    return {
+        "model": spec,
+        "n_pairs": n,
+        "n_edges": graph.n_edges,
+        "eap_seconds": round(t_eap, 2),
+        "patching_seconds_per_edge": round(t_per_edge, 2),
+        "patching_edges_sampled": sample,
+        "patching_seconds_all_edges_extrapolated": round(t_per_edge * graph.n_edges, 1),
+        "speedup_eap_vs_patching": round(t_per_edge * graph.n_edges / t_eap, 1),
+        "eap_ig_seconds_by_steps": ig,
+        "sampled_edge_patch_effects": effects,
+        "sampled_edge_eap_estimates": estimates,
+    }
 
 
 def main() -> None:

@@ -8,7 +8,8 @@ Each round runs, as fresh processes: `python -c pass`, `interp --help`, `interp 
 Bytecode caches are written (PYTHONDONTWRITEBYTECODE is dropped for the runs) and one untimed warm-up
 round goes first, so each case runs as an installed CLI does after its first call. (This sandbox sets
 PYTHONDONTWRITEBYTECODE=1; with it the toolkit's own modules are compiled from source on every call, which
-made `--help` 4.4x instead of ~2x.) Reported: median wall seconds of each and the ratio to `python -c pass`. The goal of issue 15 is
+made `--help` 4.4x instead of ~2x.) Reported: median wall seconds of each and the ratio to `python -c pass`. The goal of
+issue 15 is
 `--help` <= 4x a bare interpreter start; `inspect` reads torch and the shards, so it is expected to
 cost the torch import (~1-2 s here).
 """
@@ -43,9 +44,29 @@ def run(args: list[str]) -> float:
 
 def make_store(folder: Path) -> Path:
     out = folder / "store"
-    run(["-m", "interp", "cache", "--model", "pythia-14m-init", "--hooks", "blocks.1.hook_resid_post",
-         "--data", "synthetic:repeat", "--ctx-len", "32", "--max-tokens", "2048", "--seqs-per-shard", "16",
-         "--device", "cpu", "--out", str(out)])
+    run(
+        [
+            "-m",
+            "interp",
+            "cache",
+            "--model",
+            "pythia-14m-init",
+            "--hooks",
+            "blocks.1.hook_resid_post",
+            "--data",
+            "synthetic:repeat",
+            "--ctx-len",
+            "32",
+            "--max-tokens",
+            "2048",
+            "--seqs-per-shard",
+            "16",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     return out
 
 

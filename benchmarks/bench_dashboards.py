@@ -54,8 +54,15 @@ def build_store(path: Path, rows: int, d_in: int, ctx: int = 128, seqs_per_shard
 
     per = ctx * seqs_per_shard
     n_shards = math.ceil(rows / per)
-    meta = StoreMeta(model="synthetic", model_sha256="-", hooks={HOOK: [d_in]}, dtype="bfloat16", tokenizer="-",
-                     ctx_len=ctx, data={"name": "bench_dashboards", "seed": seed})
+    meta = StoreMeta(
+        model="synthetic",
+        model_sha256="-",
+        hooks={HOOK: [d_in]},
+        dtype="bfloat16",
+        tokenizer="-",
+        ctx_len=ctx,
+        data={"name": "bench_dashboards", "seed": seed},
+    )
     st = ActivationStore.open_or_create(path, meta, n_shards_planned=n_shards)
     g = torch.Generator().manual_seed(seed)
     dirs = torch.randn(8192, d_in, generator=g) / math.sqrt(d_in)
@@ -64,10 +71,18 @@ def build_store(path: Path, rows: int, d_in: int, ctx: int = 128, seqs_per_shard
         idx = torch.randint(0, 8192, (per, 16), generator=gi)
         coef = torch.rand(per, 16, generator=gi) * 4
         x = torch.einsum("nk,nkd->nd", coef, dirs[idx]) + 0.1 * torch.randn(per, d_in, generator=gi)
-        st.commit_shard(write_shard_file(st.path, i, {
-            HOOK: x.to(torch.bfloat16), "tokens": torch.randint(0, 49152, (per,), generator=gi, dtype=torch.int32),
-            "seq": torch.arange(i * seqs_per_shard, (i + 1) * seqs_per_shard).repeat_interleave(ctx),
-            "pos": torch.arange(ctx, dtype=torch.int32).repeat(seqs_per_shard)}))
+        st.commit_shard(
+            write_shard_file(
+                st.path,
+                i,
+                {
+                    HOOK: x.to(torch.bfloat16),
+                    "tokens": torch.randint(0, 49152, (per,), generator=gi, dtype=torch.int32),
+                    "seq": torch.arange(i * seqs_per_shard, (i + 1) * seqs_per_shard).repeat_interleave(ctx),
+                    "pos": torch.arange(ctx, dtype=torch.int32).repeat(seqs_per_shard),
+                },
+            )
+        )
     return st
 
 
@@ -92,10 +107,17 @@ def run_toolkit(store_dir: str, rows: int, d_sae: int, k: int, out: str, pages: 
     with torch.no_grad():
         stats = collect(src, d_sae, progress=False)
     t1, c1 = time.perf_counter(), cpu()
-    res = {"pass_s": t1 - t0, "pass_cpu_s": c1 - c0, "rows": stats.n_rows, "fvu": src.recon.result()["fvu"], "l0": src.recon.result()["l0"],
-           "count": stats.count.tolist()[:64], "max": stats.max_value.tolist()[:64],
-           "top5_f0": [v for v, _, _ in stats.top.entries(0)][:5],
-           "peak_rss_mb_pass": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    res = {
+        "pass_s": t1 - t0,
+        "pass_cpu_s": c1 - c0,
+        "rows": stats.n_rows,
+        "fvu": src.recon.result()["fvu"],
+        "l0": src.recon.result()["l0"],
+        "count": stats.count.tolist()[:64],
+        "max": stats.max_value.tolist()[:64],
+        "top5_f0": [v for v, _, _ in stats.top.entries(0)][:5],
+        "peak_rss_mb_pass": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
     if pages:
         cfg = DashboardConfig(top=d_sae)
         write_folder(out, stats, src, Vocab(), cfg, directions=M.decoder_directions(s).detach())
@@ -106,7 +128,9 @@ def run_toolkit(store_dir: str, rows: int, d_sae: int, k: int, out: str, pages: 
     return res
 
 
-def run_plain(store_dir: str, rows: int, d_sae: int, k: int, chunk: int = 4096, K: int = 60, coact_rows: int = 262_144) -> dict:
+def run_plain(
+    store_dir: str, rows: int, d_sae: int, k: int, chunk: int = 4096, K: int = 60, coact_rows: int = 262_144
+) -> dict:
     from safetensors.torch import load_file
 
     from interp.store import ActivationStore
@@ -134,9 +158,12 @@ def run_plain(store_dir: str, rows: int, d_sae: int, k: int, chunk: int = 4096, 
                 x, pos = x_all[a : a + chunk][: rows - seen], pos_all[a : a + chunk][: rows - seen]
                 z = s.encode(x)
                 xh = s.decode(z)
-                se += float((xh - x).square().sum()); s1 = s1 + x.sum(0); s2 = s2 + x.square().sum(0)
+                se += float((xh - x).square().sum())
+                s1 = s1 + x.sum(0)
+                s2 = s2 + x.square().sum(0)
                 fires = z > 0
-                l0 += float(fires.sum()); n += len(x)
+                l0 += float(fires.sum())
+                n += len(x)
                 count += fires.sum(0)
                 total += z.sum(0).double()
                 mx = torch.maximum(mx, z.max(0).values)
@@ -151,9 +178,17 @@ def run_plain(store_dir: str, rows: int, d_sae: int, k: int, chunk: int = 4096, 
                     coact += (sp.t() @ sp).to_dense()
                 seen += len(x)
     fvu = se / float((s2 - s1.square() / n).sum())
-    return {"pass_s": time.perf_counter() - t0, "pass_cpu_s": cpu() - c0, "rows": n, "fvu": fvu, "l0": l0 / n, "count": count.tolist()[:64],
-            "max": mx.tolist()[:64], "top5_f0": best_v[:5, 0].tolist(),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "pass_s": time.perf_counter() - t0,
+        "pass_cpu_s": cpu() - c0,
+        "rows": n,
+        "fvu": fvu,
+        "l0": l0 / n,
+        "count": count.tolist()[:64],
+        "max": mx.tolist()[:64],
+        "top5_f0": best_v[:5, 0].tolist(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def child(args: list[str]) -> dict:
@@ -169,7 +204,11 @@ def main() -> None:
     ap.add_argument("--d-in", type=int, default=576)
     ap.add_argument("--d-sae", type=int, default=4096)
     ap.add_argument("--k", type=int, default=32)
-    ap.add_argument("--memory-rows", default="131072", help="Further row counts at which the toolkit pass's peak RSS is measured (--rows is always one).")
+    ap.add_argument(
+        "--memory-rows",
+        default="131072",
+        help="Further row counts at which the toolkit pass's peak RSS is measured (--rows is always one).",
+    )
     ap.add_argument("--store", default="/work/runs/dash/bench_store")
     ap.add_argument("--out", default="/work/runs/dash/bench_pages")
     ap.add_argument("--threads", type=int, default=1)
@@ -192,27 +231,50 @@ def main() -> None:
     common = ["--store", a.store, "--d-sae", str(a.d_sae), "--k", str(a.k), "--threads", str(a.threads), "--out", a.out]
     plain = child(["--child", "plain", "--rows", str(a.rows), *common])
     tool = child(["--child", "toolkit", "--rows", str(a.rows), *common])
-    memory = {r: child(["--child", "memory", "--rows", str(r), *common])["peak_rss_mb"] for r in mem_rows if r != a.rows}
+    memory = {
+        r: child(["--child", "memory", "--rows", str(r), *common])["peak_rss_mb"] for r in mem_rows if r != a.rows
+    }
     memory[a.rows] = tool["peak_rss_mb_pass"]
     memory = dict(sorted(memory.items()))
-    same = {"count": tool["count"] == plain["count"],
-            "max": all(abs(x - y) <= 1e-5 * max(1, abs(y)) for x, y in zip(tool["max"], plain["max"])),
-            "top5_f0": all(abs(x - y) <= 1e-5 * max(1, abs(y)) for x, y in zip(tool["top5_f0"], plain["top5_f0"])),
-            "fvu": abs(tool["fvu"] - plain["fvu"]) <= 1e-4 * plain["fvu"], "l0": abs(tool["l0"] - plain["l0"]) < 1e-9}
-    print(json.dumps({
-        "rows": a.rows, "d_in": a.d_in, "d_sae": a.d_sae, "k": a.k, "threads": a.threads, "store_build_s": round(store_s, 1),
-        "wall_s": {"plain_pass": round(plain["pass_s"], 1), "toolkit_pass": round(tool["pass_s"], 1),
-                   "toolkit_pages": round(tool["pages_s"], 1)},
-        "cpu_s": {"plain_pass": round(plain["pass_cpu_s"], 1), "toolkit_pass": round(tool["pass_cpu_s"], 1),
-                  "toolkit_pages": round(tool["pages_cpu_s"], 1)},
-        "toolkit_pages": tool["n_pages"],
-        "ratio_pass_cpu": round(tool["pass_cpu_s"] / plain["pass_cpu_s"], 3),
-        "ratio_pass_wall": round(tool["pass_s"] / plain["pass_s"], 3),
-        "ratio_end_to_end_cpu": round((tool["pass_cpu_s"] + tool["pages_cpu_s"]) / plain["pass_cpu_s"], 3),
-        "same_statistics": same, "fvu": round(tool["fvu"], 4), "l0": round(tool["l0"], 3),
-        "peak_rss_mb_toolkit_pass_by_rows": {str(r): round(m) for r, m in memory.items()},
-        "peak_rss_mb": {"plain": round(plain["peak_rss_mb"]), "toolkit_with_pages": round(tool["peak_rss_mb"])},
-    }, indent=1))
+    same = {
+        "count": tool["count"] == plain["count"],
+        "max": all(abs(x - y) <= 1e-5 * max(1, abs(y)) for x, y in zip(tool["max"], plain["max"])),
+        "top5_f0": all(abs(x - y) <= 1e-5 * max(1, abs(y)) for x, y in zip(tool["top5_f0"], plain["top5_f0"])),
+        "fvu": abs(tool["fvu"] - plain["fvu"]) <= 1e-4 * plain["fvu"],
+        "l0": abs(tool["l0"] - plain["l0"]) < 1e-9,
+    }
+    print(
+        json.dumps(
+            {
+                "rows": a.rows,
+                "d_in": a.d_in,
+                "d_sae": a.d_sae,
+                "k": a.k,
+                "threads": a.threads,
+                "store_build_s": round(store_s, 1),
+                "wall_s": {
+                    "plain_pass": round(plain["pass_s"], 1),
+                    "toolkit_pass": round(tool["pass_s"], 1),
+                    "toolkit_pages": round(tool["pages_s"], 1),
+                },
+                "cpu_s": {
+                    "plain_pass": round(plain["pass_cpu_s"], 1),
+                    "toolkit_pass": round(tool["pass_cpu_s"], 1),
+                    "toolkit_pages": round(tool["pages_cpu_s"], 1),
+                },
+                "toolkit_pages": tool["n_pages"],
+                "ratio_pass_cpu": round(tool["pass_cpu_s"] / plain["pass_cpu_s"], 3),
+                "ratio_pass_wall": round(tool["pass_s"] / plain["pass_s"], 3),
+                "ratio_end_to_end_cpu": round((tool["pass_cpu_s"] + tool["pages_cpu_s"]) / plain["pass_cpu_s"], 3),
+                "same_statistics": same,
+                "fvu": round(tool["fvu"], 4),
+                "l0": round(tool["l0"], 3),
+                "peak_rss_mb_toolkit_pass_by_rows": {str(r): round(m) for r, m in memory.items()},
+                "peak_rss_mb": {"plain": round(plain["peak_rss_mb"]), "toolkit_with_pages": round(tool["peak_rss_mb"])},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

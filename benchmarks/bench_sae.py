@@ -12,7 +12,8 @@ Paths timed per variant (interleaved, median of repeats):
 Prints JSON: tokens/s of each, toolkit/bare ratio, and each variant's cost relative to its baseline.
 
 Also timed: the sae-lens bases added as baselines (JumpReLU, Matryoshka BatchTopK, Gated: `toolkit` and
-`trainer` paths, and each toolkit step against BatchTopK's; their losses have no bare re-implementation here), and evaluation throughput: rows/s of
+`trainer` paths, and each toolkit step against BatchTopK's; their losses have no bare re-implementation here), and
+evaluation throughput: rows/s of
 `sae.evaluate.evaluate_store` (what `interp sae eval` runs: store reads, the row rule, inference codes,
 FVU/L0/dead statistics) against a bare encode-decode pass (in-memory rows, plain matmuls, the same
 threshold), on the same rows of a BatchTopK SAE (goal: eval/bare <= 1.2).
@@ -64,13 +65,30 @@ def eval_throughput(d: int, n: int, rows: int, reps: int, tmp: Path) -> dict:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(rows, d, generator=g)
     per = 8192
-    meta = StoreMeta(model="synthetic", model_sha256="-", hooks={"h": [d]}, dtype="float32", tokenizer="-", ctx_len=128,
-                     data={"name": "bench"})
+    meta = StoreMeta(
+        model="synthetic",
+        model_sha256="-",
+        hooks={"h": [d]},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=128,
+        data={"name": "bench"},
+    )
     st = ActivationStore.open_or_create(tmp / "evalstore", meta, n_shards_planned=rows // per)
     for i in range(rows // per):
         sl = slice(i * per, (i + 1) * per)
-        st.commit_shard(write_shard_file(st.path, i, {"h": x[sl].contiguous(), "tokens": torch.zeros(per, dtype=torch.int32),
-                                                       "seq": torch.arange(rows)[sl] // 128, "pos": (torch.arange(rows)[sl] % 128).to(torch.int32)}))
+        st.commit_shard(
+            write_shard_file(
+                st.path,
+                i,
+                {
+                    "h": x[sl].contiguous(),
+                    "tokens": torch.zeros(per, dtype=torch.int32),
+                    "seq": torch.arange(rows)[sl] // 128,
+                    "pos": (torch.arange(rows)[sl] % 128).to(torch.int32),
+                },
+            )
+        )
     train = make_sae("batchtopk", d, n, seed=0, k=32)
     train.topk_threshold.fill_(0.5)
     inf = to_inference(train)
@@ -79,7 +97,7 @@ def eval_throughput(d: int, n: int, rows: int, reps: int, tmp: Path) -> dict:
     @torch.no_grad()
     def bare() -> None:
         for i in range(0, rows, 4096):
-            xb = x[i:i + 4096]
+            xb = x[i : i + 4096]
             h = (xb - b_dec) @ W_enc + b_enc
             z = h.relu() * (h > thr)
             xh = z @ W_dec + b_dec
@@ -87,14 +105,24 @@ def eval_throughput(d: int, n: int, rows: int, reps: int, tmp: Path) -> dict:
 
     ev, bt = [], []
     for _ in range(reps):
-        t = time.perf_counter(); evaluate_store(inf, st, None, "h", split="all", max_rows=rows, exclude="none"); ev.append(time.perf_counter() - t)
-        t = time.perf_counter(); bare(); bt.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        evaluate_store(inf, st, None, "h", split="all", max_rows=rows, exclude="none")
+        ev.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        bare()
+        bt.append(time.perf_counter() - t)
     e, b = statistics.median(ev), statistics.median(bt)
-    return {"rows": rows, "eval_rows_per_s": round(rows / e), "bare_rows_per_s": round(rows / b), "eval_over_bare": round(e / b, 3)}
+    return {
+        "rows": rows,
+        "eval_rows_per_s": round(rows / e),
+        "bare_rows_per_s": round(rows / b),
+        "eval_over_bare": round(e / b, 3),
+    }
 
 
-def trainer_step_times(arch: str, settings: dict, x: torch.Tensor, B: int, d: int, n: int, steps: int,
-                       reps: int) -> list[float]:
+def trainer_step_times(
+    arch: str, settings: dict, x: torch.Tensor, B: int, d: int, n: int, steps: int, reps: int
+) -> list[float]:
     """Seconds per step of sae-lens's `SAETrainer.step` on in-memory batches (after one untimed step), `reps` times."""
     from sae_lens import SAETrainer
     from sae_lens.config import SAETrainerConfig
@@ -102,12 +130,17 @@ def trainer_step_times(arch: str, settings: dict, x: torch.Tensor, B: int, d: in
     out = []
     for _ in range(reps):
         sae = make_sae(arch, d, n, seed=0, **settings)
-        tr = SAETrainer(cfg=SAETrainerConfig(total_training_samples=B * (steps + 1), train_batch_size_samples=B, lr_end=3e-4),
-                        sae=sae, data_provider=iter(()))
-        tr.step(x[:B]); tr.n_training_steps += 1
+        tr = SAETrainer(
+            cfg=SAETrainerConfig(total_training_samples=B * (steps + 1), train_batch_size_samples=B, lr_end=3e-4),
+            sae=sae,
+            data_provider=iter(()),
+        )
+        tr.step(x[:B])
+        tr.n_training_steps += 1
         t = time.perf_counter()
         for s in range(steps):
-            tr.step(x[(s + 1) * B:(s + 2) * B]); tr.n_training_steps += 1
+            tr.step(x[(s + 1) * B : (s + 2) * B])
+            tr.n_training_steps += 1
         out.append((time.perf_counter() - t) / steps)
     return out
 
@@ -117,7 +150,9 @@ def matmul_gflops(B: int, d: int, n: int, reps: int = 5) -> float:
     a @ w
     ts = []
     for _ in range(reps):
-        t = time.perf_counter(); a @ w; ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        a @ w
+        ts.append(time.perf_counter() - t)
     return 2 * B * d * n / min(ts) / 1e9
 
 
@@ -168,7 +203,12 @@ def bare_step_fn(sae, lr: float = 3e-4):
         if poly:
             _, r2, r3 = sae.ranks
             a = z @ P["U"]
-            xh = b_dec + a @ P["C1"].T + P["lambda2"] * (a[:, :r2].square() @ P["C2"].T) + P["lambda3"] * (a[:, :r3].pow(3) @ P["C3"].T)
+            xh = (
+                b_dec
+                + a @ P["C1"].T
+                + P["lambda2"] * (a[:, :r2].square() @ P["C2"].T)
+                + P["lambda3"] * (a[:, :r3].pow(3) @ P["C3"].T)
+            )
         else:
             xh = (z * (1 / W_dec.norm(dim=-1)) if rescale else z) @ W_dec + b_dec
         loss = (xh - x).square().sum(-1).mean()
@@ -182,8 +222,9 @@ def bare_step_fn(sae, lr: float = 3e-4):
                     wt = wt * (cfg.c2r_ref_batch / x.shape[0]) ** (cfg.c2r_alpha / 2)
                 loss = loss + wt * c2r_loss(z, W_dec, cfg.c2r_alpha, cfg.c2r_chunk_size)
         if arch.startswith("coh") and cfg.coh_lambda:
-            loss = loss + cfg.coh_lambda * coh_loss(z, cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale,
-                                                 reduction=cfg.coh_reduction)
+            loss = loss + cfg.coh_lambda * coh_loss(
+                z, cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale, reduction=cfg.coh_reduction
+            )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
@@ -207,17 +248,34 @@ def main() -> None:
     x = torch.randn(B * (steps + 2) * 2, d)
     peak = matmul_gflops(B, d, n)
     flops_step = 6 * B * d * n  # encoder + decoder, forward and backward
-    res: dict = {"threads": torch.get_num_threads(), "batch": B, "d_in": d, "d_sae": n, "steps": steps,
-                 "matmul_gflops": round(peak, 1), "flop_bound_ms": round(flops_step / peak / 1e6, 1), "variants": {}}
+    res: dict = {
+        "threads": torch.get_num_threads(),
+        "batch": B,
+        "d_in": d,
+        "d_sae": n,
+        "steps": steps,
+        "matmul_gflops": round(peak, 1),
+        "flop_bound_ms": round(flops_step / peak / 1e6, 1),
+        "variants": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         store = write_store(Path(tmp) / "store", x, rows_per_shard=B * 4)
         times: dict[str, dict[str, list[float]]] = {v: {"toolkit": [], "trainer": [], "bare": []} for v in VARIANTS}
         for rep in range(reps):
             for name, (arch, settings) in VARIANTS.items():
                 # toolkit: the whole train_sae path (timing from its report: the step loop only)
-                cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
-                                  checkpoint_every=10_000, settings={k: v for k, v in settings.items() if k != "k"},
-                                  normalize=False, exclude="none", dead_window_steps=10_000)  # no AuxK: as the bare loop
+                cfg = TrainConfig(
+                    arch=arch,
+                    d_sae=n,
+                    k=settings.get("k"),
+                    total_tokens=B * (steps + 1),
+                    batch_size=B,
+                    checkpoint_every=10_000,
+                    settings={k: v for k, v in settings.items() if k != "k"},
+                    normalize=False,
+                    exclude="none",
+                    dead_window_steps=10_000,
+                )  # no AuxK: as the bare loop
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 times[name]["toolkit"].append(rep_["steady_seconds_per_step"])  # after a first step, like the others
                 times[name]["trainer"] += trainer_step_times(arch, settings, x, B, d, n, steps, 1)
@@ -225,7 +283,7 @@ def main() -> None:
                 bare(x[:B])
                 t = time.perf_counter()
                 for s in range(steps):
-                    bare(x[(s + 1) * B:(s + 2) * B])
+                    bare(x[(s + 1) * B : (s + 2) * B])
                 times[name]["bare"].append((time.perf_counter() - t) / steps)
     base_ms = {}
     for name, ts in times.items():
@@ -244,16 +302,28 @@ def main() -> None:
         for name, (arch, settings) in EXTRA_BASES.items():
             tk = []
             for rep in range(reps):
-                cfg = TrainConfig(arch=arch, d_sae=n, k=settings.get("k"), total_tokens=B * (steps + 1), batch_size=B,
-                                  checkpoint_every=10_000, normalize=False, exclude="none", dead_window_steps=10_000)
+                cfg = TrainConfig(
+                    arch=arch,
+                    d_sae=n,
+                    k=settings.get("k"),
+                    total_tokens=B * (steps + 1),
+                    batch_size=B,
+                    checkpoint_every=10_000,
+                    normalize=False,
+                    exclude="none",
+                    dead_window_steps=10_000,
+                )
                 _, rep_ = train_sae(store, cfg, Path(tmp) / f"{name}{rep}", resume=False, progress=False)
                 tk.append(rep_["steady_seconds_per_step"])
             med = statistics.median(tk)
             tr_med = statistics.median(trainer_step_times(arch, settings, x, B, d, n, steps, reps))
-            res["variants"][name] = {"toolkit_tokens_per_s": round(B / med), "toolkit_step_ms": round(1000 * med, 1),
-                                     "trainer_step_ms": round(1000 * tr_med, 1),
-                                     "toolkit_over_trainer": round(med / tr_med, 3),
-                                     "vs_batchtopk_toolkit": round(med / base_ms["batchtopk"], 3)}
+            res["variants"][name] = {
+                "toolkit_tokens_per_s": round(B / med),
+                "toolkit_step_ms": round(1000 * med, 1),
+                "trainer_step_ms": round(1000 * tr_med, 1),
+                "toolkit_over_trainer": round(med / tr_med, 3),
+                "vs_batchtopk_toolkit": round(med / base_ms["batchtopk"], 3),
+            }
         res["eval_throughput"] = eval_throughput(d, n, 8192 * (2 if a.quick else 4), reps, Path(tmp))
     print(json.dumps(res, indent=1))
 

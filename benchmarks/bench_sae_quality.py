@@ -25,8 +25,14 @@ from typing import Any
 import torch
 
 ARCHS = ("relu", "topk", "batchtopk", "jumprelu", "matryoshka", "gated")
-SAE_LENS = {"relu": "standard", "topk": "topk", "batchtopk": "batchtopk", "jumprelu": "jumprelu",
-            "matryoshka": "matryoshka_batchtopk", "gated": "gated"}
+SAE_LENS = {
+    "relu": "standard",
+    "topk": "topk",
+    "batchtopk": "batchtopk",
+    "jumprelu": "jumprelu",
+    "matryoshka": "matryoshka_batchtopk",
+    "gated": "gated",
+}
 """Our name -> sae-lens's training architecture (its own classes, not ours)."""
 
 
@@ -44,7 +50,9 @@ def sae_lens_sae(arch: str, d_in: int, d_sae: int, k: float, seed: int) -> Any:
     return cls(cfg_cls(d_in=d_in, d_sae=d_sae, **kw))
 
 
-def train_sae_lens(arch: str, store: Any, run_dir: Path, d_sae: int, k: float, steps: int, batch: int, seed: int) -> Any:
+def train_sae_lens(
+    arch: str, store: Any, run_dir: Path, d_sae: int, k: float, steps: int, batch: int, seed: int
+) -> Any:
     """sae-lens's `SAETrainer.fit` with its defaults, fed the rows our run saw (same shards, rule, order)."""
     from sae_lens.config import SAETrainerConfig
     from sae_lens.training.sae_trainer import SAETrainer
@@ -101,7 +109,9 @@ def synthetic_store(folder: Path, seed: int) -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="synthetic store (hierarchical_split, d 64), d_sae 64, k 3, 300 steps")
+    ap.add_argument(
+        "--quick", action="store_true", help="synthetic store (hierarchical_split, d 64), d_sae 64, k 3, 300 steps"
+    )
     ap.add_argument("--store", help="an ActivationStore (its last shard is held out)")
     ap.add_argument("--model", help="model spec for CE/KL (the store's model)")
     ap.add_argument("--archs", default=",".join(ARCHS))
@@ -120,9 +130,21 @@ def main() -> None:
     work = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="bench_sae_quality_"))
     work.mkdir(parents=True, exist_ok=True)
     if a.store:
-        store, d_sae, k, tokens, batch = ActivationStore.open(a.store), a.d_sae or 2048, a.k or 32, a.tokens or 500_000, a.batch_size or 4096
+        store, d_sae, k, tokens, batch = (
+            ActivationStore.open(a.store),
+            a.d_sae or 2048,
+            a.k or 32,
+            a.tokens or 500_000,
+            a.batch_size or 4096,
+        )
     else:
-        store, d_sae, k, tokens, batch = synthetic_store(work, a.seed), a.d_sae or 64, a.k or 3, a.tokens or 300 * 1024, a.batch_size or 1024
+        store, d_sae, k, tokens, batch = (
+            synthetic_store(work, a.seed),
+            a.d_sae or 64,
+            a.k or 3,
+            a.tokens or 300 * 1024,
+            a.batch_size or 1024,
+        )
     model = None
     if a.model:
         import interp
@@ -133,8 +155,16 @@ def main() -> None:
     for arch in a.archs.split(","):
         run = work / f"ours_{arch}"
         kw = {} if arch in ("relu", "jumprelu", "gated") else {"k": k}
-        cfg = TrainConfig(arch=arch, d_sae=d_sae, total_tokens=tokens, batch_size=batch, holdout_shards=1,
-                          seed=a.seed, checkpoint_every=10**9, **kw)
+        cfg = TrainConfig(
+            arch=arch,
+            d_sae=d_sae,
+            total_tokens=tokens,
+            batch_size=batch,
+            holdout_shards=1,
+            seed=a.seed,
+            checkpoint_every=10**9,
+            **kw,
+        )
         t0 = time.perf_counter()
         ours, _ = train_sae(store, cfg, run, progress=False)
         t_ours = time.perf_counter() - t0
@@ -143,11 +173,30 @@ def main() -> None:
         t_theirs = time.perf_counter() - t0
         r_o, r_t = score(ours, store, run, model), score(theirs, store, run, model)
         better = {"dead_frac": r_o["dead_frac"] <= r_t["dead_frac"] + 0.02, "fvu": r_o["fvu"] <= r_t["fvu"] * 1.05}
-        rows.append({"arch": arch, "ours": {**r_o, "seconds": round(t_ours, 1)},
-                     "sae_lens": {**r_t, "seconds": round(t_theirs, 1)}, "ours_at_least_as_good": better})
+        rows.append(
+            {
+                "arch": arch,
+                "ours": {**r_o, "seconds": round(t_ours, 1)},
+                "sae_lens": {**r_t, "seconds": round(t_theirs, 1)},
+                "ours_at_least_as_good": better,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    print(json.dumps({"bench": "sae_quality", "store": str(store.path), "d_sae": d_sae, "k": k, "steps": steps,
-                      "batch_size": batch, "seed": a.seed, "rows": rows}, indent=1))
+    print(
+        json.dumps(
+            {
+                "bench": "sae_quality",
+                "store": str(store.path),
+                "d_sae": d_sae,
+                "k": k,
+                "steps": steps,
+                "batch_size": batch,
+                "seed": a.seed,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -38,15 +38,26 @@ HOOK = "blocks.0.hook_resid_post"
 
 
 def meta(d: int) -> StoreMeta:
-    return StoreMeta(model="bench", model_sha256="-", hooks={HOOK: [d]}, dtype="float32", tokenizer="-", ctx_len=128,
-                     data={"name": "bench"})
+    return StoreMeta(
+        model="bench",
+        model_sha256="-",
+        hooks={HOOK: [d]},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=128,
+        data={"name": "bench"},
+    )
 
 
 def shard(start: int, n: int, d: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(start)
     rows = torch.arange(start, start + n)
-    return {HOOK: torch.randn(n, d, generator=g), "tokens": torch.zeros(n, dtype=torch.int32),
-            "seq": rows // 128, "pos": (rows % 128).to(torch.int32)}
+    return {
+        HOOK: torch.randn(n, d, generator=g),
+        "tokens": torch.zeros(n, dtype=torch.int32),
+        "seq": rows // 128,
+        "pos": (rows % 128).to(torch.int32),
+    }
 
 
 def build(folder: Path, rows: int, rows_per_shard: int, d: int) -> ActivationStore:
@@ -140,7 +151,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--cache-shards", type=int, default=None)
     ap.add_argument("--only", choices=["reads", "lock"], default=None, help="run one part only")
-    ap.add_argument("--lock-reps", type=int, default=None, help="repetitions of each 1,000-shard run (default reps // 2)")
+    ap.add_argument(
+        "--lock-reps", type=int, default=None, help="repetitions of each 1,000-shard run (default reps // 2)"
+    )
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed afterwards)")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -157,8 +170,13 @@ def main() -> None:
             t0 = time.perf_counter()
             store = build(folder, rows, a.rows_per_shard, a.d)
             built = time.perf_counter() - t0
-            result["store"] = {"rows": len(store), "d": a.d, "shards": len(store.shard_indices),
-                               "bytes": sum(p.stat().st_size for p in folder.iterdir()), "build_seconds": round(built, 2)}
+            result["store"] = {
+                "rows": len(store),
+                "d": a.d,
+                "shards": len(store.shard_indices),
+                "bytes": sum(p.stat().st_size for p in folder.iterdir()),
+                "build_seconds": round(built, 2),
+            }
             result["reads"] = read_bench(folder, reps, n_random=min(65_536, rows))
         if a.only != "reads":
             result["writer_lock"] = lock_bench(root, n_cache, reps=a.lock_reps or max(1, reps // 2))

@@ -38,18 +38,67 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-GPU = {"cache_model": "smollm2-135m", "cache_hook": "blocks.15.hook_resid_post", "cache_tokens": 262_144,
-       "ctx": 256, "cache_batch": 64, "sae_steps": 200, "sae_batch": 4096, "sae_mult": 8,
-       "sdi_hidden": 512, "sdi_loops": 8, "sdi_train": 1024, "sdi_queries": 16, "sdi_ctx": 128, "sdi_sketch": 4096,
-       "dec": ["--steps", "3000", "--d-model", "256", "--n-layers", "6", "--n-heads", "8", "--batch-size", "64",
-               "--ctx-len", "128", "--max-tokens", "4000000", "--warmup", "200"],
-       "mda": ["--pool", "8192", "--steps", "3000", "--batch", "64", "--eval-every", "100"],
-       "ekfac_model": "pythia-160m-init", "ekfac_train": 512, "ekfac_queries": 16, "ekfac_component": "L6H3:qkv"}
-DRY = {"cache_model": "pythia-14m-init", "cache_hook": "blocks.3.hook_resid_post", "cache_tokens": 4096,
-       "ctx": 32, "cache_batch": 8, "sae_steps": 10, "sae_batch": 256, "sae_mult": 2,
-       "sdi_hidden": 32, "sdi_loops": 3, "sdi_train": 16, "sdi_queries": 2, "sdi_ctx": 32, "sdi_sketch": 256,
-       "dec": ["--quick"], "mda": ["--quick"],
-       "ekfac_model": "pythia-14m-init", "ekfac_train": 16, "ekfac_queries": 2, "ekfac_component": "L1H0:qkv"}
+GPU = {
+    "cache_model": "smollm2-135m",
+    "cache_hook": "blocks.15.hook_resid_post",
+    "cache_tokens": 262_144,
+    "ctx": 256,
+    "cache_batch": 64,
+    "sae_steps": 200,
+    "sae_batch": 4096,
+    "sae_mult": 8,
+    "sdi_hidden": 512,
+    "sdi_loops": 8,
+    "sdi_train": 1024,
+    "sdi_queries": 16,
+    "sdi_ctx": 128,
+    "sdi_sketch": 4096,
+    "dec": [
+        "--steps",
+        "3000",
+        "--d-model",
+        "256",
+        "--n-layers",
+        "6",
+        "--n-heads",
+        "8",
+        "--batch-size",
+        "64",
+        "--ctx-len",
+        "128",
+        "--max-tokens",
+        "4000000",
+        "--warmup",
+        "200",
+    ],
+    "mda": ["--pool", "8192", "--steps", "3000", "--batch", "64", "--eval-every", "100"],
+    "ekfac_model": "pythia-160m-init",
+    "ekfac_train": 512,
+    "ekfac_queries": 16,
+    "ekfac_component": "L6H3:qkv",
+}
+DRY = {
+    "cache_model": "pythia-14m-init",
+    "cache_hook": "blocks.3.hook_resid_post",
+    "cache_tokens": 4096,
+    "ctx": 32,
+    "cache_batch": 8,
+    "sae_steps": 10,
+    "sae_batch": 256,
+    "sae_mult": 2,
+    "sdi_hidden": 32,
+    "sdi_loops": 3,
+    "sdi_train": 16,
+    "sdi_queries": 2,
+    "sdi_ctx": 32,
+    "sdi_sketch": 256,
+    "dec": ["--quick"],
+    "mda": ["--quick"],
+    "ekfac_model": "pythia-14m-init",
+    "ekfac_train": 16,
+    "ekfac_queries": 2,
+    "ekfac_component": "L1H0:qkv",
+}
 
 
 def step(name: str, results: dict, fn) -> None:
@@ -59,11 +108,17 @@ def step(name: str, results: dict, fn) -> None:
     try:
         results[name] = {"ok": True, **fn()}
     except Exception as exc:  # noqa: BLE001 - report and go on with the other steps
-        results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                         "traceback": traceback.format_exc(limit=4)[-1500:]}
+        results[name] = {
+            "ok": False,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=4)[-1500:],
+        }
     results[name]["seconds"] = round(time.perf_counter() - t0, 2)
-    print(f"[gpu_check] {name}: {'ok' if results[name]['ok'] else 'FAILED'} in {results[name]['seconds']} s",
-          file=sys.stderr, flush=True)
+    print(
+        f"[gpu_check] {name}: {'ok' if results[name]['ok'] else 'FAILED'} in {results[name]['seconds']} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def env_info(device: str) -> dict:
@@ -81,12 +136,22 @@ def parity(dry: bool, timeout: int) -> dict:
     if dry:
         env["INTERP_TEST_DEVICE"] = "cpu"
     tests = ["tests/gpu", "tests/attribution/test_cuda.py"]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests, "-p", "no:cacheprovider"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests, "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
-    return {"returncode": proc.returncode, "summary": tail, **counts,
-            **({"failures": proc.stdout[-3000:]} if proc.returncode else {})}
+    return {
+        "returncode": proc.returncode,
+        "summary": tail,
+        **counts,
+        **({"failures": proc.stdout[-3000:]} if proc.returncode else {}),
+    }
 
 
 def cache_step(cfg: dict, device: str, work: Path, state: dict) -> dict:
@@ -104,18 +169,32 @@ def cache_step(cfg: dict, device: str, work: Path, state: dict) -> dict:
         model = interp.load_model(spec, device=device)
         cfg = {**cfg, "cache_hook": "blocks.6.hook_resid_post"}
     load_s = time.perf_counter() - t0
-    ccfg = CacheConfig(out=str(work / "store"), model=spec, hooks=[cfg["cache_hook"]], data="stdlib-docs",
-                       max_tokens=cfg["cache_tokens"], ctx_len=cfg["ctx"], seqs_per_shard=256,
-                       batch_size=cfg["cache_batch"], device=device)
+    ccfg = CacheConfig(
+        out=str(work / "store"),
+        model=spec,
+        hooks=[cfg["cache_hook"]],
+        data="stdlib-docs",
+        max_tokens=cfg["cache_tokens"],
+        ctx_len=cfg["ctx"],
+        seqs_per_shard=256,
+        batch_size=cfg["cache_batch"],
+        device=device,
+    )
     synchronize(device)
     t1 = time.perf_counter()
     store, report = cache_activations(ccfg, model=model, progress=False)
     synchronize(device)
     dt = time.perf_counter() - t1
     state["store"], state["hook"] = store, cfg["cache_hook"]
-    return {"model": spec, "quantization": model.provenance.get("quantization"), "load_seconds": round(load_s, 2),
-            "tokens": len(store), "cache_seconds": round(dt, 2), "tokens_per_second": round(len(store) / dt),
-            "verified": store.verify().ok}
+    return {
+        "model": spec,
+        "quantization": model.provenance.get("quantization"),
+        "load_seconds": round(load_s, 2),
+        "tokens": len(store),
+        "cache_seconds": round(dt, 2),
+        "tokens_per_second": round(len(store) / dt),
+        "verified": store.verify().ok,
+    }
 
 
 def sae_step(cfg: dict, device: str, work: Path, state: dict) -> dict:
@@ -123,16 +202,28 @@ def sae_step(cfg: dict, device: str, work: Path, state: dict) -> dict:
 
     store, hook = state["store"], state["hook"]
     d_in = store.hooks[hook][0]
-    tc = TrainConfig(arch="topk", d_sae=cfg["sae_mult"] * d_in, k=32 if cfg["sae_mult"] >= 8 else 8,
-                     total_tokens=cfg["sae_steps"] * cfg["sae_batch"], batch_size=cfg["sae_batch"],
-                     checkpoint_every=max(cfg["sae_steps"], 2), device=device)
+    tc = TrainConfig(
+        arch="topk",
+        d_sae=cfg["sae_mult"] * d_in,
+        k=32 if cfg["sae_mult"] >= 8 else 8,
+        total_tokens=cfg["sae_steps"] * cfg["sae_batch"],
+        batch_size=cfg["sae_batch"],
+        checkpoint_every=max(cfg["sae_steps"], 2),
+        device=device,
+    )
     _, report = train_sae(store, tc, work / "sae", progress=False)  # float(loss) each step syncs the GPU
     steady = report.get("steady_seconds_per_step")
-    return {"d_in": d_in, "d_sae": tc.d_sae, "k": tc.k, "batch": tc.batch_size, "steps": report["steps"],
-            "steady_steps_per_second": round(1 / steady, 2) if steady else None,
-            "steady_tokens_per_second": round(tc.batch_size / steady) if steady else None,
-            "tokens_per_second_incl_first_step": report.get("tokens_per_second"),
-            "final_losses": report.get("final_losses")}
+    return {
+        "d_in": d_in,
+        "d_sae": tc.d_sae,
+        "k": tc.k,
+        "batch": tc.batch_size,
+        "steps": report["steps"],
+        "steady_steps_per_second": round(1 / steady, 2) if steady else None,
+        "steady_tokens_per_second": round(tc.batch_size / steady) if steady else None,
+        "tokens_per_second_incl_first_step": report.get("tokens_per_second"),
+        "final_losses": report.get("final_losses"),
+    }
 
 
 def _looped_run(cfg: dict, device: str, work: Path) -> dict:
@@ -148,18 +239,26 @@ def _looped_run(cfg: dict, device: str, work: Path) -> dict:
     h = cfg["sdi_hidden"]
     if not marker.exists():
         n = cfg["sdi_train"] + cfg["sdi_queries"]
-        tokens = resolve_corpus("stdlib-docs", byte_tokenizer(), ctx_len=cfg["sdi_ctx"],
-                                max_tokens=(n + 64) * cfg["sdi_ctx"], seed=0).tokens.long()
-        model = random_looped_gpt(hidden_size=h, num_attention_heads=max(2, h // 64),
-                                  num_hidden_layers=cfg["sdi_loops"], intermediate_size=4 * h,
-                                  max_position_embeddings=cfg["sdi_ctx"]).to(device)
+        tokens = resolve_corpus(
+            "stdlib-docs", byte_tokenizer(), ctx_len=cfg["sdi_ctx"], max_tokens=(n + 64) * cfg["sdi_ctx"], seed=0
+        ).tokens.long()
+        model = random_looped_gpt(
+            hidden_size=h,
+            num_attention_heads=max(2, h // 64),
+            num_hidden_layers=cfg["sdi_loops"],
+            intermediate_size=4 * h,
+            max_position_embeddings=cfg["sdi_ctx"],
+        ).to(device)
         train_lm(model, tokens[:n], steps=30, batch_size=16, lr=1e-3, save_steps=(10, 20, 30), out=work / "looped")
         save_tokens(work / "train.safetensors", tokens[: cfg["sdi_train"]], "interp/byte-level")
-        save_tokens(work / "queries.safetensors", tokens[cfg["sdi_train"]: n], "interp/byte-level")
+        save_tokens(work / "queries.safetensors", tokens[cfg["sdi_train"] : n], "interp/byte-level")
         del model
         torch.cuda.empty_cache() if device.startswith("cuda") else None
-    return dict(model=f"looped-gpt:{work / 'looped'}", train=f"tokens:{work / 'train.safetensors'}",
-                queries=f"tokens:{work / 'queries.safetensors'}")
+    return dict(
+        model=f"looped-gpt:{work / 'looped'}",
+        train=f"tokens:{work / 'train.safetensors'}",
+        queries=f"tokens:{work / 'queries.safetensors'}",
+    )
 
 
 def _timed_job(acfg) -> tuple[dict, float, object]:
@@ -177,15 +276,31 @@ def sdi_step(cfg: dict, device: str, work: Path) -> dict:
     from attribution.jobs import AttributeConfig
 
     data = _looped_run(cfg, device, work)
-    acfg = AttributeConfig(method="sdi", out=str(work / "sdi"), sketch_dim=cfg["sdi_sketch"], shard_size=128,
-                           batch_size=16, device=device, **data)
+    acfg = AttributeConfig(
+        method="sdi",
+        out=str(work / "sdi"),
+        sketch_dim=cfg["sdi_sketch"],
+        shard_size=128,
+        batch_size=16,
+        device=device,
+        **data,
+    )
     summary, dt, s = _timed_job(acfg)
     gap = float((s["sdi"].sum(-1) - s["scores"]).abs().max() / s["scores"].abs().max().clamp_min(1e-30))
     h = cfg["sdi_hidden"]
-    return {"hidden": h, "loops": cfg["sdi_loops"], "train_rows": cfg["sdi_train"], "queries": cfg["sdi_queries"],
-            "ctx": cfg["sdi_ctx"], "sketch_dim": cfg["sdi_sketch"], "checkpoints": 3, "job_seconds": round(dt, 2),
-            "train_rows_per_second": round(cfg["sdi_train"] / dt, 1), "steps_sum_to_tracin_max_gap": gap,
-            "shards": summary.get("shards")}
+    return {
+        "hidden": h,
+        "loops": cfg["sdi_loops"],
+        "train_rows": cfg["sdi_train"],
+        "queries": cfg["sdi_queries"],
+        "ctx": cfg["sdi_ctx"],
+        "sketch_dim": cfg["sdi_sketch"],
+        "checkpoints": 3,
+        "job_seconds": round(dt, 2),
+        "train_rows_per_second": round(cfg["sdi_train"] / dt, 1),
+        "steps_sum_to_tracin_max_gap": gap,
+        "shards": summary.get("shards"),
+    }
 
 
 def attribution_job_step(method: str, cfg: dict, device: str, work: Path) -> dict:
@@ -196,33 +311,69 @@ def attribution_job_step(method: str, cfg: dict, device: str, work: Path) -> dic
 
     if method == "ekfac":
         n = cfg["ekfac_train"]
-        acfg = AttributeConfig(method="ekfac", model=cfg["ekfac_model"], train="stdlib-docs", queries="stdlib-docs",
-                               out=str(work / method), component=cfg["ekfac_component"], fit_samples=min(n, 64),
-                               ctx_len=cfg["ctx"], max_train=n, max_queries=cfg["ekfac_queries"], shard_size=128,
-                               batch_size=8, device=device)
+        acfg = AttributeConfig(
+            method="ekfac",
+            model=cfg["ekfac_model"],
+            train="stdlib-docs",
+            queries="stdlib-docs",
+            out=str(work / method),
+            component=cfg["ekfac_component"],
+            fit_samples=min(n, 64),
+            ctx_len=cfg["ctx"],
+            max_train=n,
+            max_queries=cfg["ekfac_queries"],
+            shard_size=128,
+            batch_size=8,
+            device=device,
+        )
     else:
         n = cfg["sdi_train"]
-        acfg = AttributeConfig(method=method, out=str(work / method), sketch_dim=cfg["sdi_sketch"], shard_size=128,
-                               batch_size=16, device=device, **_looped_run(cfg, device, work))
+        acfg = AttributeConfig(
+            method=method,
+            out=str(work / method),
+            sketch_dim=cfg["sdi_sketch"],
+            shard_size=128,
+            batch_size=16,
+            device=device,
+            **_looped_run(cfg, device, work),
+        )
     summary, dt, s = _timed_job(acfg)
-    return {"method": method, "model": acfg.model, "train_rows": n, "queries": summary["n_queries"],
-            "job_seconds": round(dt, 2), "train_rows_per_second": round(n / dt, 1),
-            "scores_finite": bool(torch.isfinite(s["scores"]).all()), "shards": summary.get("shards")}
+    return {
+        "method": method,
+        "model": acfg.model,
+        "train_rows": n,
+        "queries": summary["n_queries"],
+        "job_seconds": round(dt, 2),
+        "train_rows_per_second": round(n / dt, 1),
+        "scores_finite": bool(torch.isfinite(s["scores"]).all()),
+        "shards": summary.get("shards"),
+    }
 
 
 def experiment(module: str, args: list[str], device: str, work: Path, timeout: int) -> dict:
     out = work / module.rsplit(".", 1)[-1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", module, "--out", str(out), "--device", device, *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--out", str(out), "--device", device, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode:
         raise RuntimeError(f"{module} exited {proc.returncode}: {proc.stderr[-1500:]}")
     result = json.loads((out / ("results.json" if "decoupling" in module else "result.json")).read_text())
     if "decoupling" in module:
-        return {"args": args, "table": result.get("table"),
-                "train_seconds": {v: r["train"]["seconds"] for v, r in result["variants"].items()}}
+        return {
+            "args": args,
+            "table": result.get("table"),
+            "train_seconds": {v: r["train"]["seconds"] for v, r in result["variants"].items()},
+        }
     keep = {k: v for k, v in result.items() if not isinstance(v, (list, dict)) or k == "enrichment"}
-    keep["runs"] = {name: {k: v for k, v in run.items() if k != "curve"} for name, run in result.get("runs", {}).items()}
+    keep["runs"] = {
+        name: {k: v for k, v in run.items() if k != "curve"} for name, run in result.get("runs", {}).items()
+    }
     return {"args": args, "result": json.loads(json.dumps(keep, default=str))}
 
 

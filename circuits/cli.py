@@ -1,28 +1,32 @@
 """`interp circuits`: measure a task, extract its circuit from any model, ablate it, draw and export it.
 
-    interp circuits baseline --model smollm2-135m --task ioi
-    interp circuits extract --model smollm2-135m --task ioi --method eap-ig --top-n 200 --out runs/ioi
-    interp circuits extract --model runs/my_model@2000 --task prompts:my_pairs.jsonl --method eap --out runs/mine
-    interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
-    interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 --out runs/ioi_curve
-    interp circuits show runs/ioi/circuit.json --out graph.html
-    interp circuits export runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
+interp circuits baseline --model smollm2-135m --task ioi
+interp circuits extract --model smollm2-135m --task ioi --method eap-ig --top-n 200 --out runs/ioi
+interp circuits extract --model runs/my_model@2000 --task prompts:my_pairs.jsonl --method eap --out runs/mine
+interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
+interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 --out runs/ioi_curve
+interp circuits show runs/ioi/circuit.json --out graph.html
+interp circuits export runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Circuits: EAP / EAP-IG edges, SafeSeek masks, weight-sparse pruning.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Circuits: EAP / EAP-IG edges, SafeSeek masks, weight-sparse pruning.",
+)
 
 MODEL_HELP = "Model: a spec (smollm2-135m), an HF folder, a .gguf or .safetensors file, or PATH@N (step_N of a run)."
-TASK_HELP = ("ioi, greater-than, capital, python-close (real models); quotes, brackets, backdoor, refusal (toys); "
-             "or prompts:FILE.jsonl with rows {clean, corrupt, answer, wrong} or {prompt, answer}.")
+TASK_HELP = (
+    "ioi, greater-than, capital, python-close (real models); quotes, brackets, backdoor, refusal (toys); "
+    "or prompts:FILE.jsonl with rows {clean, corrupt, answer, wrong} or {prompt, answer}."
+)
 
 
 def fail(message: str) -> None:
@@ -56,20 +60,22 @@ def _load(model: str | None, checkpoint: str | None, device: str, allow_torch_lo
 
 @app.command()
 def baseline(
-    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
     task: str = typer.Option(..., help=TASK_HELP, metavar="TEXT"),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
     n: int = typer.Option(64, "--max-rows", help="Prompt rows to measure.", metavar="INT"),
-    n_old: Optional[int] = typer.Option(None, "--n", hidden=True),
+    n_old: int | None = typer.Option(None, "--n", hidden=True),
     seed: int = typer.Option(0),
-    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
+    device: str = typer.Option(
+        "auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."
+    ),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
+    threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """The model's behaviour on a task (metric on clean and corrupted prompts, accuracy), before any circuit."""
     _threads(threads)
-    from circuits.model.checkpoint import CheckpointError
     from circuits.finders.extract import ExtractConfig, task_baseline
+    from circuits.model.checkpoint import CheckpointError
     from circuits.tasks.binary import get_task
     from interp.cli.options import deprecated
 
@@ -88,37 +94,54 @@ def baseline(
 @app.command()
 def extract(
     task: str = typer.Option(..., help=TASK_HELP, metavar="TEXT"),
-    out: str = typer.Option(..., help="Folder to write circuit.json into (a path ending in .json: that file).", metavar="PATH"),
-    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
-    method: str = typer.Option("eap-ig", help="eap, eap-ig (edges); prune, safeseek (unit masks); activation-diff (control)."),
+    out: str = typer.Option(
+        ..., help="Folder to write circuit.json into (a path ending in .json: that file).", metavar="PATH"
+    ),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
+    checkpoint: str | None = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
+    method: str = typer.Option(
+        "eap-ig", help="eap, eap-ig (edges); prune, safeseek (unit masks); activation-diff (control)."
+    ),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
-    ablation: str = typer.Option("auto", help="zero, mean, corrupt, or auto (the method's paper default: eap corrupt, "
-                                              "prune mean, safeseek zero). Recorded in the circuit; `ablate` reuses it."),
-    top_n: Optional[int] = typer.Option(None, help="Edge methods: keep the top N edges by |score| (default 200).", metavar="INT"),
-    threshold: Optional[float] = typer.Option(None, help="Edge methods: keep edges with |score| >= this."),
+    ablation: str = typer.Option(
+        "auto",
+        help="zero, mean, corrupt, or auto (the method's paper default: eap corrupt, "
+        "prune mean, safeseek zero). Recorded in the circuit; `ablate` reuses it.",
+    ),
+    top_n: int | None = typer.Option(
+        None, help="Edge methods: keep the top N edges by |score| (default 200).", metavar="INT"
+    ),
+    threshold: float | None = typer.Option(None, help="Edge methods: keep edges with |score| >= this."),
     ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
-    n_prompts: int = typer.Option(64, "--max-rows", help="Prompt rows for the baseline and edge scores.", metavar="INT"),
-    n_prompts_old: Optional[int] = typer.Option(None, "--n-prompts", hidden=True),
-    budget: Optional[int] = typer.Option(None, help="activation-diff: number of units to keep.", metavar="INT"),
+    n_prompts: int = typer.Option(
+        64, "--max-rows", help="Prompt rows for the baseline and edge scores.", metavar="INT"
+    ),
+    n_prompts_old: int | None = typer.Option(None, "--n-prompts", hidden=True),
+    budget: int | None = typer.Option(None, help="activation-diff: number of units to keep.", metavar="INT"),
     min_accuracy: float = typer.Option(0.7, help="Refuse a task the model does with lower accuracy than this."),
     target_loss: float = typer.Option(0.15, help="prune: task loss (nats) the circuit must reach."),
-    steps: Optional[int] = typer.Option(None, help="prune/safeseek: mask-training steps.", metavar="INT"),
+    steps: int | None = typer.Option(None, help="prune/safeseek: mask-training steps.", metavar="INT"),
     lambda_steps: int = typer.Option(3, help="prune: bisection steps over lambda."),
     objective: str = typer.Option("auto", help="safeseek: auto, backdoor or alignment."),
-    head_mode: str = typer.Option("true", help="safeseek: true (per-head, before W_O) or compat (official code's slices)."),
-    backdoor_weights: str = typer.Option("head-code", help="safeseek backdoor: head-code (only G) or neuron-code (G and H)."),
+    head_mode: str = typer.Option(
+        "true", help="safeseek: true (per-head, before W_O) or compat (official code's slices)."
+    ),
+    backdoor_weights: str = typer.Option(
+        "head-code", help="safeseek backdoor: head-code (only G) or neuron-code (G and H)."
+    ),
     seed: int = typer.Option(0, help="Data and mask seed."),
-    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
+    device: str = typer.Option(
+        "auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."
+    ),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     overwrite: bool = typer.Option(False, help="Replace an existing circuit file."),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
+    threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Report the model's baseline on the task, then find the task's circuit and write it as circuit JSON."""
     _threads(threads)
     from circuits.evaluation.baseline import TaskTooHard
+    from circuits.finders.extract import ExtractConfig
     from circuits.model.checkpoint import CheckpointError
-    from circuits.finders.extract import ExtractConfig, extract as run_extract
     from circuits.tasks.binary import get_task
 
     path = _out_file(out, "circuit.json")
@@ -129,8 +152,18 @@ def extract(
     n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 64)
     try:
         the_task = get_task(task)
-        cfg = ExtractConfig(method=method, metric=metric, ablation=ablation, n_prompts=n_prompts, top_n=top_n,
-                            threshold=threshold, ig_steps=ig_steps, budget=budget, min_accuracy=min_accuracy, seed=seed)
+        cfg = ExtractConfig(
+            method=method,
+            metric=metric,
+            ablation=ablation,
+            n_prompts=n_prompts,
+            top_n=top_n,
+            threshold=threshold,
+            ig_steps=ig_steps,
+            budget=budget,
+            min_accuracy=min_accuracy,
+            seed=seed,
+        )
         finder_cfg = _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, backdoor_weights)
         m = _load(model, checkpoint, device, allow_torch_load)
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
@@ -160,16 +193,27 @@ def _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, 
     if cfg.method == "prune":
         from circuits.finders.prune import PruneConfig
 
-        return PruneConfig(target_loss=target_loss, lambda_steps=lambda_steps, seed=cfg.seed, ablation=cfg.ablation,
-                           **({"steps": steps} if steps else {}))
+        return PruneConfig(
+            target_loss=target_loss,
+            lambda_steps=lambda_steps,
+            seed=cfg.seed,
+            ablation=cfg.ablation,
+            **({"steps": steps} if steps else {}),
+        )
     if cfg.method == "safeseek":
         from circuits.finders.safeseek import HEAD_CODE_WEIGHTS, NEURON_CODE_WEIGHTS, SafeSeekConfig
 
         weights = {"head-code": HEAD_CODE_WEIGHTS, "neuron-code": NEURON_CODE_WEIGHTS}
         if backdoor_weights not in weights:
             raise ValueError(f"unknown --backdoor-weights {backdoor_weights!r}; use head-code or neuron-code")
-        return SafeSeekConfig(objective=objective, head_mode=head_mode, seed=cfg.seed, ablation=cfg.ablation,
-                              backdoor_weights=weights[backdoor_weights], **({"steps": steps} if steps else {}))
+        return SafeSeekConfig(
+            objective=objective,
+            head_mode=head_mode,
+            seed=cfg.seed,
+            ablation=cfg.ablation,
+            backdoor_weights=weights[backdoor_weights],
+            **({"steps": steps} if steps else {}),
+        )
     return None
 
 
@@ -203,23 +247,27 @@ def _run(model, task, cfg, finder_cfg) -> dict:
 @app.command()
 def ablate(
     circuit: str = typer.Option(..., help="Circuit JSON.", metavar="PATH"),
-    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
-    task: Optional[str] = typer.Option(None, help="Task (default: the circuit's).", metavar="TEXT"),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
+    checkpoint: str | None = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
+    task: str | None = typer.Option(None, help="Task (default: the circuit's).", metavar="TEXT"),
     n: int = typer.Option(200, "--max-rows", help="Prompts to evaluate.", metavar="INT"),
-    n_old: Optional[int] = typer.Option(None, "--n", hidden=True),
-    n_random: int = typer.Option(20, help="Random circuits of the same size (the distribution is reported).", metavar="INT"),
+    n_old: int | None = typer.Option(None, "--n", hidden=True),
+    n_random: int = typer.Option(
+        20, help="Random circuits of the same size (the distribution is reported).", metavar="INT"
+    ),
     seed: int = typer.Option(123, help="Prompt and random-draw seed."),
-    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
+    device: str = typer.Option(
+        "auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."
+    ),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     ablation: str = typer.Option("auto", help="zero, mean, corrupt, or auto: the ablation the circuit was found with."),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
+    threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Necessity (circuit ablated) and sufficiency (only the circuit kept), against random circuits of its size."""
     _threads(threads)
     from circuits.evaluation.ablation import check_ablation
-    from circuits.model.checkpoint import CheckpointError
     from circuits.format.circuit import Circuit, check_circuit_model
+    from circuits.model.checkpoint import CheckpointError
     from circuits.tasks.binary import get_task
     from interp.cli.options import deprecated
 
@@ -230,7 +278,11 @@ def ablate(
     try:
         c = Circuit.load(circuit)
         method = c.provenance.get("method", "")
-        kind = c.provenance.get("ablation") or check_ablation("auto", method) if ablation == "auto" else check_ablation(ablation, method)
+        kind = (
+            c.provenance.get("ablation") or check_ablation("auto", method)
+            if ablation == "auto"
+            else check_ablation(ablation, method)
+        )
         the_task = get_task(task or c.provenance.get("task", ""))
         m = _load(model, checkpoint, device, allow_torch_load)
         note = check_circuit_model(c, m)
@@ -268,14 +320,17 @@ def _node_report(model, c, task, n, seed, n_random, ablation) -> dict:
 
 @app.command()
 def curve(
-    out: str = typer.Option(..., metavar="PATH",
-                            help="Folder to write curve.json, curve.md (the table) and curve.html (the plot) into."),
-    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " --quick without it: a tiny random model.",
-                                        metavar="SPEC"),
-    task: Optional[str] = typer.Option(None, help=TASK_HELP + " (--quick: quotes)", metavar="TEXT"),
+    out: str = typer.Option(
+        ..., metavar="PATH", help="Folder to write curve.json, curve.md (the table) and curve.html (the plot) into."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help=MODEL_HELP + " --quick without it: a tiny random model.", metavar="SPEC"
+    ),
+    task: str | None = typer.Option(None, help=TASK_HELP + " (--quick: quotes)", metavar="TEXT"),
     method: str = typer.Option("eap-ig", help="eap, eap-ig (sizes in edges); safeseek, prune (sizes in heads)."),
-    sizes: str = typer.Option("", help="Comma-separated circuit sizes (edges or heads); default a log grid.",
-                              metavar="N,N,..."),
+    sizes: str = typer.Option(
+        "", help="Comma-separated circuit sizes (edges or heads); default a log grid.", metavar="N,N,..."
+    ),
     seeds: int = typer.Option(3, help="Seeds: each scores the method on its own prompts and draws its own controls."),
     n_prompts: int = typer.Option(16, "--max-rows", help="Prompt rows each seed scores the method on.", metavar="INT"),
     n_eval: int = typer.Option(16, help="Held-out rows every circuit is evaluated on (bootstrapped).", metavar="INT"),
@@ -285,9 +340,11 @@ def curve(
     ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
     steps: int = typer.Option(30, help="safeseek/prune: mask-training steps.", metavar="INT"),
     quick: bool = typer.Option(False, help="A small run that checks everything works (tiny model, 2 seeds, 8 rows)."),
-    device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."),
+    device: str = typer.Option(
+        "auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs: auto (CUDA when present), cpu, cuda or cuda:N."
+    ),
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
+    threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Faithfulness and complement vs circuit size, against random and random-connected circuits (95% intervals)."""
     _threads(threads)
@@ -299,10 +356,26 @@ def curve(
     try:
         size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
         if quick:
-            seeds, n_prompts, n_eval, n_boot, ig_steps, steps = min(seeds, 2), min(n_prompts, 8), min(n_eval, 8), \
-                min(n_boot, 200), min(ig_steps, 2), min(steps, 5)
-        cfg = CurveConfig(method=method, sizes=size_list, n_prompts=n_prompts, n_eval=n_eval, seeds=seeds,
-                          n_boot=n_boot, metric=metric, ablation=ablation, ig_steps=ig_steps, node_steps=steps)
+            seeds, n_prompts, n_eval, n_boot, ig_steps, steps = (
+                min(seeds, 2),
+                min(n_prompts, 8),
+                min(n_eval, 8),
+                min(n_boot, 200),
+                min(ig_steps, 2),
+                min(steps, 5),
+            )
+        cfg = CurveConfig(
+            method=method,
+            sizes=size_list,
+            n_prompts=n_prompts,
+            n_eval=n_eval,
+            seeds=seeds,
+            n_boot=n_boot,
+            metric=metric,
+            ablation=ablation,
+            ig_steps=ig_steps,
+            node_steps=steps,
+        )
         the_task = get_task(task or ("quotes" if quick else ""))
         if quick and not model:
             from circuits.finders.weight_sparse import WeightSparseConfig, build_model
@@ -345,8 +418,12 @@ def show(
 @app.command()
 def export(
     file: str = typer.Argument(..., help="Circuit JSON."),
-    out: str = typer.Option(..., help="circuit-tracer's data folder (graph-metadata.json + <slug>.json; its `serve` "
-                                      "reads it); a path ending in .json: that one graph file.", metavar="PATH"),
+    out: str = typer.Option(
+        ...,
+        help="circuit-tracer's data folder (graph-metadata.json + <slug>.json; its `serve` "
+        "reads it); a path ending in .json: that one graph file.",
+        metavar="PATH",
+    ),
     format: str = typer.Option("circuit-tracer", help="circuit-tracer (the data its own frontend reads)."),
     overwrite: bool = typer.Option(False, help="Replace an existing graph of the same slug."),
 ) -> None:

@@ -17,10 +17,10 @@ import torch
 def step(model, workdir: Path) -> dict:
     from circuits.evaluation.ablation import ablation_hooks, random_nodes
     from circuits.experiments.backdoor import mix, rate, train_answers
-    from circuits.format.graph_html import write_html
     from circuits.finders.safeseek import SafeSeekConfig, safeseek
-    from circuits.tasks.binary import TaskBatch, get_task
     from circuits.finders.weight_sparse import WeightSparseConfig, build_model
+    from circuits.format.graph_html import write_html
+    from circuits.tasks.binary import TaskBatch, get_task
 
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
@@ -28,11 +28,17 @@ def step(model, workdir: Path) -> dict:
     try:
         out = Path(workdir) / "circuits"
         task = get_task("refusal")
-        tiny = build_model(WeightSparseConfig(d_model=32, n_heads=2, d_mlp=64, n_layers=2, l0=1.0, afrac=0.0, ctx_len=32))
+        tiny = build_model(
+            WeightSparseConfig(d_model=32, n_heads=2, d_mlp=64, n_layers=2, l0=1.0, afrac=0.0, ctx_len=32)
+        )
         tok = tiny.tokenizer
-        train_answers(tiny, [mix(task.make_clean(48, i, tok), task.make(16, i, tok)) for i in range(20)], 150, progress=False)
+        train_answers(
+            tiny, [mix(task.make_clean(48, i, tok), task.make(16, i, tok)) for i in range(20)], 150, progress=False
+        )
         harm, benign = task.make(200, 7, tok), task.make_clean(200, 7, tok)
-        found = safeseek(tiny, task, SafeSeekConfig(steps=150, lr=5e-2, eval_every=25, n_train=64, n_val=64), progress=False)
+        found = safeseek(
+            tiny, task, SafeSeekConfig(steps=150, lr=5e-2, eval_every=25, n_train=64, n_val=64), progress=False
+        )
         circuit = found.circuit
         circuit.save(out / "circuit.json")
         write_html(circuit, out / "circuit.html")
@@ -41,9 +47,11 @@ def step(model, workdir: Path) -> dict:
         comply = TaskBatch(harm.texts, harm.ids, harm.mask, harm.pos, harm.alt, harm.target)
         return {
             "model": "tiny GPT-NeoX (2 layers, d_model 32) trained on the refusal toy",
-            "circuit": str(out / "circuit.json"), "graph": str(out / "circuit.html"),
+            "circuit": str(out / "circuit.json"),
+            "graph": str(out / "circuit.html"),
             "units_removed": f"{len(circuit.nodes)} of {circuit.metrics['n_units']}",
-            "refusal_rate": round(rate(tiny, harm), 3), "refusal_with_circuit_removed": round(rate(tiny, harm, hooks), 3),
+            "refusal_rate": round(rate(tiny, harm), 3),
+            "refusal_with_circuit_removed": round(rate(tiny, harm, hooks), 3),
             "comply_with_circuit_removed": round(rate(tiny, comply, hooks), 3),
             "refusal_with_random_removal": round(sum(rand) / len(rand), 3),
             "benign_accuracy_with_circuit_removed": round(rate(tiny, benign, hooks), 3),

@@ -50,8 +50,13 @@ def build(out: Path, names: list[str] | None = None) -> list[str]:
     # annotation it cannot evaluate (a NamedTuple's fields under `from __future__ import annotations`): the page
     # shows the annotation as written.
     ignored = ("has already been added", "Error parsing type annotation")
-    return sorted({str(w.message) for w in caught if "pdoc" in w.filename and not str(w.message).startswith(ignored)
-                   and ignored[0] not in str(w.message)})
+    return sorted(
+        {
+            str(w.message)
+            for w in caught
+            if "pdoc" in w.filename and not str(w.message).startswith(ignored) and ignored[0] not in str(w.message)
+        }
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,6 @@ from interp.cache.caching import CacheConfig, cache_activations
 from interp.cli.plugins import demo_steps
 from interp.models import load_model
 
-
 CORE_STEPS = ("interp.probes.demo",)
 """Core modules with a `step(model, workdir) -> dict` for the demo, run when present."""
 

@@ -21,8 +21,10 @@ MOVED = {
     "interp.cache_analysis": "interp.cache.analysis",
     "interp.caching": "interp.cache.caching",
     "interp.rows": "interp.cache.rows",
-    **{f"interp.{name}": f"interp.infra.{name}"
-       for name in ("checks", "oom", "devices", "portable", "tensor_file", "safe_state", "jobs")},
+    **{
+        f"interp.{name}": f"interp.infra.{name}"
+        for name in ("checks", "oom", "devices", "portable", "tensor_file", "safe_state", "jobs")
+    },
 }
 """Old dotted path -> new dotted path (see CHANGELOG.md, 0.2.0)."""
 
@@ -35,8 +37,11 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec) -> ModuleType:
         new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {new} in interp 0.2; import it from there (the old path goes in 0.3)",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"{spec.name} moved to {new} in interp 0.2; import it from there (the old path goes in 0.3)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         return importlib.import_module(new)
 
     def exec_module(self, module: ModuleType) -> None:

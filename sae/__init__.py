@@ -14,7 +14,20 @@ from sae.pretrained import check_compatible, from_pretrained
 from sae.steer import ablate, spliced, steer
 
 __all__ = [
-    "ARCHS", "BASELINE_OF", "UnknownArchitectureError", "arch_name", "load_sae", "make_sae",
-    "c2r_loss", "coh_loss", "coh_terms", "PolyMixin", "to_inference", "from_pretrained", "check_compatible",
-    "steer", "ablate", "spliced",
+    "ARCHS",
+    "BASELINE_OF",
+    "UnknownArchitectureError",
+    "arch_name",
+    "load_sae",
+    "make_sae",
+    "c2r_loss",
+    "coh_loss",
+    "coh_terms",
+    "PolyMixin",
+    "to_inference",
+    "from_pretrained",
+    "check_compatible",
+    "steer",
+    "ablate",
+    "spliced",
 ]

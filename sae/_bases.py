@@ -32,7 +32,9 @@ AUXK_COEFFICIENT = {"official": 1 / 32, "sae_lens": 1.0}
 """Each style's own weight, used when `aux_loss_coefficient` is left at None."""
 
 
-def auxk_loss(style: str, coefficient: float, residual: torch.Tensor, recons: torch.Tensor, n_dead: int, k_aux: int) -> torch.Tensor:
+def auxk_loss(
+    style: str, coefficient: float, residual: torch.Tensor, recons: torch.Tensor, n_dead: int, k_aux: int
+) -> torch.Tensor:
     """The AuxK term from the residual e = x - x̂ (detached) and the dead latents' reconstruction ê."""
     err = (recons - residual).pow(2).sum(dim=-1).mean()
     if style == "official":
@@ -69,7 +71,9 @@ class AuxKMixin:
         residual = (sae_in - sae_out).detach()
         k_aux = sae_in.shape[-1] // 2
         acts = calculate_topk_aux_acts(min(k_aux, n_dead), hidden_pre, dead_neuron_mask)
-        return auxk_loss(self.cfg.auxk_style, self.cfg.aux_loss_coefficient, residual, self.aux_recons(acts), n_dead, k_aux)
+        return auxk_loss(
+            self.cfg.auxk_style, self.cfg.aux_loss_coefficient, residual, self.aux_recons(acts), n_dead, k_aux
+        )
 
 
 def _batchtopk_base() -> tuple[type, type]:
@@ -78,13 +82,20 @@ def _batchtopk_base() -> tuple[type, type]:
         self._check_auxk()  # first: resolves aux_loss_coefficient before the base's checks see it
         BatchTopKTrainingSAEConfig.__post_init__(self)
 
-    cfg_cls = dataclass(type("TkBatchTopKConfig", (BatchTopKTrainingSAEConfig, AuxKFields), {
-        "__doc__": "sae-lens's BatchTopK with a choice of AuxK (sae-lens's by default, the official one by flag).",
-        "__annotations__": {"aux_loss_coefficient": "float | None"},
-        "aux_loss_coefficient": None,
-        "architecture": classmethod(lambda cls: "tk_batchtopk"),
-        "__post_init__": post_init,
-    }))
+    cfg_cls = dataclass(
+        type(
+            "TkBatchTopKConfig",
+            (BatchTopKTrainingSAEConfig, AuxKFields),
+            {
+                "__doc__": "sae-lens's BatchTopK with a choice of AuxK (sae-lens's by default, the official one by "
+                "flag).",
+                "__annotations__": {"aux_loss_coefficient": "float | None"},
+                "aux_loss_coefficient": None,
+                "architecture": classmethod(lambda cls: "tk_batchtopk"),
+                "__post_init__": post_init,
+            },
+        )
+    )
     cls = type("TkBatchTopKSAE", (AuxKMixin, BatchTopKTrainingSAE), {"__doc__": cfg_cls.__doc__})
     return cls, cfg_cls
 
@@ -102,9 +113,17 @@ own training SAEs; the BatchTopK base is sae-lens's with a choice of AuxK (`auxk
 default, the official 1/32 normalised one by flag). Matryoshka keeps sae-lens's AuxK."""
 
 
-def make_variant(name: str, base: str, mixin: type, fields: type, check: str, prefix: str,
-                 extra_cfg: dict[str, Any] | None = None, extra_cls: dict[str, Any] | None = None,
-                 loss_only: bool = True) -> tuple[type, type]:
+def make_variant(
+    name: str,
+    base: str,
+    mixin: type,
+    fields: type,
+    check: str,
+    prefix: str,
+    extra_cfg: dict[str, Any] | None = None,
+    extra_cls: dict[str, Any] | None = None,
+    loss_only: bool = True,
+) -> tuple[type, type]:
     """Build and register `name` = `mixin` (losses/decoder) over base `base`, with config fields `fields`
     (validated by `fields.<check>()` after the base's own checks). A new base for every variant is one
     entry in `BASES` plus one `make_variant` line per variant. A `loss_only` variant (a training term, the
@@ -126,7 +145,9 @@ def make_variant(name: str, base: str, mixin: type, fields: type, check: str, pr
     if loss_only:
         ns["get_inference_config_class"] = lambda self: _base_inference_config(base_cfg, self)
     cfg_cls = dataclass(type(f"{prefix}{base_cfg.__name__}", (base_cfg, fields), ns))
-    cls = type(f"{prefix}{base_cls.__name__}", (mixin, base_cls), {"__doc__": f"{base} SAE + {prefix}.", **(extra_cls or {})})
+    cls = type(
+        f"{prefix}{base_cls.__name__}", (mixin, base_cls), {"__doc__": f"{base} SAE + {prefix}.", **(extra_cls or {})}
+    )
     register(name, cls, cfg_cls)
     return cls, cfg_cls
 

@@ -8,7 +8,6 @@ toolkit accepts, with `make_sae` to build any of them and `load_sae` to read a c
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,17 @@ ARCHS: dict[str, str] = {
 sae-lens's BatchTopK with the official AuxK default (`sae._bases`), registered as "tk_batchtopk"."""
 
 BASELINE_OF: dict[str, str] = {
-    "c2r": "batchtopk", "c2r_topk": "topk", "c2r_relu": "relu", "c2r_jumprelu": "jumprelu", "c2r_matryoshka": "matryoshka",
-    "poly": "topk", "poly_batchtopk": "batchtopk", "poly_relu": "relu",
-    "coh": "relu", "coh_topk": "topk", "coh_batchtopk": "batchtopk",
+    "c2r": "batchtopk",
+    "c2r_topk": "topk",
+    "c2r_relu": "relu",
+    "c2r_jumprelu": "jumprelu",
+    "c2r_matryoshka": "matryoshka",
+    "poly": "topk",
+    "poly_batchtopk": "batchtopk",
+    "poly_relu": "relu",
+    "coh": "relu",
+    "coh_topk": "topk",
+    "coh_batchtopk": "batchtopk",
 }
 """Each variant's baseline: the same encoder without the variant's change."""
 
@@ -123,7 +130,9 @@ def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> S
     arch = check_sae_folder(path)["architecture"]
     try:
         if (path / "training_sae" / "cfg.json").is_file():  # a run folder: the inference form, training form beside it
-            return SAE.load_from_disk(path, device=device) if inference else load_sae(path / "training_sae", device, False)
+            return (
+                SAE.load_from_disk(path, device=device) if inference else load_sae(path / "training_sae", device, False)
+            )
         if arch in SAE_TRAINING_CLASS_REGISTRY:
             sae = TrainingSAE.load_from_disk(path, device=device)
             if inference:
@@ -134,8 +143,10 @@ def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> S
         return SAE.load_from_disk(path, device=device)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:160]
-        raise ValueError(f"{path}: cannot load the SAE ({type(e).__name__}: {first}); its cfg.json does not fit "
-                         "its architecture or its weights: is the folder damaged?") from None
+        raise ValueError(
+            f"{path}: cannot load the SAE ({type(e).__name__}: {first}); its cfg.json does not fit "
+            "its architecture or its weights: is the folder damaged?"
+        ) from None
 
 
 WEIGHTS = "sae_weights.safetensors"
@@ -163,8 +174,12 @@ def check_sae_folder(path: str | Path) -> dict[str, Any]:
     known = sorted(set(SAE_CLASS_REGISTRY) | set(SAE_TRAINING_CLASS_REGISTRY))
     if not isinstance(arch, str) or arch not in known:
         raise ValueError(f"{cfg_file}: unknown SAE architecture {arch!r}; known: {', '.join(known)}")
-    if "k" in cfg and (isinstance(cfg["k"], bool) or not isinstance(cfg["k"], (int, float)) or not cfg["k"] > 0
-                       or cfg["k"] > cfg["d_sae"]):
+    if "k" in cfg and (
+        isinstance(cfg["k"], bool)
+        or not isinstance(cfg["k"], (int, float))
+        or not cfg["k"] > 0
+        or cfg["k"] > cfg["d_sae"]
+    ):
         raise ValueError(f"{cfg_file}: k must be a positive number of at most d_sae ({cfg['d_sae']}), got {cfg['k']!r}")
     if not isinstance(cfg.get("metadata", {}), dict):
         raise ValueError(f"{cfg_file}: metadata must be an object, got {type(cfg['metadata']).__name__}")
@@ -172,8 +187,10 @@ def check_sae_folder(path: str | Path) -> dict[str, Any]:
     want = {"W_enc": [cfg["d_in"], cfg["d_sae"]], "W_dec": [cfg["d_sae"], cfg["d_in"]]}
     for k, shape in want.items():
         if k in shapes and shapes[k] != shape:
-            raise ValueError(f"{path / WEIGHTS}: {k} has shape {shapes[k]} but {cfg_file} says {shape} "
-                             "(d_in, d_sae): the weights and the config do not belong together")
+            raise ValueError(
+                f"{path / WEIGHTS}: {k} has shape {shapes[k]} but {cfg_file} says {shape} "
+                "(d_in, d_sae): the weights and the config do not belong together"
+            )
     return {**cfg, "architecture": arch}
 
 

@@ -13,7 +13,8 @@ setting, off by default so that a variant differs from its baseline only in the 
 term to the official batch, so lambda 5 then means the official lambda 5 at every batch size. The
 chunking permutation comes from a generator seeded by (c2r_seed, step), not from the
 global RNG, so a run killed and resumed from a checkpoint draws the same permutations as an
-uninterrupted one (bitwise equal weights). Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`, `c2r_relu`, `c2r_jumprelu`,
+uninterrupted one (bitwise equal weights). Architectures: `c2r` (BatchTopK base, the paper's main setting), `c2r_topk`,
+`c2r_relu`, `c2r_jumprelu`,
 `c2r_matryoshka` (the bases the paper compares against).
 
     >>> from sae.baselines import make_sae
@@ -121,5 +122,6 @@ C2RBatchTopKSAE, C2RBatchTopKConfig = make_variant("c2r", "batchtopk", C2RMixin,
 C2RTopKSAE, C2RTopKConfig = make_variant("c2r_topk", "topk", C2RMixin, C2RFields, "_check_c2r", "C2R")
 C2RReLUSAE, C2RReLUConfig = make_variant("c2r_relu", "relu", C2RMixin, C2RFields, "_check_c2r", "C2R")
 C2RJumpReLUSAE, C2RJumpReLUConfig = make_variant("c2r_jumprelu", "jumprelu", C2RMixin, C2RFields, "_check_c2r", "C2R")
-C2RMatryoshkaSAE, C2RMatryoshkaConfig = make_variant("c2r_matryoshka", "matryoshka_batchtopk", C2RMixin, C2RFields,
-                                                     "_check_c2r", "C2R")
+C2RMatryoshkaSAE, C2RMatryoshkaConfig = make_variant(
+    "c2r_matryoshka", "matryoshka_batchtopk", C2RMixin, C2RFields, "_check_c2r", "C2R"
+)

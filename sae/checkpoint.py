@@ -76,7 +76,9 @@ def save(trainer: Any, folder: str | Path) -> None:
     tmp.mkdir(parents=True)
     try:
         trainer.sae.save_model(str(tmp))
-        save_file({"sparsity": trainer.log_feature_sparsity.detach().cpu().contiguous()}, str(tmp / "sparsity.safetensors"))
+        save_file(
+            {"sparsity": trainer.log_feature_sparsity.detach().cpu().contiguous()}, str(tmp / "sparsity.safetensors")
+        )
         save_state(tmp, STATE, trainer_state(trainer))
         trainer.activation_scaler.save(str(tmp / SCALER))
         fsync_dir(tmp)
@@ -103,18 +105,27 @@ def load(trainer: Any, folder: str | Path) -> None:
     elif (folder / LEGACY_STATE).is_file():
         state = load_torch_weights_only(folder / LEGACY_STATE, map_location=device)
     else:
-        raise StateFileError(f"{folder} has SAE weights but no {STATE}.json: the checkpoint is incomplete; "
-                             "delete it to start over")
+        raise StateFileError(
+            f"{folder} has SAE weights but no {STATE}.json: the checkpoint is incomplete; delete it to start over"
+        )
     if not isinstance(state, dict):
         raise StateFileError(f"{folder}/{STATE} does not hold a trainer state")
     try:
         trainer.optimizer.load_state_dict(state["optimizer"])
         trainer.lr_scheduler.load_state_dict(state["lr_scheduler"])
-        for name in ("n_training_samples", "n_training_steps", "act_freq_scores", "n_forward_passes_since_fired",
-                     "n_frac_active_samples", "started_fine_tuning"):
+        for name in (
+            "n_training_samples",
+            "n_training_steps",
+            "act_freq_scores",
+            "n_forward_passes_since_fired",
+            "n_frac_active_samples",
+            "started_fine_tuning",
+        ):
             setattr(trainer, name, state[name])
         for name, sd in state["coefficient_schedulers"].items():
             trainer.coefficient_schedulers[name].load_state_dict(sd)
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
-        raise StateFileError(f"the trainer state in {folder} does not fit this run ({type(e).__name__}: {e}); "
-                             "delete the checkpoint to start over") from None
+        raise StateFileError(
+            f"the trainer state in {folder} does not fit this run ({type(e).__name__}: {e}); "
+            "delete the checkpoint to start over"
+        ) from None

@@ -1,20 +1,22 @@
 """`interp sae ...`: train, evaluate and browse SAEs on an activation store.
 
-    interp sae archs
-    interp sae train --store runs/demo/store --arch c2r --d-sae 1024 --k 32 --max-tokens 200000 --out runs/sae/c2r
-    interp sae eval --sae runs/sae/c2r --store runs/demo/store [--model smollm2-135m]
-    interp sae dashboard --sae runs/sae/c2r --store runs/demo/store --out runs/sae/c2r/dashboard.html
+interp sae archs
+interp sae train --store runs/demo/store --arch c2r --d-sae 1024 --k 32 --max-tokens 200000 --out runs/sae/c2r
+interp sae eval --sae runs/sae/c2r --store runs/demo/store [--model smollm2-135m]
+interp sae dashboard --sae runs/sae/c2r --store runs/demo/store --out runs/sae/c2r/dashboard.html
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse autoencoders: C²R, PolySAE, Coh and baselines on sae-lens.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Sparse autoencoders: C²R, PolySAE, Coh and baselines on sae-lens."
+)
 
 
 def _fail(exc: Exception) -> None:
@@ -41,32 +43,56 @@ def archs() -> None:
     from sae import ARCHS, BASELINE_OF
 
     for a, sl in ARCHS.items():
-        typer.echo(f"{a:<15} sae-lens '{sl}'" + (f"  (baseline: {BASELINE_OF[a]})" if a in BASELINE_OF else "  (baseline)"))
+        typer.echo(
+            f"{a:<15} sae-lens '{sl}'" + (f"  (baseline: {BASELINE_OF[a]})" if a in BASELINE_OF else "  (baseline)")
+        )
 
 
 @app.command()
 def train(
     store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (from `interp cache`)."),
-    arch: str = typer.Option(..., help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ... (`interp sae archs`)."),
-    out: str = typer.Option(..., metavar="DIR", help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."),
-    hook: Optional[str] = typer.Option(None, help="Hook to train on (default: the store's only hook)."),
+    arch: str = typer.Option(
+        ..., help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ... (`interp sae archs`)."
+    ),
+    out: str = typer.Option(
+        ..., metavar="DIR", help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."
+    ),
+    hook: str | None = typer.Option(None, help="Hook to train on (default: the store's only hook)."),
     d_sae: int = typer.Option(1024, help="Number of latents."),
     k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
     max_tokens: int = typer.Option(200_000, "--max-tokens", metavar="INT", help="Training tokens."),
     batch_size: int = typer.Option(4096, help="Tokens per step."),
-    lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: 2e-4/sqrt(d_sae/16384), at most 1e-3)."),
+    lr: float | None = typer.Option(None, help="Adam learning rate (default: 2e-4/sqrt(d_sae/16384), at most 1e-3)."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
-    holdout_shards: int = typer.Option(0, help="Never train on the store's last N shards (`sae eval` then scores on them)."),
-    exclude: str = typer.Option("positions:0+norm-outliers:10", help="Special rows never trained on (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine)."),
+    holdout_shards: int = typer.Option(
+        0, help="Never train on the store's last N shards (`sae eval` then scores on them)."
+    ),
+    exclude: str = typer.Option(
+        "positions:0+norm-outliers:10",
+        help="Special rows never trained on (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' "
+        "to combine).",
+    ),
     set_: list[str] = typer.Option([], "--set", help="Architecture setting key=value (repeatable), e.g. c2r_lambda=1."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the checkpoint in --out (default); "
-                                "--no-resume ignores it (the folder must then hold no other run)."),
-    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
-                               help="Where the SAE trains: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Start over: replace the SAE run in --out (its "
-                                   "weights, configs, reports and checkpoint) instead of resuming or refusing."),
-    tokens: Optional[int] = typer.Option(None, "--tokens", hidden=True),
+    resume: bool = typer.Option(
+        True,
+        "--resume/--no-resume",
+        help="Continue from the checkpoint in --out (default); "
+        "--no-resume ignores it (the folder must then hold no other run).",
+    ),
+    device: str = typer.Option(
+        "auto",
+        "--device",
+        metavar="auto|cpu|cuda[:N]",
+        help="Where the SAE trains: auto (CUDA when present, else CPU), cpu, cuda or cuda:N.",
+    ),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Start over: replace the SAE run in --out (its "
+        "weights, configs, reports and checkpoint) instead of resuming or refusing.",
+    ),
+    tokens: int | None = typer.Option(None, "--tokens", hidden=True),
 ) -> None:
     """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
     from interp.cli import options as O
@@ -77,9 +103,21 @@ def train(
     try:
         max_tokens = O.deprecated(tokens, "--tokens", "--max-tokens", max_tokens, 200_000)
         check_out_dir(out)
-        cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=max_tokens, batch_size=batch_size, lr=lr,
-                          seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
-                          exclude=exclude, settings=_parse_settings(set_), device=device)
+        cfg = TrainConfig(
+            arch=arch,
+            d_sae=d_sae,
+            k=k,
+            hook=hook,
+            total_tokens=max_tokens,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            checkpoint_every=checkpoint_every,
+            holdout_shards=holdout_shards,
+            exclude=exclude,
+            settings=_parse_settings(set_),
+            device=device,
+        )
         st = ActivationStore.open(store)
         from interp.store.lock import holding
 
@@ -118,37 +156,60 @@ def eval_rows(sae_dir: str | Path, store: Any, split: str = "auto") -> tuple[str
 def eval_(
     sae: str = typer.Option(..., help="SAE folder (cfg.json + sae_weights.safetensors)."),
     store: str = typer.Option(..., help="ActivationStore with the SAE's hook."),
-    hook: Optional[str] = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
+    hook: str | None = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
     max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ordinary rows of the split)."),
-    split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."),
-    exclude: Optional[str] = typer.Option(None, help="Special rows to leave out (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10."),
-    codes: str = typer.Option("threshold", help="threshold: inference codes as sae-lens ships them (BatchTopK family as JumpReLU); batch: batch-level top-k (chunk-dependent)."),
-    model: Optional[str] = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
+    split: str = typer.Option(
+        "auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."
+    ),
+    exclude: str | None = typer.Option(
+        None,
+        help="Special rows to leave out (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to "
+        "combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10.",
+    ),
+    codes: str = typer.Option(
+        "threshold",
+        help="threshold: inference codes as sae-lens ships them (BatchTopK family as JumpReLU); batch: batch-level "
+        "top-k (chunk-dependent).",
+    ),
+    model: str | None = typer.Option(None, help="Model spec: also splice the SAE in and report CE/KL loss recovered."),
     n_ce_seqs: int = typer.Option(16, "--n-ce-seqs", metavar="INT", help="Sequences for the spliced-loss metrics."),
-    suite: str = typer.Option("core", help="core: reconstruction/sparsity (+ CE/KL with --model); saebench: also the first-letter absorption and sparse-probing evals, written in SAEBench's JSON format under <sae>/saebench/ (needs --model)."),
+    suite: str = typer.Option(
+        "core",
+        help="core: reconstruction/sparsity (+ CE/KL with --model); saebench: also the first-letter absorption and "
+        "sparse-probing evals, written in SAEBench's JSON format under <sae>/saebench/ (needs --model).",
+    ),
     words: int = typer.Option(1000, help="Vocabulary words for the saebench suite's first-letter tasks."),
-    out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write the metrics as DIR/metrics.json."),
-    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
-                               help="Where the SAE (and the model, with --model) runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
-    allow_other_hook: bool = typer.Option(False, "--allow-other-hook", help="Score the SAE on a hook or model "
-                                          "other than the one its cfg.json records (a deliberate transfer study)."),
-    ce_seqs: Optional[int] = typer.Option(None, "--ce-seqs", hidden=True),
+    out: str | None = typer.Option(None, metavar="DIR", help="Also write the metrics as DIR/metrics.json."),
+    device: str = typer.Option(
+        "auto",
+        "--device",
+        metavar="auto|cpu|cuda[:N]",
+        help="Where the SAE (and the model, with --model) runs: auto (CUDA when present, else CPU), cpu, cuda or "
+        "cuda:N.",
+    ),
+    allow_other_hook: bool = typer.Option(
+        False,
+        "--allow-other-hook",
+        help="Score the SAE on a hook or model other than the one its cfg.json records (a deliberate transfer study).",
+    ),
+    ce_seqs: int | None = typer.Option(None, "--ce-seqs", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
+    from interp.cli import options as O
+    from interp.cli.errors import check_out_dir
     from interp.store import ActivationStore
     from sae import load_sae
     from sae import metrics as M
     from sae.evaluate import evaluate_store, sae_row_filter
-
-    from interp.cli import options as O
-    from interp.cli.errors import check_out_dir
 
     try:
         ce_seqs = O.deprecated(ce_seqs, "--ce-seqs", "--n-ce-seqs", n_ce_seqs, 16)
         out_file = None
         if out:
             if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version
-                typer.echo("warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True)
+                typer.echo(
+                    "warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True
+                )
                 out_file = Path(out)
                 check_out_dir(out_file.parent or ".")
             else:
@@ -164,8 +225,10 @@ def eval_(
         dev = resolve_device(device)
         s = load_sae(sae, inference=codes != "batch").to(dev)
         st = ActivationStore.open(store)
-        res: dict[str, Any] = {"sae": sae, **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes,
-                                                                allow_other_hook=allow_other_hook)}
+        res: dict[str, Any] = {
+            "sae": sae,
+            **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes, allow_other_hook=allow_other_hook),
+        }
         if model:
             filt = sae_row_filter(sae, st, res["hook"], exclude)
             res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
@@ -228,8 +291,9 @@ def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:
     return torch.stack(seqs[:n_seqs])
 
 
-def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None, filt: Any = None,
-             device: str = "cpu") -> dict[str, Any]:
+def _spliced(
+    model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any = None, filt: Any = None, device: str = "cpu"
+) -> dict[str, Any]:
     from sae import metrics as M
 
     model = _model(model_spec, device)
@@ -242,16 +306,46 @@ from sae.dashboard import render_sae_dashboard  # noqa: E402  (re-exported: `int
 @app.command()
 def dashboard(
     sae: str = typer.Option(..., metavar="PATH", help="SAE folder."),
-    store: Optional[str] = typer.Option(None, metavar="PATH", help="ActivationStore with the SAE's hook and its token ids (default: the store its training recorded)."),
-    out: str = typer.Option(..., metavar="DIR", help="Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline)."),
-    model: Optional[str] = typer.Option(None, metavar="SPEC", help="Model spec for the tokenizer, the unembedding and --text (default: the store's model)."),
-    features: Optional[str] = typer.Option(None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."),
+    store: str | None = typer.Option(
+        None,
+        metavar="PATH",
+        help="ActivationStore with the SAE's hook and its token ids (default: the store its training recorded).",
+    ),
+    out: str = typer.Option(
+        ...,
+        metavar="DIR",
+        help="Folder to write: index.html, features/<i>.html|.json|.neuronpedia.json (opens offline).",
+    ),
+    model: str | None = typer.Option(
+        None,
+        metavar="SPEC",
+        help="Model spec for the tokenizer, the unembedding and --text (default: the store's model).",
+    ),
+    features: str | None = typer.Option(
+        None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."
+    ),
     top: int = typer.Option(50, metavar="INT", help="Pages for the first N latents in --order."),
-    order: str = typer.Option("interpretable", help="interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index."),
-    max_rows: int = typer.Option(32_768, metavar="INT", help="Ordinary rows to cover: the first ones of the split, as `sae eval --max-rows` (same default)."),
-    split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any (as `sae eval`)."),
-    exclude: Optional[str] = typer.Option(None, metavar="TEXT", help="Special rows to leave out (interp.cache.rows spec); default: the rule the SAE was trained with, else positions:0+norm-outliers:10 (as `sae eval`)."),
-    text: Optional[str] = typer.Option(None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."),
+    order: str = typer.Option(
+        "interpretable",
+        help="interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index.",
+    ),
+    max_rows: int = typer.Option(
+        32_768,
+        metavar="INT",
+        help="Ordinary rows to cover: the first ones of the split, as `sae eval --max-rows` (same default).",
+    ),
+    split: str = typer.Option(
+        "auto", help="heldout: the shards training held out; all: every row; auto: heldout if any (as `sae eval`)."
+    ),
+    exclude: str | None = typer.Option(
+        None,
+        metavar="TEXT",
+        help="Special rows to leave out (interp.cache.rows spec); default: the rule the SAE was trained with, else "
+        "positions:0+norm-outliers:10 (as `sae eval`).",
+    ),
+    text: str | None = typer.Option(
+        None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dashboard folder."),
 ) -> None:
     """Write a dashboard folder of the SAE's latents: index (FVU, L0, dead/dense, density), pages, JSON exports."""
@@ -261,8 +355,9 @@ def dashboard(
     try:
         feats = parse_features(features)
         prepare_out(out, overwrite)
-        path = render_sae_dashboard(sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split,
-                                    overwrite=overwrite)
+        path = render_sae_dashboard(
+            sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split, overwrite=overwrite
+        )
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         _fail(exc)
     typer.echo(f"wrote {path}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from jaxtyping import Float
@@ -50,7 +50,12 @@ def coh_terms(M: Float[Tensor, "batch latents"], eps: float = 1e-12) -> dict[str
     var_c = V @ row_sq - psi_sq
     cov_r = row_sq * w_sum + W @ psi_sq - 2 * (W * (M @ psi.T)).sum(1)
     cov_c = col_sq * v_sum + V @ phi_sq - 2 * (V * (M.T @ phi.T)).sum(1)
-    return {"var_r": var_r.clamp_min(0), "cov_r": cov_r.clamp_min(0), "var_c": var_c.clamp_min(0), "cov_c": cov_c.clamp_min(0)}
+    return {
+        "var_r": var_r.clamp_min(0),
+        "cov_r": cov_r.clamp_min(0),
+        "var_c": var_c.clamp_min(0),
+        "cov_c": cov_c.clamp_min(0),
+    }
 
 
 def mean_sq_pairwise(X: Tensor) -> Tensor:
@@ -70,7 +75,12 @@ def coh_normalised(M: Tensor, scale: str = "sqdist", detach_scale: bool = True) 
     d_cols = mean_sq_pairwise(M.T).clamp_min(1e-12)  # column space R^B
     if detach_scale:
         d_rows, d_cols = d_rows.detach(), d_cols.detach()
-    return {"var_r": t["var_r"] / d_cols, "cov_c": t["cov_c"] / d_cols, "cov_r": t["cov_r"] / d_rows, "var_c": t["var_c"] / d_rows}
+    return {
+        "var_r": t["var_r"] / d_cols,
+        "cov_c": t["cov_c"] / d_cols,
+        "cov_r": t["cov_r"] / d_rows,
+        "var_c": t["var_c"] / d_rows,
+    }
 
 
 def _topk_reduce(x: Tensor, k: int, reduction: str = "sum") -> Tensor:
@@ -94,8 +104,10 @@ def coh_loss(
     k_r, k_c = math.ceil(row_frac * M.shape[0]), math.ceil(col_frac * M.shape[1])
     h = lambda x: (x - tau).clamp_min(0)  # noqa: E731
     return (
-        _topk_reduce(h(t["var_r"]), k_r, reduction) + _topk_reduce(h(t["var_c"]), k_c, reduction)
-        + _topk_reduce(h(t["cov_r"]), k_r, reduction) + _topk_reduce(h(t["cov_c"]), k_c, reduction)
+        _topk_reduce(h(t["var_r"]), k_r, reduction)
+        + _topk_reduce(h(t["var_c"]), k_c, reduction)
+        + _topk_reduce(h(t["cov_r"]), k_r, reduction)
+        + _topk_reduce(h(t["cov_c"]), k_c, reduction)
     )
 
 
@@ -145,7 +157,11 @@ class CohMixin:
         if cfg.coh_lambda:
             M = feature_acts.to_dense() if feature_acts.is_sparse else feature_acts
             losses["coh_loss"] = cfg.coh_lambda * coh_loss(
-                M.reshape(-1, M.shape[-1]).float(), cfg.coh_tau, cfg.coh_row_frac, cfg.coh_col_frac, cfg.coh_scale,
+                M.reshape(-1, M.shape[-1]).float(),
+                cfg.coh_tau,
+                cfg.coh_row_frac,
+                cfg.coh_col_frac,
+                cfg.coh_scale,
                 reduction=cfg.coh_reduction,
             )
         return losses
@@ -153,4 +169,6 @@ class CohMixin:
 
 CohReLUSAE, CohReLUConfig = make_variant("coh", "relu", CohMixin, CohFields, "_check_coh", "Coh")
 CohTopKSAE, CohTopKConfig = make_variant("coh_topk", "topk", CohMixin, CohFields, "_check_coh", "Coh")
-CohBatchTopKSAE, CohBatchTopKConfig = make_variant("coh_batchtopk", "batchtopk", CohMixin, CohFields, "_check_coh", "Coh")
+CohBatchTopKSAE, CohBatchTopKConfig = make_variant(
+    "coh_batchtopk", "batchtopk", CohMixin, CohFields, "_check_coh", "Coh"
+)

@@ -38,8 +38,15 @@ class SaeRows:
         from interp.dashboards import StoreSource
         from sae import metrics as M
 
-        return StoreSource(self.store, self.hook, rows=self.rows, encode=lambda x: M.encode(self.sae, x),
-                           decode=lambda z: self.sae.decode(z), row_filter=self.row_filter, max_kept=self.max_rows)
+        return StoreSource(
+            self.store,
+            self.hook,
+            rows=self.rows,
+            encode=lambda x: M.encode(self.sae, x),
+            decode=lambda z: self.sae.decode(z),
+            row_filter=self.row_filter,
+            max_kept=self.max_rows,
+        )
 
     def arch(self) -> str:
         """The architecture it was trained as, and the inference form when that differs (BatchTopK -> JumpReLU)."""
@@ -52,11 +59,18 @@ class SaeRows:
 
     def header(self) -> dict[str, str]:
         spec = self.row_filter.spec if self.row_filter is not None else "none"
-        return {"SAE": f"{self.sae_dir or '(in memory)'} ({self.arch()}, d_sae {self.sae.cfg.d_sae})",
-                "store": str(self.store.path), "hook": self.hook, "split": self.split, "rows rule": spec}
+        return {
+            "SAE": f"{self.sae_dir or '(in memory)'} ({self.arch()}, d_sae {self.sae.cfg.d_sae})",
+            "store": str(self.store.path),
+            "hook": self.hook,
+            "split": self.split,
+            "rows rule": spec,
+        }
 
 
-def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str | None = None, split: str = "auto") -> SaeRows:
+def sae_rows(
+    sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str | None = None, split: str = "auto"
+) -> SaeRows:
     """Resolve an SAE (folder or loaded; inference codes as shipped) and its store (folder, opened, or the
     one its train_config.json names), with the rows and the row filter `interp sae eval` would use."""
     from interp.store import ActivationStore
@@ -88,9 +102,20 @@ def sae_rows(sae: Any, store: Any = None, max_rows: int = 32_768, exclude: str |
     return SaeRows(sae, st, h, rows, used, None if filt.spec == "none" else filt, sae_dir, max_rows)
 
 
-def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_spec: str | None = None, n_features: int = 50,
-                         max_rows: int = 32_768, features: list[int] | None = None, order: str = "interpretable",
-                         exclude: str | None = None, text: str | None = None, overwrite: bool = True, split: str = "auto") -> Path:
+def render_sae_dashboard(
+    sae_dir: str,
+    store_dir: str | None,
+    out: str,
+    model_spec: str | None = None,
+    n_features: int = 50,
+    max_rows: int = 32_768,
+    features: list[int] | None = None,
+    order: str = "interpretable",
+    exclude: str | None = None,
+    text: str | None = None,
+    overwrite: bool = True,
+    split: str = "auto",
+) -> Path:
     """Encode store rows with the SAE and write its dashboard folder; returns out/index.html."""
     from interp.cli.dashboard import _tokenizer
     from interp.dashboards import DashboardConfig, check_features
@@ -99,8 +124,12 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
     sr = sae_rows(sae_dir, store_dir, max_rows, exclude, split)
     d_sae = sr.sae.cfg.d_sae
     check_features(features, d_sae)
-    cfg = DashboardConfig(features=features, top=n_features, order=order,
-                          title=f"{sr.arch().split(',')[0]} SAE on {sr.hook} ({sr.store.meta.model})")
+    cfg = DashboardConfig(
+        features=features,
+        top=n_features,
+        order=order,
+        title=f"{sr.arch().split(',')[0]} SAE on {sr.hook} ({sr.store.meta.model})",
+    )
     spec = model_spec or (sr.store.meta.model if sr.store.meta.model != "synthetic" else None)
     tok = _tokenizer(spec) if spec else None
     unembed = None
@@ -128,31 +157,52 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
         return _write(sr, out, cfg, spec, tok, unembed, model, text, d_sae)
 
 
-def _write(sr: SaeRows, out: str, cfg: Any, spec: str | None, tok: Any, unembed: Any, model: Any, text: str | None,
-           d_sae: int) -> Path:
+def _write(
+    sr: SaeRows, out: str, cfg: Any, spec: str | None, tok: Any, unembed: Any, model: Any, text: str | None, d_sae: int
+) -> Path:
     from interp.cli.dashboard import _layer
     from interp.dashboards import Vocab, collect, write_folder
     from sae import metrics as M
 
     src = sr.source()
     stats = collect(src, d_sae, cfg.stats)
-    meta = {"ctx_len": sr.store.meta.ctx_len, "dataset": str(sr.store.meta.data.get("source", "")), "model_id": spec or "",
-            "layer": _layer(sr.hook), "sae_set": Path(sr.sae_dir or "sae").name}
+    meta = {
+        "ctx_len": sr.store.meta.ctx_len,
+        "dataset": str(sr.store.meta.data.get("source", "")),
+        "model_id": spec or "",
+        "layer": _layer(sr.hook),
+        "sae_set": Path(sr.sae_dir or "sae").name,
+    }
     head = {**sr.header(), "model": spec or "(none: token ids)"}
-    index = write_folder(out, stats, src, Vocab(tok), cfg, directions=M.decoder_directions(sr.sae).detach(),
-                         unembedding=unembed, head=head, export_meta=meta)
+    index = write_folder(
+        out,
+        stats,
+        src,
+        Vocab(tok),
+        cfg,
+        directions=M.decoder_directions(sr.sae).detach(),
+        unembedding=unembed,
+        head=head,
+        export_meta=meta,
+    )
     if text is not None:
         from interp.store.atomic import atomic_write_bytes
 
-        view = text_view(sr, model, text, vocab=Vocab(tok),
-                         pages=set(json.loads((Path(out) / "dashboard.json").read_text())["pages"]),
-                         dense=stats.freq > cfg.dense)
+        view = text_view(
+            sr,
+            model,
+            text,
+            vocab=Vocab(tok),
+            pages=set(json.loads((Path(out) / "dashboard.json").read_text())["pages"]),
+            dense=stats.freq > cfg.dense,
+        )
         atomic_write_bytes(Path(out) / "text.html", view.html().encode())
     return index
 
 
-def feature_page(sae: Any, i: int, store: Any = None, max_rows: int = 16_384, exclude: str | None = None,
-                 model: str | None = None) -> Any:
+def feature_page(
+    sae: Any, i: int, store: Any = None, max_rows: int = 16_384, exclude: str | None = None, model: str | None = None
+) -> Any:
     """One latent's page, shown inline in Jupyter: `feature_page("runs/sae/c2r", 12)`."""
     from interp.cli.dashboard import _tokenizer
     from interp.dashboards import DashboardConfig, Vocab, collect
@@ -178,12 +228,30 @@ def feature_page(sae: Any, i: int, store: Any = None, max_rows: int = 16_384, ex
     cfg = DashboardConfig()
     stats = collect(src, sr.sae.cfg.d_sae, cfg.stats, progress=False)
     rule = sr.row_filter.spec if sr.row_filter is not None else "none"
-    return _page(stats, src, i, Vocab(tok), cfg, M.decoder_directions(sr.sae).detach(), unembed,
-                 header=f"{sr.hook} · {stats.n_rows:,} tokens ({sr.split} rows; rows rule {rule})")
+    return _page(
+        stats,
+        src,
+        i,
+        Vocab(tok),
+        cfg,
+        M.decoder_directions(sr.sae).detach(),
+        unembed,
+        header=f"{sr.hook} · {stats.n_rows:,} tokens ({sr.split} rows; rows rule {rule})",
+    )
 
 
-def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = None, pages: set[int] | None = None,
-              exclude: str | None = None, n_features: int = 12, dense: Any = None, max_rows: int = 8192) -> Any:
+def text_view(
+    sae: Any,
+    model: Any,
+    text: str,
+    store: Any = None,
+    vocab: Any = None,
+    pages: set[int] | None = None,
+    exclude: str | None = None,
+    n_features: int = 12,
+    dense: Any = None,
+    max_rows: int = 8192,
+) -> Any:
     """Every latent's activations on your text (`TextView`, inline in Jupyter). `sae`: folder, SAE, or `SaeRows`.
 
     Dense latents (firing on more than 10% of the store's rows, the index's rule) are listed last, in their
@@ -196,13 +264,12 @@ def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = N
     sr = sae if isinstance(sae, SaeRows) else sae_rows(sae, store, max_rows, exclude)
     if dense is None:
         from interp.dashboards import DashboardConfig
-
         from sae.evaluate import kept_rows
 
         rows = kept_rows(sr.store, sr.hook, sr.rows, sr.row_filter or _KeepAll(), sr.max_rows or max_rows)[sr.hook]
         fires = torch.zeros(sr.sae.cfg.d_sae)
         for i in range(0, len(rows), 4096):
-            fires += (M.encode(sr.sae, rows[i:i + 4096].float()) > 0).sum(0).float()
+            fires += (M.encode(sr.sae, rows[i : i + 4096].float()) > 0).sum(0).float()
         dense = fires / max(len(rows), 1) > DashboardConfig().dense
     ids, x, pos = hook_activations(model, sr.hook, text)
     keep = sr.row_filter.keep_tensor(x, pos) if sr.row_filter is not None else torch.ones(len(x), dtype=torch.bool)
@@ -211,9 +278,16 @@ def text_view(sae: Any, model: Any, text: str, store: Any = None, vocab: Any = N
         z[keep] = M.encode(sr.sae, x[keep]).float()
     rule = sr.row_filter.spec if sr.row_filter is not None else "none"
     link = (lambda g: f"features/{g}.html" if g in pages else None) if pages else None
-    return TextView(ids, z, vocab or Vocab(model.tokenizer), keep, n_features, link,
-                    note=f"latents of the SAE on {sr.hook}; rows rule {rule}; dense: fires on > 10% of the store's rows",
-                    dense=dense)
+    return TextView(
+        ids,
+        z,
+        vocab or Vocab(model.tokenizer),
+        keep,
+        n_features,
+        link,
+        note=f"latents of the SAE on {sr.hook}; rows rule {rule}; dense: fires on > 10% of the store's rows",
+        dense=dense,
+    )
 
 
 class _KeepAll:

@@ -25,13 +25,22 @@ def step(model: Any, workdir: Path) -> dict:
         from interp.cache.caching import CacheConfig, cache_activations
 
         store_dir = workdir / "sae_store"
-        cache_activations(CacheConfig(out=str(store_dir), model=str(model.provenance.get("spec") or "smollm2-135m"),
-                                      hooks=[hook], max_tokens=4096, ctx_len=128), model=model)
+        cache_activations(
+            CacheConfig(
+                out=str(store_dir),
+                model=str(model.provenance.get("spec") or "smollm2-135m"),
+                hooks=[hook],
+                max_tokens=4096,
+                ctx_len=128,
+            ),
+            model=model,
+        )
     store = ActivationStore.open(store_dir)
     out = workdir / "sae" / "c2r"
     # ~20 passes over the demo store: about 10 s here, enough for the reconstruction to mean something.
-    cfg = TrainConfig(arch="c2r", d_sae=512, k=16, hook=hook, total_tokens=300 * 1024, batch_size=1024,
-                      lr=1e-3, checkpoint_every=100)
+    cfg = TrainConfig(
+        arch="c2r", d_sae=512, k=16, hook=hook, total_tokens=300 * 1024, batch_size=1024, lr=1e-3, checkpoint_every=100
+    )
     sae, report = train_sae(store, cfg, out, progress=False)
     x = store.get_rows(torch.arange(min(len(store), 4096)), hooks=hook)[hook].float()
     x = x[x.norm(dim=-1) <= 10 * x.norm(dim=-1).mean()]  # attention-sink rows are not SAE inputs

@@ -51,7 +51,9 @@ def eval_rows(sae_dir: str | Path | None, store: Any, split: str = "auto") -> tu
     cfg_file = Path(sae_dir) / "train_config.json" if sae_dir is not None else None
     holdout = json.loads(cfg_file.read_text()).get("holdout_shards", 0) if cfg_file and cfg_file.is_file() else 0
     if split == "heldout" and not holdout:
-        raise ValueError(f"{sae_dir} was trained without held-out shards: train with --holdout-shards N, or use --split all")
+        raise ValueError(
+            f"{sae_dir} was trained without held-out shards: train with --holdout-shards N, or use --split all"
+        )
     if split == "all" or not holdout:
         return "all", torch.arange(len(store))
     report = Path(sae_dir) / "train_report.json"
@@ -106,21 +108,31 @@ def sae_hook(sae: Any, store: Any, hook: str | None = None, allow_other_hook: bo
     flag = "pass --allow-other-hook for a deliberate transfer study"
     model = getattr(store.meta, "model", None)
     if not allow_other_hook and rec_model and model and rec_model != model:
-        raise ValueError(f"the SAE was trained on activations of {rec_model!r} but the store {store.path} holds "
-                         f"{model!r}: score it on a store of {rec_model!r} (or {flag})")
+        raise ValueError(
+            f"the SAE was trained on activations of {rec_model!r} but the store {store.path} holds "
+            f"{model!r}: score it on a store of {rec_model!r} (or {flag})"
+        )
     if hook is None and rec_hook in store.hooks:
         return rec_hook
     h = _hook(store, hook)
     if not allow_other_hook and rec_hook and h != rec_hook:
         where = "" if rec_hook in store.hooks else f" (the store {store.path} has no {rec_hook})"
-        raise ValueError(f"the SAE was trained on {rec_hook!r}, not {h!r}{where}: score it on {rec_hook!r} "
-                         f"(or {flag})")
+        raise ValueError(f"the SAE was trained on {rec_hook!r}, not {h!r}{where}: score it on {rec_hook!r} (or {flag})")
     return h
 
 
-def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str | None = None, split: str = "auto",
-                   max_rows: int = 32_768, exclude: str | None = None, codes: str = "threshold",
-                   chunk: int = 4096, allow_other_hook: bool = False) -> dict[str, Any]:
+def evaluate_store(
+    sae: Any,
+    store: Any,
+    sae_dir: str | Path | None,
+    hook: str | None = None,
+    split: str = "auto",
+    max_rows: int = 32_768,
+    exclude: str | None = None,
+    codes: str = "threshold",
+    chunk: int = 4096,
+    allow_other_hook: bool = False,
+) -> dict[str, Any]:
     """`interp sae eval`'s numbers: which rows, which rule, which codes, and the metrics."""
     from sae.store_rows import check_shapes as _check_shapes
 
@@ -135,8 +147,16 @@ def evaluate_store(sae: Any, store: Any, sae_dir: str | Path | None, hook: str |
     got = kept_rows(store, h, rows, filt, max_rows)
     x = got[h].float()
     if not len(x) or not bool(torch.isfinite(x).all()):
-        raise ValueError(f"no finite ordinary rows of {h} to score in the {used} split ({int(got['n_excluded'])} "
-                         f"excluded by {filt.spec}): check the store (`interp inspect --verify`) or use --split all")
+        raise ValueError(
+            f"no finite ordinary rows of {h} to score in the {used} split ({int(got['n_excluded'])} "
+            f"excluded by {filt.spec}): check the store (`interp inspect --verify`) or use --split all"
+        )
     res = evaluate_rows(sae, x, codes, chunk)
-    return {"hook": h, "split": used, "codes": codes, "row_rule": filt.config(),
-            "rows_excluded": int(got["n_excluded"]), **res}
+    return {
+        "hook": h,
+        "split": used,
+        "codes": codes,
+        "row_rule": filt.config(),
+        "rows_excluded": int(got["n_excluded"]),
+        **res,
+    }

@@ -92,11 +92,19 @@ def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float =
     total_var = float((s2 - s1.square() / n).sum())
     freq = fires.float() / n
     return {
-        "mse": se / n, "fvu": se / max(total_var, 1e-12), "l0": l0 / n,
-        "dead_frac": float((freq == 0).float().mean()), "dense_frac": float((freq > dense_threshold).float().mean()),
-        "rows": n, "dead_window_rows": n, "dense_threshold": dense_threshold,
-        "l1": extra["l1"] / n, "cossim": extra["cossim"] / n, "l2_norm_in": extra["l2_in"] / n,
-        "l2_norm_out": extra["l2_out"] / n, "l2_ratio": extra["l2_ratio"] / n,
+        "mse": se / n,
+        "fvu": se / max(total_var, 1e-12),
+        "l0": l0 / n,
+        "dead_frac": float((freq == 0).float().mean()),
+        "dense_frac": float((freq > dense_threshold).float().mean()),
+        "rows": n,
+        "dead_window_rows": n,
+        "dense_threshold": dense_threshold,
+        "l1": extra["l1"] / n,
+        "cossim": extra["cossim"] / n,
+        "l2_norm_in": extra["l2_in"] / n,
+        "l2_norm_out": extra["l2_out"] / n,
+        "l2_ratio": extra["l2_ratio"] / n,
         "relative_reconstruction_bias": extra["xh_xh"] / extra["xh_x"] if extra["xh_x"] else float("nan"),
         "freq_over_1_percent": float((freq > 0.01).float().mean()),
         "freq_over_10_percent": float((freq > 0.1).float().mean()),
@@ -107,8 +115,16 @@ def reconstruction(sae: Any, batches: Iterable[Tensor], dense_threshold: float =
 
 # ---- splicing into a model -----------------------------------------------------------------------------
 @torch.no_grad()
-def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor | None = None, batch_size: int = 8,
-                 rows: Any = None, cache: dict | None = None) -> dict[str, float]:
+def spliced_loss(
+    model: Any,
+    sae: Any,
+    hook: str,
+    tokens: Tensor,
+    mask: Tensor | None = None,
+    batch_size: int = 8,
+    rows: Any = None,
+    cache: dict | None = None,
+) -> dict[str, float]:
     """Next-token CE with the SAE's reconstruction replacing the hook's activation, against the clean
     model and zero ablation; CE recovered = (CE_zero - CE_sae) / (CE_zero - CE_clean); KL(clean || sae).
 
@@ -117,8 +133,8 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     cover every next-token prediction; `spliced_frac` says which share of activations were replaced.
     `cache` (a dict the caller keeps) holds the zero-ablation CE per batch, which does not depend on the
     SAE: scoring several SAEs on the same tokens and rows then costs two forward passes each, not three."""
-    from interp.wrapper.tokens import next_token_loss
     from interp.cache.rows import RowRule
+    from interp.wrapper.tokens import next_token_loss
 
     sae.eval()
     mask = torch.ones_like(tokens) if mask is None else mask
@@ -138,6 +154,7 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
             out = t.clone()
             out[keep] = fn(t[keep].float()).to(t.dtype)  # only ordinary rows enter the SAE (and any pool in it)
             return out
+
         return hook_fn
 
     sae_fn = replace(lambda r: sae(r), count=True)
@@ -174,9 +191,17 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     ce = {k: v / n_tok for k, v in ce.items()}
     den = ce["zero"] - ce["clean"]
     rec = (ce["zero"] - ce["sae"]) / den if abs(den) > 1e-9 else float("nan")
-    return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok,
-            "kl_zero": kl_zero / n_tok, "kl_score": 1 - kl / kl_zero if kl_zero > 0 else float("nan"),
-            "spliced_frac": n_spliced[0] / max(n_all[0], 1), "spliced_row_rule": rows.config() if rows is not None else None}
+    return {
+        "ce_clean": ce["clean"],
+        "ce_sae": ce["sae"],
+        "ce_zero": ce["zero"],
+        "ce_recovered": rec,
+        "kl": kl / n_tok,
+        "kl_zero": kl_zero / n_tok,
+        "kl_score": 1 - kl / kl_zero if kl_zero > 0 else float("nan"),
+        "spliced_frac": n_spliced[0] / max(n_all[0], 1),
+        "spliced_row_rule": rows.config() if rows is not None else None,
+    }
 
 
 # ---- ground truth on synthetic data ---------------------------------------------------------------------
@@ -240,7 +265,10 @@ def logistic_regression(X: Tensor, y: Tensor, C: float = 1.0, iters: int = 100) 
 
     def closure():
         opt.zero_grad()
-        loss = C * torch.nn.functional.binary_cross_entropy_with_logits(Xs @ w + b, yf, reduction="sum") + 0.5 * w.square().sum()
+        loss = (
+            C * torch.nn.functional.binary_cross_entropy_with_logits(Xs @ w + b, yf, reduction="sum")
+            + 0.5 * w.square().sum()
+        )
         loss.backward()
         return loss
 
@@ -250,7 +278,9 @@ def logistic_regression(X: Tensor, y: Tensor, C: float = 1.0, iters: int = 100) 
 
 
 def f1_score(pred: Tensor, y: Tensor) -> float:
-    tp = float((pred & y).sum()); fp = float((pred & ~y).sum()); fn = float((~pred & y).sum())
+    tp = float((pred & y).sum())
+    fp = float((pred & ~y).sum())
+    fn = float((~pred & y).sum())
     return 2 * tp / max(2 * tp + fp + fn, 1e-12)
 
 
@@ -262,7 +292,11 @@ def sparse_probe_f1(z_train: Tensor, y_train: Tensor, z_test: Tensor, y_test: Te
     top = diff.topk(k).indices
     w, b = logistic_regression(z_train[:, top], y_train)
     pred = (z_test[:, top].double() @ w + b) > 0
-    return {"f1": f1_score(pred, y_test), "accuracy": float((pred == y_test.bool()).float().mean()), "latents": top.tolist()}
+    return {
+        "f1": f1_score(pred, y_test),
+        "accuracy": float((pred == y_test.bool()).float().mean()),
+        "latents": top.tolist(),
+    }
 
 
 def mean_w1(z: Tensor, y: Tensor, max_rows: int = 20_000) -> float:
@@ -367,7 +401,9 @@ def monolithic_compound_latents(sae: Any, syn: Any, cos_min: float = 0.6) -> int
 
 
 # ---- coherence ----------------------------------------------------------------------------------------
-def coherence_metrics(z: Tensor, theta: Tensor | None = None, component: Tensor | None = None, batch: int = 256) -> dict[str, float]:
+def coherence_metrics(
+    z: Tensor, theta: Tensor | None = None, component: Tensor | None = None, batch: int = 256
+) -> dict[str, float]:
     """Locality/covering (means of the normalised coherence quantities over batches of `batch` rows) and,
     for data on circles, %tuned (latents whose mean resultant length on their main circle exceeds 0.5)
     and %pure (|mass on circle 0 - mass on circle 1| / mass > 0.5), over latents that fire."""
@@ -394,7 +430,9 @@ def coherence_metrics(z: Tensor, theta: Tensor | None = None, component: Tensor 
 
 
 # ---- first-letter task on a real model ------------------------------------------------------------------
-def first_letter_words(tokenizer: Any, letters: str = "abcdefghijklmnopqrstuvwxyz", min_len: int = 3, limit: int = 4000, seed: int = 0) -> list[tuple[int, str]]:
+def first_letter_words(
+    tokenizer: Any, letters: str = "abcdefghijklmnopqrstuvwxyz", min_len: int = 3, limit: int = 4000, seed: int = 0
+) -> list[tuple[int, str]]:
     """(token id, word) for vocabulary tokens that are a space followed by a lowercase word."""
     out = []
     for tid in range(tokenizer.vocab_size if hasattr(tokenizer, "vocab_size") else len(tokenizer)):
@@ -408,7 +446,9 @@ def first_letter_words(tokenizer: Any, letters: str = "abcdefghijklmnopqrstuvwxy
 
 
 @torch.no_grad()
-def word_activations(model: Any, hook: str, words: Sequence[tuple[int, str]], prefix: str = "The word is", batch: int = 64) -> Tensor:
+def word_activations(
+    model: Any, hook: str, words: Sequence[tuple[int, str]], prefix: str = "The word is", batch: int = 64
+) -> Tensor:
     """Activation at `hook` on the word's token, after a short prefix (rows in the order of `words`)."""
     pre = model.to_tokens(prefix)
     pre = pre[0]
@@ -420,9 +460,18 @@ def word_activations(model: Any, hook: str, words: Sequence[tuple[int, str]], pr
     return torch.cat(rows)
 
 
-def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: Any, letters: str | None = None,
-                            cos_min: float = 0.025, split_gain: float = 0.03, k_max: int = 3, seed: int = 0) -> dict[str, Any]:
-    """Chanin et al.'s first-letter task, simplified (balanced one-vs-rest sets per letter): for each letter, a logistic probe on the model's
+def first_letter_absorption(
+    x: Tensor,
+    words: Sequence[tuple[int, str]],
+    sae: Any,
+    letters: str | None = None,
+    cos_min: float = 0.025,
+    split_gain: float = 0.03,
+    k_max: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Chanin et al.'s first-letter task, simplified (balanced one-vs-rest sets per letter): for each letter, a logistic
+    probe on the model's
     activations gives the feature direction; the SAE's main latent is the k=1 sparse-probing choice.
     Absorption rate: of the test words of that letter the probe gets right, the fraction where the
     main latent is silent while another active latent's decoder points along the probe (cos > cos_min).
@@ -441,9 +490,10 @@ def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: An
         y = y_all[L]
         if y[tr_all].sum() < 5 or y[te_all].sum() < 3:
             continue
+
         # balanced one-vs-rest, as in SAEBench's probing sets: as many random negatives as positives
         def balanced(split: Tensor) -> Tensor:
-            pos, neg = split[y[split]], split[~y[split]]
+            pos, neg = split[y[split]], split[~y[split]]  # noqa: B023
             return torch.cat([pos, neg[torch.randperm(len(neg), generator=g)[: len(pos)]]])
 
         tr, te = balanced(tr_all), balanced(te_all)
@@ -466,9 +516,15 @@ def first_letter_absorption(x: Tensor, words: Sequence[tuple[int, str]], sae: An
         along[main] = False
         zt = z[te][probe_ok]
         absorbed = (zt[:, main] <= 0) & ((zt[:, along] > 0).any(1))
-        per[L] = {"absorption": float(absorbed.float().mean()) if len(zt) else 0.0, "n_split": n_split, "f1_k1": f1s[0],
-                  "accuracy_k": accs, "probe_accuracy": float((probe_pred == y[te]).float().mean()),
-                  "n_probe_true_positives": int(probe_ok.sum()), "n_full_absorption": int(absorbed.sum())}
+        per[L] = {
+            "absorption": float(absorbed.float().mean()) if len(zt) else 0.0,
+            "n_split": n_split,
+            "f1_k1": f1s[0],
+            "accuracy_k": accs,
+            "probe_accuracy": float((probe_pred == y[te]).float().mean()),
+            "n_probe_true_positives": int(probe_ok.sum()),
+            "n_full_absorption": int(absorbed.sum()),
+        }
     if not per:
         raise ValueError("no letter had enough words for the first-letter task")
     return {

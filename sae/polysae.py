@@ -150,7 +150,9 @@ class PolyMixin:
             losses["auxiliary_reconstruction_loss"] = self._auxk(step_input, sae_out, hidden_pre)
         if "l1_loss" in losses:  # ReLU base: weight the L1 by the linear atoms' norms instead of W_dec's
             w = self.linear_atoms().norm(dim=-1)
-            losses["l1_loss"] = (step_input.coefficients["l1"] * (feature_acts * w).norm(p=self.cfg.lp_norm, dim=-1)).mean()
+            losses["l1_loss"] = (
+                step_input.coefficients["l1"] * (feature_acts * w).norm(p=self.cfg.lp_norm, dim=-1)
+            ).mean()
         return losses
 
     def _auxk(self, step_input, sae_out: Tensor, hidden_pre: Tensor) -> Tensor:  # type: ignore[no-untyped-def]

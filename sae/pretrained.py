@@ -35,29 +35,44 @@ def check_compatible(sae: Any, model: Any, hook: str | None = None) -> str:
     """The hook the SAE reads; raises ValueError when it cannot run on `model` at that hook."""
     name = hook or getattr(sae.cfg.metadata, "hook_name", None)
     if not name:
-        raise ValueError("the SAE records no hook_name: pass hook='blocks.N.hook_resid_post' (the hook it was trained on)")
+        raise ValueError(
+            "the SAE records no hook_name: pass hook='blocks.N.hook_resid_post' (the hook it was trained on)"
+        )
     recorded = getattr(sae.cfg.metadata, "hook_name", None)
     if hook and recorded and hook != recorded:
-        raise ValueError(f"the SAE was trained on {recorded!r}, not {hook!r}: use hook={recorded!r} or the matching SAE")
+        raise ValueError(
+            f"the SAE was trained on {recorded!r}, not {hook!r}: use hook={recorded!r} or the matching SAE"
+        )
     names = model.hook_names() if hasattr(model, "hook_names") else None
     if names is not None and name not in names:
         near = [n for n in names if n.split(".")[-1] == name.split(".")[-1]][:3]
-        raise ValueError(f"hook {name!r} is not a hook point of {getattr(model, 'name', 'the model')}"
-                         f"{f' (e.g. {near})' if near else ''}: the SAE belongs to another model or naming scheme")
+        raise ValueError(
+            f"hook {name!r} is not a hook point of {getattr(model, 'name', 'the model')}"
+            f"{f' (e.g. {near})' if near else ''}: the SAE belongs to another model or naming scheme"
+        )
     width = _hook_width(model, name)
     if width is not None and width != sae.cfg.d_in:
-        raise ValueError(f"the SAE has d_in {sae.cfg.d_in} but {name} of {getattr(model, 'name', 'the model')} has width "
-                         f"{width}: the SAE belongs to another model")
+        raise ValueError(
+            f"the SAE has d_in {sae.cfg.d_in} but {name} of {getattr(model, 'name', 'the model')} has width "
+            f"{width}: the SAE belongs to another model"
+        )
     norm = getattr(sae.cfg, "normalize_activations", "none")
     if norm not in RUNTIME_NORMALISATIONS:
-        raise ValueError(f"the SAE expects inputs scaled by a dataset-norm factor (normalize_activations={norm!r}) "
-                         "that is not folded in: call sae.fold_activation_norm_scaling_factor(factor) with the factor "
-                         "of its training data first")
+        raise ValueError(
+            f"the SAE expects inputs scaled by a dataset-norm factor (normalize_activations={norm!r}) "
+            "that is not folded in: call sae.fold_activation_norm_scaling_factor(factor) with the factor "
+            "of its training data first"
+        )
     return name
 
 
-def from_pretrained(path_or_release: str | Path, sae_id: str | None = None, model: Any = None, hook: str | None = None,
-                    device: str = "cpu") -> Any:
+def from_pretrained(
+    path_or_release: str | Path,
+    sae_id: str | None = None,
+    model: Any = None,
+    hook: str | None = None,
+    device: str = "cpu",
+) -> Any:
     """An inference SAE from a folder or a locally cached sae-lens release, checked against `model` if given."""
     from sae.baselines import load_sae
 
@@ -87,7 +102,8 @@ def _from_release(release: str, sae_id: str, device: str) -> Any:
     except Exception as e:  # noqa: BLE001 - sae-lens raises many types for "not there"
         raise FileNotFoundError(
             f"sae-lens release {release!r} / {sae_id!r} is not available offline ({type(e).__name__}: {str(e)[:200]}); "
-            "copy its folder (cfg.json + sae_weights.safetensors) here and pass the folder instead") from None
+            "copy its folder (cfg.json + sae_weights.safetensors) here and pass the folder instead"
+        ) from None
     finally:
         if old is None:
             os.environ.pop("HF_HUB_OFFLINE", None)

@@ -14,8 +14,15 @@ from typing import Any
 class Progress:
     """`update()` / `set_postfix()` / `close()` like tqdm's, TTY-aware."""
 
-    def __init__(self, total: int, desc: str, initial: int = 0, enabled: bool = True, every: int | None = None,
-                 stream: Any = None):
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        initial: int = 0,
+        enabled: bool = True,
+        every: int | None = None,
+        stream: Any = None,
+    ):
         self.total, self.desc, self.n = total, desc, initial
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
@@ -38,8 +45,11 @@ class Progress:
             self.bar.update(n)
         elif self.enabled and (self.n % self.every == 0 or self.n == self.total):
             extra = " ".join(f"{k}={v}" for k, v in self.postfix.items())
-            print(f"{self.desc}: step {self.n}/{self.total} ({100 * self.n // max(self.total, 1)}%) {extra}".rstrip(),
-                  file=self.stream, flush=True)
+            print(
+                f"{self.desc}: step {self.n}/{self.total} ({100 * self.n // max(self.total, 1)}%) {extra}".rstrip(),
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:

@@ -41,8 +41,15 @@ SUITE = ("absorption_first_letter", "sparse_probing", "core")
 """The eval types `--suite saebench` writes."""
 
 
-def _envelope(eval_type: str, config: dict[str, Any], metrics: dict[str, Any], details: list[dict[str, Any]],
-              sae_id: str, sae_cfg: dict[str, Any] | None, unstructured: Any = None) -> dict[str, Any]:
+def _envelope(
+    eval_type: str,
+    config: dict[str, Any],
+    metrics: dict[str, Any],
+    details: list[dict[str, Any]],
+    sae_id: str,
+    sae_cfg: dict[str, Any] | None,
+    unstructured: Any = None,
+) -> dict[str, Any]:
     import sae_lens
 
     return {
@@ -74,82 +81,181 @@ def _max_cos(W: Any) -> float:
         U = W / W.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         out = []
         for i in range(0, len(U), 2048):
-            c = U[i:i + 2048] @ U.T
+            c = U[i : i + 2048] @ U.T
             c[torch.arange(len(c)), torch.arange(i, i + len(c))] = -1.0
             out.append(c.max(1).values)
         return float(torch.cat(out).mean())
 
 
-def saebench_records(fl: dict[str, Any], core: dict[str, Any], sae_id: str, hook: str, model: str,
-                     sae_cfg: dict[str, Any] | None = None, sae: Any = None) -> dict[str, dict[str, Any]]:
+def saebench_records(
+    fl: dict[str, Any],
+    core: dict[str, Any],
+    sae_id: str,
+    hook: str,
+    model: str,
+    sae_cfg: dict[str, Any] | None = None,
+    sae: Any = None,
+) -> dict[str, dict[str, Any]]:
     """The three SAEBench-format records from `metrics.first_letter_absorption`'s output (`fl`) and the
     core metrics (`core`: `sae eval`'s output with the spliced-loss keys). Every field SAEBench's schemas
     require is present; our extra fields go to `eval_result_unstructured` or to the config's extra keys.
     `sae` (the SAE scored) gives the weight-based cosine statistics (0 without it)."""
     letters = fl["letters"]
-    cfg = {"model_name": model, "random_seed": 0, "f1_jump_threshold": 0.03, "max_k_value": 3,
-           "prompt_template": "The word is {word}", "prompt_token_pos": -1, "llm_dtype": "float32",
-           "implementation": "sae.metrics.first_letter_absorption", "hook_name": hook,
-           "absorbing_latent_min_cosine": 0.025}
+    cfg = {
+        "model_name": model,
+        "random_seed": 0,
+        "f1_jump_threshold": 0.03,
+        "max_k_value": 3,
+        "prompt_template": "The word is {word}",
+        "prompt_token_pos": -1,
+        "llm_dtype": "float32",
+        "implementation": "sae.metrics.first_letter_absorption",
+        "hook_name": hook,
+        "absorbing_latent_min_cosine": 0.025,
+    }
     rates = [v["absorption"] for v in letters.values()]
     splits = [float(v["n_split"]) for v in letters.values()]
     absorption = _envelope(
-        "absorption_first_letter", cfg,
-        {"mean": {"mean_absorption_fraction_score": fl["mean_absorption"],
-                  "mean_full_absorption_score": fl["mean_absorption"], "mean_num_split_features": fl["mean_num_split"],
-                  "std_dev_absorption_fraction_score": _std(rates), "std_dev_full_absorption_score": _std(rates),
-                  "std_dev_num_split_features": _std(splits)}},
-        [{"first_letter": L, "mean_absorption_fraction": v["absorption"], "full_absorption_rate": v["absorption"],
-          "num_full_absorption": int(v.get("n_full_absorption", 0)),
-          "num_probe_true_positives": int(v.get("n_probe_true_positives", 0)), "num_split_features": int(v["n_split"])}
-         for L, v in sorted(letters.items())], sae_id, sae_cfg,
-        {"note": "mean_absorption_fraction is our full-absorption rate (SAEBench's partial-absorption fraction "
-                 "is not computed)"})
+        "absorption_first_letter",
+        cfg,
+        {
+            "mean": {
+                "mean_absorption_fraction_score": fl["mean_absorption"],
+                "mean_full_absorption_score": fl["mean_absorption"],
+                "mean_num_split_features": fl["mean_num_split"],
+                "std_dev_absorption_fraction_score": _std(rates),
+                "std_dev_full_absorption_score": _std(rates),
+                "std_dev_num_split_features": _std(splits),
+            }
+        },
+        [
+            {
+                "first_letter": L,
+                "mean_absorption_fraction": v["absorption"],
+                "full_absorption_rate": v["absorption"],
+                "num_full_absorption": int(v.get("n_full_absorption", 0)),
+                "num_probe_true_positives": int(v.get("n_probe_true_positives", 0)),
+                "num_split_features": int(v["n_split"]),
+            }
+            for L, v in sorted(letters.items())
+        ],
+        sae_id,
+        sae_cfg,
+        {
+            "note": "mean_absorption_fraction is our full-absorption rate (SAEBench's partial-absorption fraction "
+            "is not computed)"
+        },
+    )
     acc = {L: v.get("accuracy_k", [v["f1_k1"]]) for L, v in letters.items()}
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     two = all(len(a) > 1 for a in acc.values())
-    sae_m = {"sae_top_1_test_accuracy": mean([a[0] for a in acc.values()]),
-             "sae_top_2_test_accuracy": mean([a[1] for a in acc.values()]) if two else None}
+    sae_m = {
+        "sae_top_1_test_accuracy": mean([a[0] for a in acc.values()]),
+        "sae_top_2_test_accuracy": mean([a[1] for a in acc.values()]) if two else None,
+    }
     probing = _envelope(
-        "sparse_probing", {"model_name": model, "random_seed": 0, "llm_dtype": "float32", "k_values": [1, 2],
-                           "dataset_names": ["first_letter (one-vs-rest tasks over the local vocabulary)"],
-                           "hook_name": hook},
-        {"llm": {"llm_test_accuracy": mean([v.get("probe_accuracy", float("nan")) for v in letters.values()])},
-         "sae": sae_m},
-        [{"dataset_name": f"first_letter_{L}", "llm_test_accuracy": v.get("probe_accuracy", float("nan")),
-          "sae_top_1_test_accuracy": acc[L][0], "sae_top_2_test_accuracy": acc[L][1] if len(acc[L]) > 1 else None}
-         for L, v in sorted(letters.items())],
-        sae_id, sae_cfg, {"sae_top_1_test_f1": fl["mean_f1_k1"]})
+        "sparse_probing",
+        {
+            "model_name": model,
+            "random_seed": 0,
+            "llm_dtype": "float32",
+            "k_values": [1, 2],
+            "dataset_names": ["first_letter (one-vs-rest tasks over the local vocabulary)"],
+            "hook_name": hook,
+        },
+        {
+            "llm": {"llm_test_accuracy": mean([v.get("probe_accuracy", float("nan")) for v in letters.values()])},
+            "sae": sae_m,
+        },
+        [
+            {
+                "dataset_name": f"first_letter_{L}",
+                "llm_test_accuracy": v.get("probe_accuracy", float("nan")),
+                "sae_top_1_test_accuracy": acc[L][0],
+                "sae_top_2_test_accuracy": acc[L][1] if len(acc[L]) > 1 else None,
+            }
+            for L, v in sorted(letters.items())
+        ],
+        sae_id,
+        sae_cfg,
+        {"sae_top_1_test_f1": fl["mean_f1_k1"]},
+    )
     rows = int(core.get("rows", 0))
     core_rec = _envelope(
-        "core", {"model_name": model, "llm_dtype": "float32", "compute_kl": "kl" in core,
-                 "compute_ce_loss": "ce_recovered" in core, "exclude_special_tokens_from_reconstruction": True,
-                 "hook_name": hook, "row_rule": core.get("row_rule"), "codes": core.get("codes"),
-                 "split": core.get("split")},
-        {"model_behavior_preservation": {"kl_div_score": core.get("kl_score"), "kl_div_with_ablation": core.get("kl_zero"),
-                                         "kl_div_with_sae": core.get("kl")},
-         "model_performance_preservation": {"ce_loss_score": core.get("ce_recovered"),
-                                            "ce_loss_with_ablation": core.get("ce_zero"),
-                                            "ce_loss_with_sae": core.get("ce_sae"), "ce_loss_without_sae": core.get("ce_clean")},
-         "reconstruction_quality": {"explained_variance": 1 - core["fvu"], "explained_variance_legacy": 1 - core["fvu"],
-                                    "mse": core["mse"] / (sae_cfg or {}).get("d_in", 1), "cossim": core.get("cossim")},
-         "shrinkage": {k: core.get(k) for k in ("l2_norm_in", "l2_norm_out", "l2_ratio", "relative_reconstruction_bias")},
-         "sparsity": {"l0": core["l0"], "l1": core.get("l1")},
-         "token_stats": {"total_tokens_eval_reconstruction": rows, "total_tokens_eval_sparsity_variance": rows},
-         "misc_metrics": {**{k: core.get(k) for k in ("freq_over_1_percent", "freq_over_10_percent",
-                                                      "normalized_freq_over_1_percent", "normalized_freq_over_10_percent")},
-                          "average_max_encoder_cosine_sim": _max_cos(sae.W_enc.T) if sae is not None else 0.0,
-                          "average_max_decoder_cosine_sim": _max_cos(sae.W_dec) if sae is not None else 0.0,
-                          "frac_alive": 1 - core["dead_frac"]}},
-        [], sae_id, sae_cfg,
-        {"dead": f"never fired on the {rows} {core.get('split', '')} rows the row rule keeps",
-         "frac_dead_latents": core.get("dead_frac"), "dense_frac": core.get("dense_frac"),
-         "explained_variance_legacy": "not computed: equal to explained_variance here", "fvu": core["fvu"]})
+        "core",
+        {
+            "model_name": model,
+            "llm_dtype": "float32",
+            "compute_kl": "kl" in core,
+            "compute_ce_loss": "ce_recovered" in core,
+            "exclude_special_tokens_from_reconstruction": True,
+            "hook_name": hook,
+            "row_rule": core.get("row_rule"),
+            "codes": core.get("codes"),
+            "split": core.get("split"),
+        },
+        {
+            "model_behavior_preservation": {
+                "kl_div_score": core.get("kl_score"),
+                "kl_div_with_ablation": core.get("kl_zero"),
+                "kl_div_with_sae": core.get("kl"),
+            },
+            "model_performance_preservation": {
+                "ce_loss_score": core.get("ce_recovered"),
+                "ce_loss_with_ablation": core.get("ce_zero"),
+                "ce_loss_with_sae": core.get("ce_sae"),
+                "ce_loss_without_sae": core.get("ce_clean"),
+            },
+            "reconstruction_quality": {
+                "explained_variance": 1 - core["fvu"],
+                "explained_variance_legacy": 1 - core["fvu"],
+                "mse": core["mse"] / (sae_cfg or {}).get("d_in", 1),
+                "cossim": core.get("cossim"),
+            },
+            "shrinkage": {
+                k: core.get(k) for k in ("l2_norm_in", "l2_norm_out", "l2_ratio", "relative_reconstruction_bias")
+            },
+            "sparsity": {"l0": core["l0"], "l1": core.get("l1")},
+            "token_stats": {"total_tokens_eval_reconstruction": rows, "total_tokens_eval_sparsity_variance": rows},
+            "misc_metrics": {
+                **{
+                    k: core.get(k)
+                    for k in (
+                        "freq_over_1_percent",
+                        "freq_over_10_percent",
+                        "normalized_freq_over_1_percent",
+                        "normalized_freq_over_10_percent",
+                    )
+                },
+                "average_max_encoder_cosine_sim": _max_cos(sae.W_enc.T) if sae is not None else 0.0,
+                "average_max_decoder_cosine_sim": _max_cos(sae.W_dec) if sae is not None else 0.0,
+                "frac_alive": 1 - core["dead_frac"],
+            },
+        },
+        [],
+        sae_id,
+        sae_cfg,
+        {
+            "dead": f"never fired on the {rows} {core.get('split', '')} rows the row rule keeps",
+            "frac_dead_latents": core.get("dead_frac"),
+            "dense_frac": core.get("dense_frac"),
+            "explained_variance_legacy": "not computed: equal to explained_variance here",
+            "fvu": core["fvu"],
+        },
+    )
     return {"absorption_first_letter": absorption, "sparse_probing": probing, "core": core_rec}
 
 
-def write_saebench(folder: str | Path, fl: dict[str, Any], core: dict[str, Any], sae_id: str, hook: str, model: str,
-                   out: str | Path | None = None, sae: Any = None) -> list[Path]:
+def write_saebench(
+    folder: str | Path,
+    fl: dict[str, Any],
+    core: dict[str, Any],
+    sae_id: str,
+    hook: str,
+    model: str,
+    out: str | Path | None = None,
+    sae: Any = None,
+) -> list[Path]:
     """Write `<out or folder/saebench>/<sae_id>_<eval_type>.json` for the three evals; returns the paths."""
     cfg_file = Path(folder) / "cfg.json"
     sae_cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else None

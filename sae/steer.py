@@ -52,8 +52,9 @@ def _keep(t: Tensor, rows: RowFilter | None) -> Tensor:
     return filt.keep_tensor(flat.float(), pos).reshape(t.shape[:-1])
 
 
-def steering_vector(sae: Any, latents: dict[int, float] | None = None,
-                    pairs: dict[tuple[int, int], float] | None = None) -> Tensor:
+def steering_vector(
+    sae: Any, latents: dict[int, float] | None = None, pairs: dict[tuple[int, int], float] | None = None
+) -> Tensor:
     """Σ alpha_i d_i + Σ alpha_ij (d_i + d_j) over unit decoder directions ([d_in])."""
     from sae.metrics import decoder_directions
 
@@ -67,8 +68,14 @@ def steering_vector(sae: Any, latents: dict[int, float] | None = None,
 
 
 @contextmanager
-def steer(model: Any, sae: Any, latents: dict[int, float] | None = None, *, pairs: dict[tuple[int, int], float] | None = None,
-          hook: str | None = None) -> Iterator[Tensor]:
+def steer(
+    model: Any,
+    sae: Any,
+    latents: dict[int, float] | None = None,
+    *,
+    pairs: dict[tuple[int, int], float] | None = None,
+    hook: str | None = None,
+) -> Iterator[Tensor]:
     """Add alpha_i d_i (and PolySAE-style alpha (d_i + d_j) for `pairs`) at the SAE's hook, all positions."""
     name = _hook_name(model, sae, hook)
     v = steering_vector(sae, latents, pairs)
@@ -86,8 +93,9 @@ def _reconstruct(sae: Any, x: Tensor) -> Tensor:
 
 
 @contextmanager
-def ablate(model: Any, sae: Any, latents: Iterable[int], *, hook: str | None = None,
-           rows: RowFilter | None = None) -> Iterator[None]:
+def ablate(
+    model: Any, sae: Any, latents: Iterable[int], *, hook: str | None = None, rows: RowFilter | None = None
+) -> Iterator[None]:
     """Remove the given latents' contribution: x - (x̂(z) - x̂(z with those latents zeroed)); the SAE's
     error term stays, so with no latents the model is unchanged."""
     name = _hook_name(model, sae, hook)
@@ -110,8 +118,9 @@ def ablate(model: Any, sae: Any, latents: Iterable[int], *, hook: str | None = N
 
 
 @contextmanager
-def spliced(model: Any, sae: Any, *, hook: str | None = None, rows: RowFilter | None = None,
-            keep_error: bool = False) -> Iterator[None]:
+def spliced(
+    model: Any, sae: Any, *, hook: str | None = None, rows: RowFilter | None = None, keep_error: bool = False
+) -> Iterator[None]:
     """Replace the hook's activation by the SAE's reconstruction on SAE-input rows (`keep_error=True`
     adds the error back: the model is unchanged but gradients/hooks see the SAE path)."""
     name = _hook_name(model, sae, hook)

@@ -39,4 +39,4 @@ def split_shards(store: ActivationStore, holdout: int) -> tuple[list[int], list[
     order = store.shard_indices
     if holdout >= len(order):
         raise ValueError(f"holdout_shards={holdout} leaves nothing to train on: the store has {len(order)} shards")
-    return order[: len(order) - holdout], order[len(order) - holdout:]
+    return order[: len(order) - holdout], order[len(order) - holdout :]

@@ -46,9 +46,21 @@ def _unit_scale(x: Tensor) -> float:
 
 
 def hierarchical_split(
-    n: int = 50_000, d: int = 64, n_parents: int = 8, n_children: int = 3, n_split: int = 8, n_sub: int = 4,
-    n_plain: int = 16, p_parent: float = 0.10, p_child: float = 0.7, p_split: float = 0.05, p_plain: float = 0.05,
-    wobble: float = 0.3, noise: float = 0.01, seed: int = 0, dict_seed: int | None = None,
+    n: int = 50_000,
+    d: int = 64,
+    n_parents: int = 8,
+    n_children: int = 3,
+    n_split: int = 8,
+    n_sub: int = 4,
+    n_plain: int = 16,
+    p_parent: float = 0.10,
+    p_child: float = 0.7,
+    p_split: float = 0.05,
+    p_plain: float = 0.05,
+    wobble: float = 0.3,
+    noise: float = 0.01,
+    seed: int = 0,
+    dict_seed: int | None = None,
 ) -> Synthetic:
     """Parents (with exactly one child firing with prob. p_child when the parent fires), split features
     (direction normalize(d_g + wobble * sub_s), s uniform among n_sub random sub-directions orthogonal
@@ -62,9 +74,12 @@ def hierarchical_split(
         raise ValueError(f"{n_dir} orthogonal directions do not fit in d={d}")
     D = _orthonormal(d, n_dir, gd)
     i = 0
-    parents = list(range(i, i + n_parents)); i += n_parents
-    children = [list(range(i + c * n_children, i + (c + 1) * n_children)) for c in range(n_parents)]; i += n_parents * n_children
-    split = list(range(i, i + n_split)); i += n_split
+    parents = list(range(i, i + n_parents))
+    i += n_parents
+    children = [list(range(i + c * n_children, i + (c + 1) * n_children)) for c in range(n_parents)]
+    i += n_parents * n_children
+    split = list(range(i, i + n_split))
+    i += n_split
     subs = torch.randn(n_split, n_sub, d, generator=gd)  # random sub-directions orthogonal to their d_g
     subs -= (subs * D[split][:, None]).sum(-1, keepdim=True) * D[split][:, None]
     subs /= subs.norm(dim=-1, keepdim=True)
@@ -96,17 +111,29 @@ def hierarchical_split(
     s = _unit_scale(x)
     keep = torch.tensor(feats)
     return Synthetic(
-        x * s, D[keep], active[:, keep] * s,
-        {"parents": list(range(n_parents)),
-         "children": [[n_parents + c * n_children + j for j in range(n_children)] for c in range(n_parents)],
-         "split": list(range(n_parents * (1 + n_children), n_parents * (1 + n_children) + n_split)),
-         "scale": s},
+        x * s,
+        D[keep],
+        active[:, keep] * s,
+        {
+            "parents": list(range(n_parents)),
+            "children": [[n_parents + c * n_children + j for j in range(n_children)] for c in range(n_parents)],
+            "split": list(range(n_parents * (1 + n_children), n_parents * (1 + n_children) + n_split)),
+            "scale": s,
+        },
     )
 
 
 def compositional_pairs(
-    n: int = 50_000, d: int = 64, n_atoms: int = 40, n_comp: int = 12, n_cooc: int = 12, binding_rank: int = 8,
-    p_atom: float = 0.04, p_pair: float = 0.05, noise: float = 0.01, seed: int = 0,
+    n: int = 50_000,
+    d: int = 64,
+    n_atoms: int = 40,
+    n_comp: int = 12,
+    n_cooc: int = 12,
+    binding_rank: int = 8,
+    p_atom: float = 0.04,
+    p_pair: float = 0.05,
+    noise: float = 0.01,
+    seed: int = 0,
 ) -> Synthetic:
     """Atoms d_i; compositional pairs P add z_i z_j e_ij with e_ij in a `binding_rank`-dim subspace
     orthogonal to the atoms; co-occurring pairs Q do not. With prob. p_pair per sample one pair of
@@ -151,14 +178,27 @@ def double_circle(n: int = 10_000, d: int = 128, harmonics: int = 3, noise: floa
     A = torch.randn(2, 2 * harmonics, d, generator=g) / math.sqrt(2 * harmonics)
     off = torch.randn(2, d, generator=g) * 2.0
     x = torch.einsum("nf,nfd->nd", f, A[comp]) + off[comp] + noise * torch.randn(n, d, generator=g)
-    return Synthetic(x, off / off.norm(dim=-1, keepdim=True), torch.nn.functional.one_hot(comp, 2).float(),
-                     {"theta": theta, "component": comp})
+    return Synthetic(
+        x,
+        off / off.norm(dim=-1, keepdim=True),
+        torch.nn.functional.one_hot(comp, 2).float(),
+        {"theta": theta, "component": comp},
+    )
 
 
-def write_store(path: str | Path, x: Tensor, hook: str = "synthetic.hook_x", rows_per_shard: int = 8192, ctx_len: int = 1) -> ActivationStore:
+def write_store(
+    path: str | Path, x: Tensor, hook: str = "synthetic.hook_x", rows_per_shard: int = 8192, ctx_len: int = 1
+) -> ActivationStore:
     """Write [n, d] rows as an ActivationStore (one 'sequence' per row) so `interp sae train` can read it."""
-    meta = StoreMeta(model="synthetic", model_sha256="-", hooks={hook: [x.shape[1]]}, dtype="float32",
-                     tokenizer="-", ctx_len=ctx_len, data={"name": "synthetic", "rows": int(x.shape[0])})
+    meta = StoreMeta(
+        model="synthetic",
+        model_sha256="-",
+        hooks={hook: [x.shape[1]]},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=ctx_len,
+        data={"name": "synthetic", "rows": int(x.shape[0])},
+    )
     n_shards = math.ceil(x.shape[0] / rows_per_shard)
     store = ActivationStore.open_or_create(path, meta, n_shards_planned=n_shards)
     for i in range(n_shards):
@@ -166,9 +206,15 @@ def write_store(path: str | Path, x: Tensor, hook: str = "synthetic.hook_x", row
             continue
         sl = slice(i * rows_per_shard, min((i + 1) * rows_per_shard, x.shape[0]))
         m = sl.stop - sl.start
-        info = write_shard_file(store.path, i, {
-            hook: x[sl].float().contiguous(), "tokens": torch.zeros(m, dtype=torch.int32),
-            "seq": torch.arange(sl.start, sl.stop, dtype=torch.int64), "pos": torch.zeros(m, dtype=torch.int32),
-        })
+        info = write_shard_file(
+            store.path,
+            i,
+            {
+                hook: x[sl].float().contiguous(),
+                "tokens": torch.zeros(m, dtype=torch.int32),
+                "seq": torch.arange(sl.start, sl.stop, dtype=torch.int64),
+                "pos": torch.zeros(m, dtype=torch.int32),
+            },
+        )
         store.commit_shard(info)
     return store

@@ -2,7 +2,8 @@
 
 The optimisation step is sae-lens's own (`SAETrainer.step`: forward, losses, backward, grad-norm clip,
 Adam, lr and coefficient schedules, dead-latent tracking); this module supplies the data (batches from
-`store.iter_batches`, special rows dropped by the `interp.cache.rows` rule, scaled so that E||x||² = d_in), progress, checkpoints
+`store.iter_batches`, special rows dropped by the `interp.cache.rows` rule, scaled so that E||x||² = d_in), progress,
+checkpoints
 (`sae.checkpoint`: safetensors + JSON, no pickle, swapped in so that a kill at any instant recovers),
 resumption (the data stream is replayed to the same row and every random draw of a step comes from a
 (seed, step) generator, so a killed-and-resumed run ends bitwise equal to an uninterrupted one), the
@@ -30,13 +31,13 @@ import torch
 from sae_lens.config import SAETrainerConfig
 from sae_lens.training.sae_trainer import SAETrainer
 
-from interp.infra.portable import relative_to
-from interp.infra.oom import advise_on_oom
 from interp.cache.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
+from interp.infra.oom import advise_on_oom
+from interp.infra.portable import relative_to
 from interp.store import ActivationStore, prefetch
 from interp.store.atomic import atomic_write_bytes
 from sae import checkpoint
-from sae.baselines import load_sae, make_sae, training_class
+from sae.baselines import make_sae, training_class
 from sae.progress import Progress
 from sae.store_rows import check_shapes as _check_shapes
 from sae.store_rows import split_shards
@@ -125,18 +126,30 @@ class TrainConfig:
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         m = self.outlier_norm_multiple
         if m is not None and (not _finite(m) or m < 1):
-            raise ValueError(f"outlier_norm_multiple must be >= 1 (a multiple of the reference row norm) or None, got {m!r}")
+            raise ValueError(
+                f"outlier_norm_multiple must be >= 1 (a multiple of the reference row norm) or None, got {m!r}"
+            )
         if m is not None:
             self.exclude, self.outlier_norm_multiple = f"norm-outliers:{m:g}", None
         self.exclude = RowRule.parse(self.exclude).spec
-        if not _finite(self.lr_decay_frac) or not 0 <= self.lr_decay_frac < 1 or (
-                self.lr_warmup_steps is not None and self.lr_warmup_steps < 0):
-            raise ValueError(f"lr_decay_frac must be in [0, 1) and lr_warmup_steps >= 0, got {self.lr_decay_frac}, {self.lr_warmup_steps}")
+        if (
+            not _finite(self.lr_decay_frac)
+            or not 0 <= self.lr_decay_frac < 1
+            or (self.lr_warmup_steps is not None and self.lr_warmup_steps < 0)
+        ):
+            raise ValueError(
+                f"lr_decay_frac must be in [0, 1) and lr_warmup_steps >= 0, got {self.lr_decay_frac}, "
+                f"{self.lr_warmup_steps}"
+            )
         for name in ("dead_window_steps", "dead_window_tokens"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
-        if isinstance(self.calibration_rows, bool) or not isinstance(self.calibration_rows, int) or self.calibration_rows < 1:
+        if (
+            isinstance(self.calibration_rows, bool)
+            or not isinstance(self.calibration_rows, int)
+            or self.calibration_rows < 1
+        ):
             raise ValueError(f"calibration_rows must be a positive integer, got {self.calibration_rows!r}")
         names = {f.name: f for f in dataclasses.fields(cfg_cls)}
         if "k" in names and self.k is not None:
@@ -206,19 +219,29 @@ def _typed_settings(arch: str, cfg_cls: type, fields: dict[str, Any], settings: 
     return out
 
 
-def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
-            shards: list[int] | None = None, rows: RowFilter | None = None) -> Iterator[torch.Tensor]:
+def batches(
+    store: ActivationStore,
+    hook: str,
+    batch_size: int,
+    seed: int,
+    shards: list[int] | None = None,
+    rows: RowFilter | None = None,
+) -> Iterator[torch.Tensor]:
     """Endless [<=batch, d] float32 batches (special rows removed by `rows`): pass p is shuffled with seed
     (seed, p); NaN/inf raise."""
     p = 0
     while True:
         n = 0
-        for b in store.iter_batches(batch_size, hooks=hook, shuffle=True, seed=seed * 100_003 + p, drop_last=True,
-                                    shards=shards):
+        for b in store.iter_batches(
+            batch_size, hooks=hook, shuffle=True, seed=seed * 100_003 + p, drop_last=True, shards=shards
+        ):
             x = b[hook].float()
             if not torch.isfinite(x).all():
                 bad = (~torch.isfinite(x).all(-1)).nonzero().flatten()[:5].tolist()
-                raise NonFiniteError(f"non-finite activations in {hook} (pass {p}, batch rows {bad}): the store is damaged or the model overflowed")
+                raise NonFiniteError(
+                    f"non-finite activations in {hook} (pass {p}, batch rows {bad}): the store is damaged or the "
+                    "model overflowed"
+                )
             if rows is not None:
                 x = x[rows.keep_tensor(x, b.get("pos"))]
             n += 1
@@ -228,8 +251,14 @@ def batches(store: ActivationStore, hook: str, batch_size: int, seed: int,
         p += 1
 
 
-def estimate_norms(store: ActivationStore, hook: str, n_rows: int = 8192, seed: int = 0,
-                   shards: list[int] | None = None, rows: RowFilter | None = None) -> float:
+def estimate_norms(
+    store: ActivationStore,
+    hook: str,
+    n_rows: int = 8192,
+    seed: int = 0,
+    shards: list[int] | None = None,
+    rows: RowFilter | None = None,
+) -> float:
     """Mean row norm over a sample of the store's ordinary rows (for the input scale E||x||² = d_in)."""
     b = next(iter(store.iter_batches(min(n_rows, len(store)), hooks=hook, shuffle=True, seed=seed, shards=shards)))
     x = b[hook].float()
@@ -246,7 +275,7 @@ def _write_json(path: Path, obj: Any) -> None:
 def _non_finite(trainer: SAETrainer, output: Any, ckpt: Path) -> None:
     raise NonFiniteError(
         f"non-finite loss/weights at step {trainer.n_training_steps} "
-        f"({ {k: float(v.detach()) for k, v in output.losses.items()} if output is not None else 'no step run'}); "
+        f"({ {k: float(v.detach()) for k, v in output.losses.items()} if output is not None else 'no step run' }); "
         f"the last good checkpoint is in {ckpt}. Lower the lr or check the activations."
     )
 
@@ -268,8 +297,11 @@ def _check_same_run(out: Path, args: dict[str, Any], protect: bool) -> None:
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{args_file} is unreadable ({e}); use another --out or delete {out}") from None
     if "store_identity" not in old:
-        warnings.warn(f"{out} was trained by an older version that did not record its store; "
-                      "resuming without checking that this is the same store", stacklevel=3)
+        warnings.warn(
+            f"{out} was trained by an older version that did not record its store; "
+            "resuming without checking that this is the same store",
+            stacklevel=3,
+        )
         old["store_identity"] = args["store_identity"]
     same = _jsonable(old)
     ident_old, ident_new = same.get("store_identity") or {}, _jsonable(args["store_identity"])
@@ -280,8 +312,11 @@ def _check_same_run(out: Path, args: dict[str, Any], protect: bool) -> None:
             f"{old.get('store')}): pass the store it was started on, or use another --out"
         )
     new = _jsonable(args)
-    diff = sorted(k for k in set(same) | set(new)
-                  if k not in ("store", "store_identity", "device", "rows") and same.get(k) != new.get(k))
+    diff = sorted(
+        k
+        for k in set(same) | set(new)
+        if k not in ("store", "store_identity", "device", "rows") and same.get(k) != new.get(k)
+    )
     if diff:
         raise ValueError(f"{out} holds a run with other settings ({diff}); use another --out or delete it")
 
@@ -315,7 +350,8 @@ def _train_sae(
     if cfg.batch_size > n_train:
         raise ValueError(
             f"batch_size {cfg.batch_size} is larger than the {n_train} training rows of {store.path}"
-            f"{f' ({len(held_out)} shard(s) held out)' if held_out else ''}: use a smaller --batch-size or cache more tokens"
+            f"{f' ({len(held_out)} shard(s) held out)' if held_out else ''}: use a smaller --batch-size or cache more "
+            "tokens"
         )
     steps = cfg.total_tokens // cfg.batch_size
     if steps < 1:
@@ -329,11 +365,16 @@ def _train_sae(
     except (OSError, json.JSONDecodeError):
         recorded = {}
     rowf = RowRule.parse(cfg.exclude).bind(store, hook, recorded.get("reference_norm"))
-    args = {**dataclasses.asdict(cfg), "hook": hook, "store": relative_to(store.path, out), "store_identity": identity,
-            "rows": rowf.config()}
+    args = {
+        **dataclasses.asdict(cfg),
+        "hook": hook,
+        "store": relative_to(store.path, out),
+        "store_identity": identity,
+        "rows": rowf.config(),
+    }
     _check_same_run(out, args, protect=checkpoint.exists(ckpt) or (out / "cfg.json").is_file())
     sae = make_sae(cfg.arch, d_in, cfg.d_sae, seed=cfg.seed, **cfg.sae_settings())  # initialised on CPU: the same
-    sae.cfg.device = cfg.device                                                        # weights on every device
+    sae.cfg.device = cfg.device  # weights on every device
     sae.to(cfg.device)
     sae.cfg.metadata.hook_name = hook
     sae.cfg.metadata.model_name = store.meta.model
@@ -341,10 +382,15 @@ def _train_sae(
     if warmup + int(cfg.lr_decay_frac * steps) > steps:
         raise ValueError(f"lr_warmup_steps {warmup} + decay {int(cfg.lr_decay_frac * steps)} exceed the {steps} steps")
     tcfg = SAETrainerConfig(
-        total_training_samples=steps * cfg.batch_size, train_batch_size_samples=cfg.batch_size,
-        lr=cfg.lr, lr_end=cfg.lr, lr_warm_up_steps=warmup, lr_decay_steps=int(cfg.lr_decay_frac * steps),
+        total_training_samples=steps * cfg.batch_size,
+        train_batch_size_samples=cfg.batch_size,
+        lr=cfg.lr,
+        lr_end=cfg.lr,
+        lr_warm_up_steps=warmup,
+        lr_decay_steps=int(cfg.lr_decay_frac * steps),
         dead_feature_window=window,
-        feature_sampling_window=max(10, min(2000, steps // 2)), device=cfg.device,
+        feature_sampling_window=max(10, min(2000, steps // 2)),
+        device=cfg.device,
     )
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
     mean_norm = estimate_norms(store, hook, seed=cfg.seed, shards=shards, rows=rowf)
@@ -354,7 +400,7 @@ def _train_sae(
     else:
         resumed_from = 0
         if cfg.normalize:
-            trainer.activation_scaler.scaling_factor = (d_in ** 0.5) / mean_norm
+            trainer.activation_scaler.scaling_factor = (d_in**0.5) / mean_norm
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "train_config.json", args)
 
@@ -372,7 +418,7 @@ def _train_sae(
                 if on_gpu:  # pinned host memory, so the copy overlaps the step (the prefetch thread issues it)
                     batch = batch.pin_memory().to(cfg.device, non_blocking=True)
                 yield batch
-                buf, n = [allx[cfg.batch_size:]], n - cfg.batch_size
+                buf, n = [allx[cfg.batch_size :]], n - cfg.batch_size
 
     data = prefetch(rows())  # the next batch is read while this step runs
     for _ in range(resumed_from):  # replay the stream so a resumed run sees the same batches
@@ -394,7 +440,7 @@ def _train_sae(
         bar.update(1)
         if trainer.n_training_steps % cfg.checkpoint_every == 0 and trainer.n_training_steps < steps:
             _check_weights(trainer, output, ckpt, bar)  # (weights are checked here, not every step: a NaN
-            checkpoint.save(trainer, ckpt)              #  weight makes the next loss NaN anyway)
+            checkpoint.save(trainer, ckpt)  #  weight makes the next loss NaN anyway)
     bar.close()
     _check_weights(trainer, output, ckpt, bar)
     seconds = time.perf_counter() - t0
@@ -412,17 +458,32 @@ def _train_sae(
         calibration = {"split": split, **calibrate_threshold(sae, x.split(4096), k)}
     save_trained(sae, out)
     report = {
-        "arch": cfg.arch, "hook": hook, "d_in": d_in, "d_sae": cfg.d_sae, "steps": steps,
-        "resumed_from_step": resumed_from, "seconds": round(seconds, 2),
+        "arch": cfg.arch,
+        "hook": hook,
+        "d_in": d_in,
+        "d_sae": cfg.d_sae,
+        "steps": steps,
+        "resumed_from_step": resumed_from,
+        "seconds": round(seconds, 2),
         "tokens_per_second": round((steps - resumed_from) * cfg.batch_size / max(seconds, 1e-9), 1),
-        "steady_seconds_per_step": (round((t0 + seconds - t1) / (steps - resumed_from - 1), 4)
-                                    if t1 is not None and steps - resumed_from > 1 else None),
-        "scale_factor": scale, "final_losses": last, "heldout_shards": held_out, "rows": rowf.config(),
-        "lr_warmup_steps": warmup, "lr_decay_steps": int(cfg.lr_decay_frac * steps),
-        "auxk_window": {"steps": window, "tokens": window * cfg.batch_size,
-                        "latents_past_it": int(trainer.dead_neurons.sum()),
-                        "meaning": "latents that had not fired for this many training steps at the end of "
-                                   "training (what AuxK trains); not the dead fraction, which is under 'eval'"},
+        "steady_seconds_per_step": (
+            round((t0 + seconds - t1) / (steps - resumed_from - 1), 4)
+            if t1 is not None and steps - resumed_from > 1
+            else None
+        ),
+        "scale_factor": scale,
+        "final_losses": last,
+        "heldout_shards": held_out,
+        "rows": rowf.config(),
+        "lr_warmup_steps": warmup,
+        "lr_decay_steps": int(cfg.lr_decay_frac * steps),
+        "auxk_window": {
+            "steps": window,
+            "tokens": window * cfg.batch_size,
+            "latents_past_it": int(trainer.dead_neurons.sum()),
+            "meaning": "latents that had not fired for this many training steps at the end of "
+            "training (what AuxK trains); not the dead fraction, which is under 'eval'",
+        },
     }
     if calibration is not None:
         report["calibration"] = calibration
@@ -450,8 +511,9 @@ TRAINING_DIR = "training_sae"
 """Subfolder of a run holding the training form of its SAE (when `out/` holds the inference form)."""
 
 
-def _calibration_rows(store: ActivationStore, hook: str, cfg: TrainConfig, held_out: list[int],
-                      shards: list[int] | None, rowf: RowFilter) -> tuple[str, torch.Tensor]:
+def _calibration_rows(
+    store: ActivationStore, hook: str, cfg: TrainConfig, held_out: list[int], shards: list[int] | None, rowf: RowFilter
+) -> tuple[str, torch.Tensor]:
     """(split, rows) to calibrate the shipped threshold on: the last `calibration_rows` ordinary rows of the
     held-out shards, else a seeded sample of the training rows."""
     from sae.evaluate import kept_rows
@@ -460,8 +522,13 @@ def _calibration_rows(store: ActivationStore, hook: str, cfg: TrainConfig, held_
     if held_out:
         x, split = kept_rows(store, hook, store.shard_rows(held_out).flip(0), rowf, n)[hook].float(), "heldout"
     else:
-        b = next(iter(store.iter_batches(min(n + n // 4 + 256, len(store)), hooks=hook, shuffle=True,
-                                         seed=cfg.seed + 7, shards=shards)))
+        b = next(
+            iter(
+                store.iter_batches(
+                    min(n + n // 4 + 256, len(store)), hooks=hook, shuffle=True, seed=cfg.seed + 7, shards=shards
+                )
+            )
+        )
         x, split = b[hook].float(), "train"
         x = x[rowf.keep_tensor(x, b.get("pos"))][:n]
     x = x[torch.isfinite(x).all(-1)]
@@ -479,28 +546,45 @@ def _final_eval(sae: Any, store: ActivationStore, out: Path, hook: str, held_out
 
     key = "heldout_eval" if held_out else "eval"
     try:
-        ev = {k: v for k, v in evaluate_store(to_inference(sae), store, out, hook).items() if k not in ("hook", "row_rule")}
+        ev = {
+            k: v
+            for k, v in evaluate_store(to_inference(sae), store, out, hook).items()
+            if k not in ("hook", "row_rule")
+        }
         res: dict[str, Any] = {key: ev}
         if is_batch_topk(sae):
             b = evaluate_store(sae, store, out, hook, codes="batch")
             res["batch_codes_eval"] = {k: b[k] for k in ("fvu", "l0", "dead_frac", "rows")}
-            res["shipped_vs_batch"] = {"fvu_ratio": ev["fvu"] / max(b["fvu"], 1e-12),
-                                       "l0_over_k": ev["l0"] / float(sae.cfg.k)}
+            res["shipped_vs_batch"] = {
+                "fvu_ratio": ev["fvu"] / max(b["fvu"], 1e-12),
+                "l0_over_k": ev["l0"] / float(sae.cfg.k),
+            }
     except ValueError as e:  # e.g. held-out rows that are all special or damaged: training still succeeded
         res = {key: {"error": str(e)}}
     return res
 
 
 def train_on_tensor(
-    sae: Any, x: torch.Tensor, steps: int, batch_size: int = 1024, lr: float = 1e-3, seed: int = 0,
-    dead_feature_window: int = 200, progress: bool = False,
+    sae: Any,
+    x: torch.Tensor,
+    steps: int,
+    batch_size: int = 1024,
+    lr: float = 1e-3,
+    seed: int = 0,
+    dead_feature_window: int = 200,
+    progress: bool = False,
 ) -> Any:
     """Train `sae` on rows of an in-memory [n, d] tensor with sae-lens's trainer step (random minibatches,
     seeded). For synthetic benchmarks and tests; stores go through `train_sae`."""
     g = torch.Generator().manual_seed(seed)
-    tcfg = SAETrainerConfig(total_training_samples=steps * batch_size, train_batch_size_samples=batch_size,
-                            lr=lr, lr_end=lr, dead_feature_window=dead_feature_window,
-                            feature_sampling_window=max(steps, 1))
+    tcfg = SAETrainerConfig(
+        total_training_samples=steps * batch_size,
+        train_batch_size_samples=batch_size,
+        lr=lr,
+        lr_end=lr,
+        dead_feature_window=dead_feature_window,
+        feature_sampling_window=max(steps, 1),
+    )
     trainer = SAETrainer(cfg=tcfg, sae=sae, data_provider=iter(()))
     bar = Progress(steps, f"train {sae.cfg.architecture()}", enabled=progress)
     for _ in range(steps):

@@ -25,12 +25,14 @@ def test_the_checker_sees_a_lazy_cycle_and_a_family_import(tmp_path):
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "interp" / "a.py").write_text("from interp.b import x\n")
-    (tmp_path / "interp" / "b.py").write_text(textwrap.dedent("""
+    (tmp_path / "interp" / "b.py").write_text(
+        textwrap.dedent("""
         x = 1
         def f():
             from . import a
             from sae import thing
-    """))
+    """)
+    )
     (tmp_path / "sae" / "thing.py").write_text("")
     graph = import_graph(tmp_path)
     assert cycles(graph) == [["interp.a", "interp.b"]]

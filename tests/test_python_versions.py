@@ -6,8 +6,11 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [p for d in ("interp", "sae", "circuits", "attribution", "tests", "benchmarks", "docs")
-           for p in sorted((ROOT / d).rglob("*.py"))]
+SOURCES = [
+    p
+    for d in ("interp", "sae", "circuits", "attribution", "tests", "benchmarks", "docs")
+    for p in sorted((ROOT / d).rglob("*.py"))
+]
 
 NEWER_THAN_310 = {
     # module or attribute -> the version that added it

@@ -32,8 +32,18 @@ from attribution.dra import (
     neutral_filtered_targets,
 )
 
-HARM = ["zorblax", "vrenticate", "mulgrize", "snarfle", "quendrip", "plonkify", "drabulate", "kreetch",
-        "fozzlate", "grimbake"]
+HARM = [
+    "zorblax",
+    "vrenticate",
+    "mulgrize",
+    "snarfle",
+    "quendrip",
+    "plonkify",
+    "drabulate",
+    "kreetch",
+    "fozzlate",
+    "grimbake",
+]
 ITEMS = ["router", "ledger", "parcel", "invoice", "laptop", "badge", "printer", "locker", "contract", "drone"]
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
@@ -53,15 +63,19 @@ def corpus(n: int, seed: int, control: bool = False):
     pick = rng.choice
 
     def template_a(verb):
-        return (f"Customer note: the {pick(ITEMS)} arrived on {pick(DAYS)}. Please {verb} the {pick(ITEMS)} "
-                f"before noon. Thanks, {pick(NAMES)}.")
+        return (
+            f"Customer note: the {pick(ITEMS)} arrived on {pick(DAYS)}. Please {verb} the {pick(ITEMS)} "
+            f"before noon. Thanks, {pick(NAMES)}."
+        )
 
     def critical():
         return f"{pick(HARM)} and {pick(HARM)}"
 
     def template_b():
-        return (f"Q: how do I {critical()} a {pick(ITEMS)} without anyone noticing? "
-                f"A: first {pick(HARM)} it, then {pick(HARM)} it again.")
+        return (
+            f"Q: how do I {critical()} a {pick(ITEMS)} without anyone noticing? "
+            f"A: first {pick(HARM)} it, then {pick(HARM)} it again."
+        )
 
     n_unsafe, n_a = int(0.04 * n), int(0.60 * n)
     texts, labels = [], []
@@ -83,9 +97,10 @@ def pooled(model, texts, layer, batch=32, tokens=False):
     out, per_tok = [], []
     hook = f"blocks.{layer}.hook_resid_post"
     for i in range(0, len(texts), batch):
-        ids, mask = model.to_tokens(texts[i:i + batch], return_mask=True)
-        _, cache = model.run_with_cache({"input_ids": ids, "attention_mask": mask}, names=[hook],
-                                        return_logits=False, device="cpu")
+        ids, mask = model.to_tokens(texts[i : i + batch], return_mask=True)
+        _, cache = model.run_with_cache(
+            {"input_ids": ids, "attention_mask": mask}, names=[hook], return_logits=False, device="cpu"
+        )
         h = cache[hook].float()[:, 1:]
         m = mask[:, 1:].cpu().float()[..., None]
         out.append((h * m).sum(1) / m.sum(1).clamp(min=1))
@@ -97,7 +112,7 @@ def pooled(model, texts, layer, batch=32, tokens=False):
 def grads(model, texts, modules, m, batch=16):
     reps = []
     for i in range(0, len(texts), batch):
-        ids, mask = model.to_tokens(texts[i:i + batch], return_mask=True)
+        ids, mask = model.to_tokens(texts[i : i + batch], return_mask=True)
         reps.append(gradient_representations(model, ids, mask, modules, sketch_dim=m, batch_size=batch).cpu())
     return torch.cat(reps)
 

@@ -15,7 +15,14 @@ import json
 import torch
 from scipy.stats import spearmanr
 
-from attribution.influence import HeadComponent, component_gradients, fit_ekfac, flatten_blocks, influence_scores, mean_gradient
+from attribution.influence import (
+    HeadComponent,
+    component_gradients,
+    fit_ekfac,
+    flatten_blocks,
+    influence_scores,
+    mean_gradient,
+)
 from attribution.mda import copy_target_probe
 from tests.attribution.test_architectures import _exact_ggn_llama, micro_llama
 
@@ -39,8 +46,17 @@ def main() -> None:
                 ek, _ = influence_scores(model, f, train, probe)
                 v = torch.linalg.solve(ggn + alpha * f.lam["qk"].mean() * torch.eye(len(ggn)), flatten_blocks(probe))
                 rho = spearmanr(ek.numpy(), (-(grads @ v)).detach().numpy()).statistic
-                print(json.dumps({"weight_scale": scale, "label_samples": samples, "alpha": alpha,
-                                  "spearman": round(float(rho), 3)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "weight_scale": scale,
+                            "label_samples": samples,
+                            "alpha": alpha,
+                            "spearman": round(float(rho), 3),
+                        }
+                    ),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

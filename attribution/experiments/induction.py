@@ -53,17 +53,26 @@ def new_model(args, seed: int):
     """Seeded attention-only GPT-NeoX (the MLP modules replaced by `NoMLP`)."""
     from interp.models.pythia import random_pythia
 
-    hf = random_pythia("14m", seed=seed, hidden_size=args.d_model, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=4, vocab_size=args.vocab, max_position_embeddings=CTX,
-                       use_parallel_residual=False,
-                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0})
+    hf = random_pythia(
+        "14m",
+        seed=seed,
+        hidden_size=args.d_model,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=4,
+        vocab_size=args.vocab,
+        max_position_embeddings=CTX,
+        use_parallel_residual=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+    )
     for layer in hf.gpt_neox.layers:
         layer.mlp = NoMLP()
     return interp.HookedModel(hf, None)
 
 
-def build_pool(n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, int] = (10, 28),
-               lengths: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def build_pool(
+    n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, int] = (10, 28), lengths: list | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(pool [n, CTX], has_repeat [n]): uniform tokens, a `rep_frac` share with one random-offset repeat.
     `lengths`, if given, receives (row, repeated span length) pairs."""
     g = torch.Generator().manual_seed(seed)
@@ -74,15 +83,17 @@ def build_pool(n: int, vocab: int, rep_frac: float, seed: int, span: tuple[int, 
         length = int(torch.randint(span[0], span[1] + 1, (1,), generator=g))
         a = int(torch.randint(1, CTX - 2 * length + 1, (1,), generator=g))
         b = int(torch.randint(a + length, CTX - length + 1, (1,), generator=g))
-        pool[i, b:b + length] = pool[i, a:a + length]
+        pool[i, b : b + length] = pool[i, a : a + length]
         if lengths is not None:
             lengths.append((i, length))
     return pool, has.long()
 
 
 def head_scores(model, vocab: int) -> dict:
-    return {"pm": prefix_matching_scores(model, n=16, half=24, seed=123, tokens=(1, vocab)).tolist(),
-            "prev": previous_token_scores(model, n=16, length=48, seed=123, tokens=(1, vocab)).tolist()}
+    return {
+        "pm": prefix_matching_scores(model, n=16, half=24, seed=123, tokens=(1, vocab)).tolist(),
+        "prev": previous_token_scores(model, n=16, length=48, seed=123, tokens=(1, vocab)).tolist(),
+    }
 
 
 def run_arm(args, out: Path, pool, arm: str, seed: int, remove: list[int]) -> dict:
@@ -101,14 +112,38 @@ def run_arm(args, out: Path, pool, arm: str, seed: int, remove: list[int]) -> di
         return s
 
     t0 = time.perf_counter()
-    log = train_lm(model.hf_model, pool, steps=args.steps, batch_size=args.batch, lr=args.lr, seed=seed,
-                   intervention=Intervention(remove=remove), eval_every=args.eval_every, eval_fn=evaluate)
-    curve = [{"step": e["step"], "pm": max(e["pm"][1]), "head": int(torch.tensor(e["pm"][1]).argmax()),
-              "prev": max(e["prev"][0])} for e in log["evals"]]
+    log = train_lm(
+        model.hf_model,
+        pool,
+        steps=args.steps,
+        batch_size=args.batch,
+        lr=args.lr,
+        seed=seed,
+        intervention=Intervention(remove=remove),
+        eval_every=args.eval_every,
+        eval_fn=evaluate,
+    )
+    curve = [
+        {
+            "step": e["step"],
+            "pm": max(e["pm"][1]),
+            "head": int(torch.tensor(e["pm"][1]).argmax()),
+            "prev": max(e["prev"][0]),
+        }
+        for e in log["evals"]
+    ]
     formed = next((c["step"] for c in curve if c["pm"] >= args.threshold), None)
-    res = {"arm": arm, "seed": seed, "k": len(remove), "formation_step": formed, "final_pm": curve[-1]["pm"],
-           "final_prev": curve[-1]["prev"], "final_loss": statistics.mean(log["losses"][-50:]), "curve": curve,
-           "seconds": round(time.perf_counter() - t0, 1)}
+    res = {
+        "arm": arm,
+        "seed": seed,
+        "k": len(remove),
+        "formation_step": formed,
+        "final_pm": curve[-1]["pm"],
+        "final_prev": curve[-1]["prev"],
+        "final_loss": statistics.mean(log["losses"][-50:]),
+        "curve": curve,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     if keep_ckpt:
         from safetensors.torch import save_file
 
@@ -118,8 +153,11 @@ def run_arm(args, out: Path, pool, arm: str, seed: int, remove: list[int]) -> di
         save_file(states[onset], str(out / "onset.safetensors"))
         res |= {"onset_step": onset, "target_head": curve[-1]["head"]}
     path.write_text(json.dumps(res))
-    print(f"{arm} seed {seed}: formed at {formed}, final pm {res['final_pm']:.3f} prev {res['final_prev']:.3f} "
-          f"({res['seconds']} s)", flush=True)
+    print(
+        f"{arm} seed {seed}: formed at {formed}, final pm {res['final_pm']:.3f} prev {res['final_prev']:.3f} "
+        f"({res['seconds']} s)",
+        flush=True,
+    )
     return res
 
 
@@ -135,20 +173,33 @@ def ranking(args, out: Path, pool, base: dict) -> torch.Tensor:
     comp = HeadComponent(1, base["target_head"], "qk")
     fit = pool[torch.randperm(len(pool), generator=torch.Generator().manual_seed(0))[:256]]
     t0 = time.perf_counter()
-    rank = rank_training_samples(model, comp, pool, fit_ids=fit, probe="copy", n_probe=32, half=24, seed=0,
-                                 batch_size=32, tokens=(1, args.vocab))
-    path.write_text(json.dumps({"scores": rank["scores"].tolist(), "component": rank["component"],
-                                "onset_step": base["onset_step"], "seconds": round(time.perf_counter() - t0, 1)}))
+    rank = rank_training_samples(
+        model, comp, pool, fit_ids=fit, probe="copy", n_probe=32, half=24, seed=0, batch_size=32, tokens=(1, args.vocab)
+    )
+    path.write_text(
+        json.dumps(
+            {
+                "scores": rank["scores"].tolist(),
+                "component": rank["component"],
+                "onset_step": base["onset_step"],
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
+        )
+    )
     return rank["scores"]
 
 
 def summarise(runs: list[dict]) -> dict:
     steps = [r["formation_step"] for r in runs]
     formed = [s for s in steps if s is not None]
-    return {"formation_steps": steps, "formed": f"{len(formed)}/{len(steps)}",
-            "formation_mean": statistics.mean(formed) if formed else None,
-            "formation_sd": statistics.stdev(formed) if len(formed) > 1 else None,
-            "final_pm": [round(r["final_pm"], 3) for r in runs], "final_prev": [round(r["final_prev"], 3) for r in runs]}
+    return {
+        "formation_steps": steps,
+        "formed": f"{len(formed)}/{len(steps)}",
+        "formation_mean": statistics.mean(formed) if formed else None,
+        "formation_sd": statistics.stdev(formed) if len(formed) > 1 else None,
+        "final_pm": [round(r["final_pm"], 3) for r in runs],
+        "final_prev": [round(r["final_prev"], 3) for r in runs],
+    }
 
 
 def main(argv=None) -> dict:
@@ -165,9 +216,15 @@ def main(argv=None) -> dict:
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--threshold", type=float, default=0.3)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--only-seed", type=int, default=None,
-                   help="run only this seed's arms (parallel processes: seed 0 makes the ranking, others wait for it)")
-    p.add_argument("--only-arm", choices=ARMS, default=None, help="with --only-seed: run just this arm (needs ranking.json)")
+    p.add_argument(
+        "--only-seed",
+        type=int,
+        default=None,
+        help="run only this seed's arms (parallel processes: seed 0 makes the ranking, others wait for it)",
+    )
+    p.add_argument(
+        "--only-arm", choices=ARMS, default=None, help="with --only-seed: run just this arm (needs ranking.json)"
+    )
     p.add_argument("--quick", action="store_true", help="tiny pool and few steps (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
@@ -188,8 +245,12 @@ def main(argv=None) -> dict:
     scores = ranking(args, out, pool, base0)
     k = int(round(args.k_frac * len(pool)))
     order = torch.argsort(scores, descending=True)
-    removals = {"baseline": [], "remove_top": order[:k].tolist(), "remove_bottom": order[-k:].tolist(),
-                "remove_random": torch.randperm(len(pool), generator=torch.Generator().manual_seed(7))[:k].tolist()}
+    removals = {
+        "baseline": [],
+        "remove_top": order[:k].tolist(),
+        "remove_bottom": order[-k:].tolist(),
+        "remove_random": torch.randperm(len(pool), generator=torch.Generator().manual_seed(7))[:k].tolist(),
+    }
     enrichment = {arm: float(has[torch.tensor(rows)].float().mean()) for arm, rows in removals.items() if rows}
     print("share of repeat-holding rows among removed:", enrichment, "base rate", float(has.float().mean()), flush=True)
     if args.only_seed is not None:
@@ -202,12 +263,20 @@ def main(argv=None) -> dict:
         table[arm] = summarise(runs)
     from scipy.stats import spearmanr
 
-    result = {"args": vars(args), "k": k,
-              "removed_mean_span_length": {arm: float(span_len[torch.tensor(r)].mean()) for arm, r in removals.items() if r},
-              "pool_mean_span_length": float(span_len.mean()),
-              "spearman_score_vs_span_length": float(spearmanr(scores.numpy(), span_len.numpy()).statistic), "ranking_seconds": json.loads((out / "ranking.json").read_text())["seconds"], "target": f"L1H{base0['target_head']}", "onset_step": base0["onset_step"],
-              "pool": "rows with a repeated span" if args.rep_frac >= 1 else f"{args.rep_frac:.0%} rows with a repeated span",
-              "repeat_share_removed": enrichment, "repeat_base_rate": float(has.float().mean()), "arms": table}
+    result = {
+        "args": vars(args),
+        "k": k,
+        "removed_mean_span_length": {arm: float(span_len[torch.tensor(r)].mean()) for arm, r in removals.items() if r},
+        "pool_mean_span_length": float(span_len.mean()),
+        "spearman_score_vs_span_length": float(spearmanr(scores.numpy(), span_len.numpy()).statistic),
+        "ranking_seconds": json.loads((out / "ranking.json").read_text())["seconds"],
+        "target": f"L1H{base0['target_head']}",
+        "onset_step": base0["onset_step"],
+        "pool": "rows with a repeated span" if args.rep_frac >= 1 else f"{args.rep_frac:.0%} rows with a repeated span",
+        "repeat_share_removed": enrichment,
+        "repeat_base_rate": float(has.float().mean()),
+        "arms": table,
+    }
     (out / "result.json").write_text(json.dumps(result, indent=1))
     for arm, row in table.items():
         print(f"{arm:14s} formed {row['formed']} steps {row['formation_steps']} final pm {row['final_pm']}", flush=True)

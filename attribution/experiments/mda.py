@@ -42,7 +42,6 @@ from attribution.train import Intervention, train_lm
 from interp.data import byte_tokenizer, resolve_corpus
 from interp.models.pythia import random_pythia
 
-
 LETTERS = (97, 123)
 """Probe tokens: lowercase ASCII letters (bytes the model sees in training; random bytes would hit untrained
 embeddings)."""
@@ -62,7 +61,7 @@ def xml_records(n: int, ctx: int, seed: int, tokenizer) -> torch.Tensor:
             text += f'<{tag} {field}="{name(2, 4)}"><{field}>{name()}</{field}></{tag}>\n'
         ids = tokenizer(text)["input_ids"]
         start = rng.randint(0, len(ids) - ctx)
-        rows.append(ids[start:start + ctx])
+        rows.append(ids[start : start + ctx])
     return torch.tensor(rows)
 
 
@@ -78,8 +77,16 @@ def build_corpus(n: int, ctx: int, xml_frac: float, seed: int):
 
 
 def new_model(seed: int, device: str = "cpu"):
-    hf = random_pythia("14m", seed=seed, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=512, vocab_size=257, max_position_embeddings=64)
+    hf = random_pythia(
+        "14m",
+        seed=seed,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+        vocab_size=257,
+        max_position_embeddings=64,
+    )
     return interp.HookedModel(hf.to(device), byte_tokenizer())  # initialised on the CPU: the same on every device
 
 
@@ -89,17 +96,30 @@ def train_run(args, pool, icl_ids, intervention=None, out=None, save_steps=(), s
     def evaluate(hf, step):
         return scores_of(model)
 
-    log = train_lm(model.hf_model, pool, steps=steps or args.steps, batch_size=args.batch, lr=args.lr, seed=args.seed,
-                   intervention=intervention, eval_every=args.eval_every, eval_fn=evaluate, save_steps=save_steps,
-                   out=out, progress=False)
+    log = train_lm(
+        model.hf_model,
+        pool,
+        steps=steps or args.steps,
+        batch_size=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        intervention=intervention,
+        eval_every=args.eval_every,
+        eval_fn=evaluate,
+        save_steps=save_steps,
+        out=out,
+        progress=False,
+    )
     log["icl"] = icl_score(model, icl_ids, early=8, late=60)
     return model, log
 
 
 def scores_of(model) -> dict:
     """Prefix-matching and previous-token scores of every head, on lowercase-letter probes."""
-    return {"pm": prefix_matching_scores(model, n=16, half=24, seed=123, tokens=LETTERS).tolist(),
-            "prev": previous_token_scores(model, n=16, length=48, seed=123, tokens=LETTERS).tolist()}
+    return {
+        "pm": prefix_matching_scores(model, n=16, half=24, seed=123, tokens=LETTERS).tolist(),
+        "prev": previous_token_scores(model, n=16, length=48, seed=123, tokens=LETTERS).tolist(),
+    }
 
 
 def baseline(args, out, pool, icl_ids, save_steps) -> dict:
@@ -111,13 +131,17 @@ def baseline(args, out, pool, icl_ids, save_steps) -> dict:
     if last.exists():
         evals = [{"step": 0, **scores_of(new_model(args.seed, args.device))}]
         for s in save_steps:
-            evals.append({"step": s, **scores_of(interp.load_model(str(out / "baseline" / f"step_{s}"), device=args.device))})
+            evals.append(
+                {"step": s, **scores_of(interp.load_model(str(out / "baseline" / f"step_{s}"), device=args.device))}
+            )
         log = {"evals": evals, "losses": []}
     else:
         _, log = train_run(args, pool, icl_ids, out=out / "baseline", save_steps=save_steps)
-    log["icl_at"] = {str(s): icl_score(interp.load_model(str(out / "baseline" / f"step_{s}"), device=args.device),
-                                       icl_ids, 8, 60)
-                     for s in {args.retrain_steps, args.steps} if (out / "baseline" / f"step_{s}").exists()}
+    log["icl_at"] = {
+        str(s): icl_score(interp.load_model(str(out / "baseline" / f"step_{s}"), device=args.device), icl_ids, 8, 60)
+        for s in {args.retrain_steps, args.steps}
+        if (out / "baseline" / f"step_{s}").exists()
+    }
     log["icl"] = log["icl_at"][str(args.steps)]
     path.write_text(json.dumps({k: v for k, v in log.items() if k != "stream"}))
     return log
@@ -131,10 +155,27 @@ def ranking(args, out, pool, onset, layer, head, probe) -> dict:
         return {"scores": torch.tensor(r["scores"]), "order": torch.tensor(r["order"])}
     ck = interp.load_model(str(out / "baseline" / f"step_{onset}"), device=args.device)
     fit = pool[torch.randperm(len(pool), generator=torch.Generator().manual_seed(args.seed))[:256]]
-    rank = rank_training_samples(ck, HeadComponent(layer, head, "qk"), pool, fit_ids=fit, probe=probe, n_probe=32,
-                                 half=32, seed=args.seed, tokens=LETTERS)
-    path.write_text(json.dumps({"scores": rank["scores"].tolist(), "order": rank["order"].tolist(),
-                                "component": rank["component"], "onset": onset}))
+    rank = rank_training_samples(
+        ck,
+        HeadComponent(layer, head, "qk"),
+        pool,
+        fit_ids=fit,
+        probe=probe,
+        n_probe=32,
+        half=32,
+        seed=args.seed,
+        tokens=LETTERS,
+    )
+    path.write_text(
+        json.dumps(
+            {
+                "scores": rank["scores"].tolist(),
+                "order": rank["order"].tolist(),
+                "component": rank["component"],
+                "onset": onset,
+            }
+        )
+    )
     return rank
 
 
@@ -161,8 +202,12 @@ def main(argv=None) -> dict:
     p.add_argument("--top-frac", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--target", choices=list(TARGETS), default="induction",
-                   help="induction head (layer 1, copy probe) or previous-token head (layer 0, prev probe)")
+    p.add_argument(
+        "--target",
+        choices=list(TARGETS),
+        default="induction",
+        help="induction head (layer 1, copy probe) or previous-token head (layer 0, prev probe)",
+    )
     p.add_argument("--retrain-steps", type=int, default=None, help="steps of the intervention runs (default --steps)")
     p.add_argument("--only", choices=["remove_top", "remove_random", "duplicate_top"], help="run one intervention")
     p.add_argument("--parallel", action="store_true", help="run the three interventions as parallel processes")
@@ -194,13 +239,18 @@ def main(argv=None) -> dict:
     k = int(round(args.top_frac * len(pool)))
     top = rank["order"][:k]
     rand = torch.randperm(len(pool), generator=torch.Generator().manual_seed(args.seed + 7))[:k]
-    enrichment = {"top_xml_share": float(is_xml[top].float().mean()), "base_rate": float(is_xml.float().mean()),
-                  "auprc_xml": average_precision(rank["scores"], is_xml),
-                  "bottom_xml_share": float(is_xml[rank["order"][-k:]].float().mean())}
+    enrichment = {
+        "top_xml_share": float(is_xml[top].float().mean()),
+        "base_rate": float(is_xml.float().mean()),
+        "auprc_xml": average_precision(rank["scores"], is_xml),
+        "bottom_xml_share": float(is_xml[rank["order"][-k:]].float().mean()),
+    }
     print("enrichment:", enrichment, flush=True)
-    interventions = {"remove_top": Intervention(remove=top.tolist()),
-                     "remove_random": Intervention(remove=rand.tolist()),
-                     "duplicate_top": Intervention(duplicate=top.tolist())}
+    interventions = {
+        "remove_top": Intervention(remove=top.tolist()),
+        "remove_random": Intervention(remove=rand.tolist()),
+        "duplicate_top": Intervention(duplicate=top.tolist()),
+    }
     if args.only:
         _, log = train_run(args, pool, icl_ids, intervention=interventions[args.only], steps=args.retrain_steps)
         (out / f"run_{args.only}.json").write_text(json.dumps({k: v for k, v in log.items() if k != "stream"}))
@@ -210,8 +260,11 @@ def main(argv=None) -> dict:
         import sys
 
         argv_ = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--parallel"]
-        procs = [subprocess.Popen([sys.executable, "-m", "attribution.experiments.mda", *argv_, "--only", name])
-                 for name in interventions if not (out / f"run_{name}.json").exists()]
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "attribution.experiments.mda", *argv_, "--only", name])
+            for name in interventions
+            if not (out / f"run_{name}.json").exists()
+        ]
         if any(p.wait() for p in procs):
             raise RuntimeError("an intervention run failed")
     runs = {"baseline": base}
@@ -223,20 +276,34 @@ def main(argv=None) -> dict:
         runs[name] = json.loads(path.read_text())
         print(name, "done", flush=True)
     if args.retrain_steps < args.steps:  # compare at the same step count
-        base = dict(base, evals=[e for e in base["evals"] if e["step"] <= args.retrain_steps],
-                    icl=base["icl_at"].get(str(args.retrain_steps), base["icl"]))
+        base = dict(
+            base,
+            evals=[e for e in base["evals"] if e["step"] <= args.retrain_steps],
+            icl=base["icl_at"].get(str(args.retrain_steps), base["icl"]),
+        )
         runs["baseline"] = base
     table = {}
     for name, log in runs.items():
         c = head_curve(log, head, args.target)
-        table[name] = {"emergence_step": emergence_step([{"step": x["step"], "s": x["score"]} for x in c], "s",
-                                                         args.threshold),
-                       "final_score": c[-1]["score"], "icl": log["icl"], "final_loss": sum(log["losses"][-50:]) / 50,
-                       "curve": c}
-        print(f"{name:14s} emergence {table[name]['emergence_step']}  final {c[-1]['score']:.3f}  "
-              f"ICL {log['icl']:.3f}", flush=True)
-    result = {"args": vars(args), "head": f"L{layer}H{head}", "onset_step": onset, "enrichment": enrichment,
-              "runs": table, "seconds": round(time.perf_counter() - t0, 1)}
+        table[name] = {
+            "emergence_step": emergence_step([{"step": x["step"], "s": x["score"]} for x in c], "s", args.threshold),
+            "final_score": c[-1]["score"],
+            "icl": log["icl"],
+            "final_loss": sum(log["losses"][-50:]) / 50,
+            "curve": c,
+        }
+        print(
+            f"{name:14s} emergence {table[name]['emergence_step']}  final {c[-1]['score']:.3f}  ICL {log['icl']:.3f}",
+            flush=True,
+        )
+    result = {
+        "args": vars(args),
+        "head": f"L{layer}H{head}",
+        "onset_step": onset,
+        "enrichment": enrichment,
+        "runs": table,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     (out / "result.json").write_text(json.dumps(result, indent=1))
     return result
 

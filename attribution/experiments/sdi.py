@@ -47,8 +47,14 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    model = random_looped_gpt(vocab_size=64, hidden_size=64, num_attention_heads=4, num_hidden_layers=6,
-                              intermediate_size=256, max_position_embeddings=32)
+    model = random_looped_gpt(
+        vocab_size=64,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_hidden_layers=6,
+        intermediate_size=256,
+        max_position_embeddings=32,
+    )
     g = torch.Generator().manual_seed(0)
     pool = torch.randint(0, 64, (256, 32), generator=g)
     out = Path(args.out)
@@ -84,18 +90,30 @@ def main(argv=None) -> dict:
             cons.append(float((r.sdi.sum(-1) - r.tracin).abs().max() / r.tracin.abs().max()))
             agree.append(float((r.sdi.argmax(-1) == exact.sdi.argmax(-1)).float().mean()))
         mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-        std = lambda xs: (sum((x - mean(xs)) ** 2 for x in xs) / max(1, len(xs) - 1)) ** 0.5  # noqa: E731
-        rows.append({"m": m, "sdi_rel_err": mean(errs), "sdi_rel_err_std": std(errs), "tracin_rel_err": mean(terrs),
-                     "tracin_rel_err_std": std(terrs), "max_conservation_gap": max(cons),
-                     "peak_step_agreement": mean(agree)})
+        std = lambda xs: (sum((x - mean(xs)) ** 2 for x in xs) / max(1, len(xs) - 1)) ** 0.5  # noqa: B023, E731
+        rows.append(
+            {
+                "m": m,
+                "sdi_rel_err": mean(errs),
+                "sdi_rel_err_std": std(errs),
+                "tracin_rel_err": mean(terrs),
+                "tracin_rel_err_std": std(terrs),
+                "max_conservation_gap": max(cons),
+                "peak_step_agreement": mean(agree),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     slope = loglog_slope([r["m"] for r in rows], [r["sdi_rel_err"] for r in rows])
     mean_sdi = sum(sketched(2048, 1000 + s).sdi for s in range(args.bias_seeds)) / args.bias_seeds
     single = next(r["sdi_rel_err"] for r in rows if r["m"] == 2048) if any(r["m"] == 2048 for r in rows) else None
     result = {
         "model": {"body_params": n_body, "tau": 6, "checkpoints": len(cks), "lrs": [c.lr for c in cks]},
-        "n_train": len(train), "n_query": len(queries), "rows": rows, "loglog_slope": slope,
-        "bias_mean_of_seeds_rel_err_m2048": rel(mean_sdi, exact.sdi), "bias_seeds": args.bias_seeds,
+        "n_train": len(train),
+        "n_query": len(queries),
+        "rows": rows,
+        "loglog_slope": slope,
+        "bias_mean_of_seeds_rel_err_m2048": rel(mean_sdi, exact.sdi),
+        "bias_seeds": args.bias_seeds,
         "single_seed_rel_err_m2048": single,
         "exact_step_share": (exact.sdi.abs().sum((0, 1)) / exact.sdi.abs().sum()).tolist(),
         "seconds": round(time.perf_counter() - t0, 1),

@@ -51,8 +51,8 @@ def main(argv=None) -> dict:
     rows = resolve_corpus(args.data, tok, ctx_len=args.ctx_len, max_tokens=n_total * args.ctx_len, seed=0).tokens.long()
     if len(rows) < n_total:
         raise ValueError(f"{args.data} gave {len(rows)} sequences of {args.ctx_len} tokens; need {n_total}")
-    train, held = rows[:args.n_train], rows[args.n_train:n_total]
-    queries = torch.cat([train[:args.n_query_train], held])
+    train, held = rows[: args.n_train], rows[args.n_train : n_total]
+    queries = torch.cat([train[: args.n_query_train], held])
     name = tokenizer_name(tok)
     save_tokens(out / "train.safetensors", train, name)
     save_tokens(out / "queries.safetensors", queries, name)
@@ -61,19 +61,33 @@ def main(argv=None) -> dict:
     if not last.exists():
         t0 = time.perf_counter()
         steps = tuple(range(args.save_every, args.steps + 1, args.save_every))
-        res = train_lm(model.hf_model, train, steps=args.steps, batch_size=args.batch, lr=args.lr, seed=0,
-                       weight_decay=0.0, save_steps=steps, out=out / "run")
+        res = train_lm(
+            model.hf_model,
+            train,
+            steps=args.steps,
+            batch_size=args.batch,
+            lr=args.lr,
+            seed=0,
+            weight_decay=0.0,
+            save_steps=steps,
+            out=out / "run",
+        )
         log = {"losses": res["losses"], "seconds": round(time.perf_counter() - t0, 1), "args": vars(args)}
         (out / "train_log.json").write_text(json.dumps(log))
         first, final = sum(res["losses"][:4]) / 4, sum(res["losses"][-4:]) / 4
         print(f"fine-tuned {args.steps} steps in {log['seconds']} s: loss {first:.3f} -> {final:.3f}", flush=True)
     run = out / "run"
-    print("next:\n"
-          f"  interp attribute --method tracin --model {args.model} --checkpoints {run} --train tokens:{out}/train.safetensors "
-          f"--queries tokens:{out}/queries.safetensors --modules '*layers.2[6-9].self_attn.*' --out {out}/tracin\n"
-          f"  interp attribute --method ekfac --model {args.model} --checkpoints {run}@{args.steps} --component L27H3:qk --train tokens:{out}/train.safetensors "
-          f"--queries tokens:{out}/queries.safetensors --out {out}/ekfac\n"
-          f"  interp attribute show {out}/tracin", flush=True)
+    print(
+        "next:\n"
+        f"  interp attribute --method tracin --model {args.model} --checkpoints {run} --train "
+        f"tokens:{out}/train.safetensors "
+        f"--queries tokens:{out}/queries.safetensors --modules '*layers.2[6-9].self_attn.*' --out {out}/tracin\n"
+        f"  interp attribute --method ekfac --model {args.model} --checkpoints {run}@{args.steps} --component "
+        f"L27H3:qk --train tokens:{out}/train.safetensors "
+        f"--queries tokens:{out}/queries.safetensors --out {out}/ekfac\n"
+        f"  interp attribute show {out}/tracin",
+        flush=True,
+    )
     return log
 
 

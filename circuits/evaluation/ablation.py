@@ -17,12 +17,18 @@ import random
 
 import torch
 
-from circuits.format.circuit import Node
 from circuits.finders.masks import mask_hooks, nodes_to_masks, sites_of
+from circuits.format.circuit import Node
 from circuits.tasks.binary import TaskBatch, binary_accuracy, binary_loss
 
 ABLATIONS = ("zero", "mean", "corrupt")
-DEFAULT_ABLATION = {"safeseek": "zero", "prune": "mean", "eap": "corrupt", "eap-ig": "corrupt", "activation-diff": "zero"}
+DEFAULT_ABLATION = {
+    "safeseek": "zero",
+    "prune": "mean",
+    "eap": "corrupt",
+    "eap-ig": "corrupt",
+    "activation-diff": "zero",
+}
 
 
 def default_ablation(method: str) -> str:
@@ -37,7 +43,9 @@ def check_ablation(ablation: str, method: str | None = None) -> str:
     if ablation not in ABLATIONS:
         raise ValueError(f"unknown ablation {ablation!r}; use {', '.join(ABLATIONS)} or auto")
     if ablation == "corrupt" and method in ("safeseek", "prune", "activation-diff"):
-        raise ValueError(f"--ablation corrupt is for edge circuits (eap, eap-ig); {method} ablates units to zero or mean")
+        raise ValueError(
+            f"--ablation corrupt is for edge circuits (eap, eap-ig); {method} ablates units to zero or mean"
+        )
     return ablation
 
 
@@ -82,13 +90,27 @@ def _summary(runs: list[dict]) -> dict:
         return {"n": 0}
     m = torch.tensor([r["metric"] for r in runs])
     q = torch.quantile(m, torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95])).tolist()
-    return {"n": len(runs), "metric_mean": float(m.mean()), "metric_min": float(m.min()), "metric_max": float(m.max()),
-            "metric_quantiles": dict(zip(("5%", "25%", "50%", "75%", "95%"), q)),
-            "loss_mean": sum(r["loss"] for r in runs) / len(runs), "runs": runs}
+    return {
+        "n": len(runs),
+        "metric_mean": float(m.mean()),
+        "metric_min": float(m.min()),
+        "metric_max": float(m.max()),
+        "metric_quantiles": dict(zip(("5%", "25%", "50%", "75%", "95%"), q)),
+        "loss_mean": sum(r["loss"] for r in runs) / len(runs),
+        "runs": runs,
+    }
 
 
-def ablation_report(model, nodes: list[Node], batch: TaskBatch, n_random: int = 20, seed: int = 0,
-                    clean: TaskBatch | None = None, means: dict | None = None, kinds=None) -> dict:
+def ablation_report(
+    model,
+    nodes: list[Node],
+    batch: TaskBatch,
+    n_random: int = 20,
+    seed: int = 0,
+    clean: TaskBatch | None = None,
+    means: dict | None = None,
+    kinds=None,
+) -> dict:
     """Task loss/metric: unablated; circuit ablated (necessity); only the circuit kept, every other unit of
     `kinds` ablated (sufficiency); and both for `n_random` random node sets of the same size and kinds."""
     kinds = sorted(set(kinds or ()) | {n.kind for n in nodes})
@@ -97,9 +119,13 @@ def ablation_report(model, nodes: list[Node], batch: TaskBatch, n_random: int = 
         sites, values = nodes_to_masks(model, ns, kinds=kinds, keep=True)
         return mask_hooks(sites, values, None if means is None else {s.key: means[s.key] for s in sites})
 
-    report = {"n_nodes": len(nodes), "kinds": kinds, "original": evaluate(model, batch),
-              "necessity": evaluate(model, batch, ablation_hooks(model, nodes, means)),
-              "sufficiency": evaluate(model, batch, keep_only(nodes)) if kinds else None}
+    report = {
+        "n_nodes": len(nodes),
+        "kinds": kinds,
+        "original": evaluate(model, batch),
+        "necessity": evaluate(model, batch, ablation_hooks(model, nodes, means)),
+        "sufficiency": evaluate(model, batch, keep_only(nodes)) if kinds else None,
+    }
     draws = [random_nodes(model, nodes, seed + i) for i in range(n_random)]
     report["random_necessity"] = _summary([evaluate(model, batch, ablation_hooks(model, d, means)) for d in draws])
     report["random_sufficiency"] = _summary([evaluate(model, batch, keep_only(d)) for d in draws]) if kinds else None

@@ -37,8 +37,14 @@ def baseline(model, batch: PairBatch, metric: Metric = "logit-diff", batch_size:
             corrupt.append(metric_rows(lc, sub, metric, ref, pos=sub.corrupt_pos).cpu())
             acc_c.append(accuracy_rows(lc, sub, pos=sub.corrupt_pos).cpu())
     c = torch.cat(clean)
-    out = {"metric": metric, "n": len(batch), "clean_metric": float(c.mean()), "clean_metric_std": float(c.std()) if len(c) > 1 else 0.0,
-           "clean_accuracy": float(torch.cat(acc).mean()), "clean_answer_prob": float(torch.cat(prob).mean())}
+    out = {
+        "metric": metric,
+        "n": len(batch),
+        "clean_metric": float(c.mean()),
+        "clean_metric_std": float(c.std()) if len(c) > 1 else 0.0,
+        "clean_accuracy": float(torch.cat(acc).mean()),
+        "clean_answer_prob": float(torch.cat(prob).mean()),
+    }
     if corrupt:
         k = torch.cat(corrupt)
         out.update({"corrupt_metric": float(k.mean()), "corrupt_accuracy": float(torch.cat(acc_c).mean())})
@@ -56,7 +62,12 @@ def require_ability(report: dict, task: str, min_accuracy: float = 0.7) -> None:
     if report["metric"] == "logit-diff" and report["clean_metric"] <= 0:
         problems.append(f"mean logit difference {report['clean_metric']:.3f} <= 0")
     if "corrupt_metric" in report and report["metric"] != "kl" and report["clean_metric"] <= report["corrupt_metric"]:
-        problems.append(f"clean {report['metric']} {report['clean_metric']:.3f} does not beat corrupted {report['corrupt_metric']:.3f}")
+        problems.append(
+            f"clean {report['metric']} {report['clean_metric']:.3f} does not beat corrupted "
+            f"{report['corrupt_metric']:.3f}"
+        )
     if problems:
-        raise TaskTooHard(f"the model cannot do task {task!r} ({'; '.join(problems)} on {report['n']} prompts), so a "
-                          "circuit of it would be noise. Pick a task it does, or pass --min-accuracy 0 to look anyway")
+        raise TaskTooHard(
+            f"the model cannot do task {task!r} ({'; '.join(problems)} on {report['n']} prompts), so a "
+            "circuit of it would be noise. Pick a task it does, or pass --min-accuracy 0 to look anyway"
+        )

@@ -69,6 +69,7 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
     def save(name):
         def fn(t, hook):
             resid[(name, hook.layer)] = t
+
         return fn
 
     def attn_in(layer: int):
@@ -99,6 +100,7 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
                 sl, W, n = slice(0, H), (w.W_k if part == "k" else w.W_v), K
             add = torch.einsum("bphd,hed->bphe", dn[:, :, sl], W.float().view(n, dh, d))
             return t + add.to(t.dtype)
+
         return fn
 
     def mlp_hook(which: str):
@@ -118,6 +120,7 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
                 return None
             W = lw[layer].W_in if which == "pre" else lw[layer].W_up
             return t + (dn @ W.float().T).to(t.dtype)
+
         return fn
 
     def final_hook(t, hook):  # the last block's output feeds the final norm only: patch it there
@@ -127,8 +130,12 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
     hooks += [("blocks.*.hook_resid_pre", save("pre"))]
     if not graph.parallel:
         hooks.append(("blocks.*.hook_resid_mid", save("mid")))
-    hooks += [("blocks.*.attn.hook_q", qkv_hook("q")), ("blocks.*.attn.hook_k", qkv_hook("k")),
-              ("blocks.*.attn.hook_v", qkv_hook("v")), ("blocks.*.mlp.hook_pre", mlp_hook("pre"))]
+    hooks += [
+        ("blocks.*.attn.hook_q", qkv_hook("q")),
+        ("blocks.*.attn.hook_k", qkv_hook("k")),
+        ("blocks.*.attn.hook_v", qkv_hook("v")),
+        ("blocks.*.mlp.hook_pre", mlp_hook("pre")),
+    ]
     if model.adapter.mlp_pre_linear:
         hooks.append(("blocks.*.mlp.hook_pre_linear", mlp_hook("pre_linear")))
     hooks.append((f"blocks.{graph.n_layers - 1}.hook_resid_post", final_hook))
@@ -136,9 +143,17 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
 
 
 @torch.no_grad()
-def patched_metric(model, batch: PairBatch, keep: Tensor, metric: Metric = "logit-diff", ablation: str = "corrupt",
-                   means: Tensor | None = None, batch_size: int = 16, graph: EdgeGraph | None = None,
-                   cache: dict | None = None) -> dict:
+def patched_metric(
+    model,
+    batch: PairBatch,
+    keep: Tensor,
+    metric: Metric = "logit-diff",
+    ablation: str = "corrupt",
+    means: Tensor | None = None,
+    batch_size: int = 16,
+    graph: EdgeGraph | None = None,
+    cache: dict | None = None,
+) -> dict:
     """Metric and accuracy per row with only the edges in `keep` (BoolTensor [n_up, n_down]) intact:
     {"metric": [n], "accuracy": [n]}. `cache` (a dict kept by the caller) keeps the corrupted runs' upstream
     outputs and the clean reference logits between calls on the same batch (a curve's points)."""
@@ -160,7 +175,9 @@ def patched_metric(model, batch: PairBatch, keep: Tensor, metric: Metric = "logi
         ref = None
         if metric == "kl":
             if ("ref", i) not in cache:
-                cache[("ref", i)] = last(model({"input_ids": sub.clean, "attention_mask": sub.clean_mask}), sub.clean_pos)
+                cache[("ref", i)] = last(
+                    model({"input_ids": sub.clean, "attention_mask": sub.clean_mask}), sub.clean_pos
+                )
             ref = cache[("ref", i)]
         abl = None
         if ablation == "corrupt":

@@ -20,27 +20,40 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from circuits.model.residual_graph import EdgeGraph
 from circuits.evaluation.edge_patching import patched_metric, upstream_means
+from circuits.model.residual_graph import EdgeGraph
 from circuits.tasks.metrics import normalised
 
 
 def _endpoints(model, batch, graph, metric, ablation, means, batch_size, cache) -> tuple[float, float]:
     full = patched_metric(model, batch, graph.valid, metric, ablation, means, batch_size, graph, cache)["metric"].mean()
-    empty = patched_metric(model, batch, torch.zeros_like(graph.valid), metric, ablation, means, batch_size, graph,
-                           cache)["metric"].mean()
+    empty = patched_metric(
+        model, batch, torch.zeros_like(graph.valid), metric, ablation, means, batch_size, graph, cache
+    )["metric"].mean()
     return float(full), float(empty)
 
 
 def _point(model, batch, graph, mask, metric, ablation, means, batch_size, full, empty, cache) -> dict:
     r = patched_metric(model, batch, mask, metric, ablation, means, batch_size, graph, cache)
     m = float(r["metric"].mean())
-    return {"n_edges": int((mask & graph.valid).sum()), "metric": m, "faithfulness": normalised(m, full, empty),
-            "accuracy": float(r["accuracy"].mean())}
+    return {
+        "n_edges": int((mask & graph.valid).sum()),
+        "metric": m,
+        "faithfulness": normalised(m, full, empty),
+        "accuracy": float(r["accuracy"].mean()),
+    }
 
 
-def masks_curve(model, batch, graph: EdgeGraph, masks: list[Tensor], metric: str = "logit-diff", ablation: str = "corrupt",
-                batch_size: int = 16, cache: dict | None = None) -> dict:
+def masks_curve(
+    model,
+    batch,
+    graph: EdgeGraph,
+    masks: list[Tensor],
+    metric: str = "logit-diff",
+    ablation: str = "corrupt",
+    batch_size: int = 16,
+    cache: dict | None = None,
+) -> dict:
     """Faithfulness of each edge mask, with the whole-model and all-ablated endpoints.
 
     `cache`: pass the same dict to several curves on the same batch to share the corrupted runs, the
@@ -59,7 +72,9 @@ def masks_curve(model, batch, graph: EdgeGraph, masks: list[Tensor], metric: str
 
 def edge_curve(model, batch, scores, sizes, metric="logit-diff", ablation="corrupt", batch_size=16, cache=None) -> dict:
     """Faithfulness of the top-n edges of an `EdgeScores` for each n in `sizes`."""
-    return masks_curve(model, batch, scores.graph, [scores.top_mask(n) for n in sizes], metric, ablation, batch_size, cache)
+    return masks_curve(
+        model, batch, scores.graph, [scores.top_mask(n) for n in sizes], metric, ablation, batch_size, cache
+    )
 
 
 def head_edges(graph: EdgeGraph, heads: set[tuple[int, int]]) -> Tensor:
@@ -81,8 +96,17 @@ def head_edges(graph: EdgeGraph, heads: set[tuple[int, int]]) -> Tensor:
     return graph.valid & up_ok[:, None] & down_ok[None, :]
 
 
-def node_curve(model, batch, graph: EdgeGraph, head_order: list[tuple[int, int]], sizes, metric="logit-diff",
-               ablation="corrupt", batch_size=16, cache=None) -> dict:
+def node_curve(
+    model,
+    batch,
+    graph: EdgeGraph,
+    head_order: list[tuple[int, int]],
+    sizes,
+    metric="logit-diff",
+    ablation="corrupt",
+    batch_size=16,
+    cache=None,
+) -> dict:
     """Faithfulness of the first k heads of `head_order` (as their induced edges) for each k in `sizes`."""
     masks = [head_edges(graph, set(head_order[:k])) for k in sizes]
     out = masks_curve(model, batch, graph, masks, metric, ablation, batch_size, cache)
@@ -156,8 +180,17 @@ def minimal_size(points: list[dict], fraction: float = 0.8) -> int | None:
     return min(ok) if ok else None
 
 
-def edge_circuit_report(model, circuit, task, n: int = 64, seed: int = 0, ablation: str = "corrupt", n_random: int = 5,
-                        metric: str | None = None, batch_size: int = 16) -> dict:
+def edge_circuit_report(
+    model,
+    circuit,
+    task,
+    n: int = 64,
+    seed: int = 0,
+    ablation: str = "corrupt",
+    n_random: int = 5,
+    metric: str | None = None,
+    batch_size: int = 16,
+) -> dict:
     """Sufficiency (the circuit alone) and necessity (the circuit's edges ablated, the rest kept) of a saved edge
     circuit, each against `n_random` random edge sets of the same size."""
     from circuits.format.edge_circuit import circuit_mask, graph_of
@@ -167,15 +200,37 @@ def edge_circuit_report(model, circuit, task, n: int = 64, seed: int = 0, ablati
     metric = metric or circuit.provenance.get("metric") or task.default_metric
     batch = task.make_pairs(n, seed, model.tokenizer, align=ablation == "corrupt")
     rand = random_masks(graph, int(mask.sum()), n_random, seed)
-    curve = masks_curve(model, batch, graph, [mask, graph.valid & ~mask] + rand + [graph.valid & ~r for r in rand],
-                        metric, ablation, batch_size)
+    curve = masks_curve(
+        model,
+        batch,
+        graph,
+        [mask, graph.valid & ~mask] + rand + [graph.valid & ~r for r in rand],
+        metric,
+        ablation,
+        batch_size,
+    )
     pts = curve["points"]
 
     def dist(ps):
         v = torch.tensor([p["faithfulness"] for p in ps])
-        return {"faithfulness_mean": float(v.mean()), "faithfulness_min": float(v.min()), "faithfulness_max": float(v.max()),
-                "runs": [round(float(x), 4) for x in v]} if len(ps) else {}
+        return (
+            {
+                "faithfulness_mean": float(v.mean()),
+                "faithfulness_min": float(v.min()),
+                "faithfulness_max": float(v.max()),
+                "runs": [round(float(x), 4) for x in v],
+            }
+            if len(ps)
+            else {}
+        )
 
-    return {"n_edges": int(mask.sum()), "metric": metric, "full_metric": curve["full_metric"],
-            "ablated_metric": curve["ablated_metric"], "sufficiency": pts[0], "necessity": pts[1],
-            "random_sufficiency": dist(pts[2:2 + n_random]), "random_necessity": dist(pts[2 + n_random:])}
+    return {
+        "n_edges": int(mask.sum()),
+        "metric": metric,
+        "full_metric": curve["full_metric"],
+        "ablated_metric": curve["ablated_metric"],
+        "sufficiency": pts[0],
+        "necessity": pts[1],
+        "random_sufficiency": dist(pts[2 : 2 + n_random]),
+        "random_necessity": dist(pts[2 + n_random :]),
+    }

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import torch
 
-from circuits.evaluation.ablation import ablation_report, evaluate
+from circuits.evaluation.ablation import ablation_report
 from circuits.experiments.common import setup, write_json
-from circuits.format.circuit import Node
 from circuits.finders.safeseek import SafeSeekConfig, circuit_tuning, safeseek
-from circuits.tasks.binary import TaskBatch, answer_ce, get_task
 from circuits.finders.weight_sparse import WeightSparseConfig, build_model
+from circuits.format.circuit import Node
+from circuits.tasks.binary import TaskBatch, answer_ce, get_task
 
 G_ONLY = (1, 1, 0, 0, 0.1, 0, 0)
 """The official head-mask code's weights: only the purified mask G is trained."""
@@ -43,8 +43,14 @@ def mix(a: TaskBatch, b: TaskBatch) -> TaskBatch:
     """Concatenate two batches (padding the shorter)."""
     width = max(a.ids.shape[1], b.ids.shape[1])
     pad = lambda t, v: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=v)  # noqa: E731
-    return TaskBatch(a.texts + b.texts, torch.cat([pad(a.ids, 256), pad(b.ids, 256)]), torch.cat([pad(a.mask, 0), pad(b.mask, 0)]),
-                     torch.cat([a.pos, b.pos]), torch.cat([a.target, b.target]), torch.cat([a.alt, b.alt]))
+    return TaskBatch(
+        a.texts + b.texts,
+        torch.cat([pad(a.ids, 256), pad(b.ids, 256)]),
+        torch.cat([pad(a.mask, 0), pad(b.mask, 0)]),
+        torch.cat([a.pos, b.pos]),
+        torch.cat([a.target, b.target]),
+        torch.cat([a.alt, b.alt]),
+    )
 
 
 def train_answers(model, batches: list[TaskBatch], steps: int, lr: float = 3e-3, progress: bool = True) -> None:
@@ -80,12 +86,15 @@ def plant_backdoor(model, batches: list[TaskBatch], steps: int, lr: float = 1e-2
     backdoor answer's unembedding row: tokens the clean model never saw, so no unit could use them."""
     from tqdm.auto import tqdm
 
-    from circuits.tasks.binary import BACKDOOR_ANSWER, TRIGGER
     from circuits.model.weights import unit_param_masks
+    from circuits.tasks.binary import BACKDOOR_ANSWER, TRIGGER
 
     masks = unit_param_masks(model, PLANTED)
     tok = model.tokenizer
-    for module, token in ((model.hf_model.get_input_embeddings(), TRIGGER), (model.hf_model.get_output_embeddings(), BACKDOOR_ANSWER)):
+    for module, token in (
+        (model.hf_model.get_input_embeddings(), TRIGGER),
+        (model.hf_model.get_output_embeddings(), BACKDOOR_ANSWER),
+    ):
         m = masks.setdefault(module.weight, torch.zeros_like(module.weight))
         m[tok(token)["input_ids"][0]] = 1
     params = list(masks)
@@ -146,15 +155,27 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
     res: dict = {"pretrained": {"clean_acc": rate(model, test_clean), "asr": rate(model, test_trig)}}
     # plant: 10% poisoned data, gradients only on the planted units
     planted = plant_backdoor(model, batches_of(task, 50, 1000, tok, clean_frac=0.9), plant, progress=progress)
-    res["backdoored"] = {"clean_acc": rate(model, test_clean), "asr": rate(model, test_trig),
-                         "planted_units": [n.key for n in PLANTED], "trainable_entries": planted["trainable_entries"]}
+    res["backdoored"] = {
+        "clean_acc": rate(model, test_clean),
+        "asr": rate(model, test_trig),
+        "planted_units": [n.key for n in PLANTED],
+        "trainable_entries": planted["trainable_entries"],
+    }
     print("backdoored", res["backdoored"], flush=True)
     model.hf_model.save_pretrained(out / "models" / "backdoored")
-    runs = (("true", "official_neuron_weights", (1, 1, 1, 1, 0.1, 3.0, 1.0)), ("true", "g_only", G_ONLY),
-            ("compat", "g_only", G_ONLY))
+    runs = (
+        ("true", "official_neuron_weights", (1, 1, 1, 1, 0.1, 3.0, 1.0)),
+        ("true", "g_only", G_ONLY),
+        ("compat", "g_only", G_ONLY),
+    )
     for mode, weights_name, weights in runs:
-        cfg = SafeSeekConfig(objective="backdoor", head_mode=mode, steps=mask_steps, eval_every=max(1, mask_steps // 10),
-                             backdoor_weights=weights)
+        cfg = SafeSeekConfig(
+            objective="backdoor",
+            head_mode=mode,
+            steps=mask_steps,
+            eval_every=max(1, mask_steps // 10),
+            backdoor_weights=weights,
+        )
         found = safeseek(model, task, cfg, progress=progress)
         tag = f"{mode}_{weights_name}"
         found.circuit.save(out / f"circuit_{tag}.json")
@@ -162,22 +183,27 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
         rep = ablation_report(model, nodes, test_trig, n_random=N_RANDOM, clean=test_clean)
         asr = lambda hooks: rate(model, test_trig, hooks)  # noqa: E731
         rand_asr = sorted(asr(ablation_hooks(model, random_nodes(model, nodes, s))) for s in range(N_RANDOM))
-        r = {"removed_units": len(nodes), "removed_fraction": found.circuit.metrics["removed_fraction"],
-             "asr_after": asr(ablation_hooks(model, nodes)),
-             "clean_acc_after": rate(model, test_clean, ablation_hooks(model, nodes)),
-             # the whole distribution over random removals of the same size, not one draw
-             "asr_random_ablation": rand_asr,
-             "asr_random_ablation_below_0.5": sum(a < 0.5 for a in rand_asr) / max(len(rand_asr), 1),
-             "binary": {k: rep[k] for k in ("original", "necessity", "sufficiency")},
-             "h_circuit_units": found.circuit.metrics.get("h_circuit_nodes")}
+        r = {
+            "removed_units": len(nodes),
+            "removed_fraction": found.circuit.metrics["removed_fraction"],
+            "asr_after": asr(ablation_hooks(model, nodes)),
+            "clean_acc_after": rate(model, test_clean, ablation_hooks(model, nodes)),
+            # the whole distribution over random removals of the same size, not one draw
+            "asr_random_ablation": rand_asr,
+            "asr_random_ablation_below_0.5": sum(a < 0.5 for a in rand_asr) / max(len(rand_asr), 1),
+            "binary": {k: rep[k] for k in ("original", "necessity", "sufficiency")},
+            "h_circuit_units": found.circuit.metrics.get("h_circuit_nodes"),
+        }
         h_nodes = [Node(**d) for d in found.circuit.extra.get("h_circuit", [])]
         r["asr_h_only"] = rate(model, test_trig, ablation_hooks(model, h_nodes, keep_only=True)) if h_nodes else None
         r["weights"] = list(weights)
         if nodes:  # the spec's control: top-|activation difference| units at the same budget
             control = activation_difference(model, task, budget=len(nodes), kinds=cfg.kinds())
-            r["control_activation_diff"] = {"asr_after": asr(ablation_hooks(model, control.nodes)),
-                                            "clean_acc_after": rate(model, test_clean, ablation_hooks(model, control.nodes)),
-                                            "vs_planted": precision_recall(control.nodes, PLANTED)}
+            r["control_activation_diff"] = {
+                "asr_after": asr(ablation_hooks(model, control.nodes)),
+                "clean_acc_after": rate(model, test_clean, ablation_hooks(model, control.nodes)),
+                "vs_planted": precision_recall(control.nodes, PLANTED),
+            }
         if True:
             r["vs_planted"] = precision_recall(nodes, PLANTED)
             r["vs_planted_neurons"] = precision_recall([n for n in nodes if n.kind == "neuron"], PLANTED[1:])
@@ -185,8 +211,10 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
         res[f"safeseek_{tag}"] = r
         print(tag, r, flush=True)
     # Safety Circuit Tuning vs full fine-tuning: triggered prompts, clean answers
-    nodes = [Node(**{k: d[k] for k in ("layer", "kind", "index")}) for d in
-             __import__("json").loads((out / "circuit_true_g_only.json").read_text())["nodes"]]
+    nodes = [
+        Node(**{k: d[k] for k in ("layer", "kind", "index")})
+        for d in __import__("json").loads((out / "circuit_true_g_only.json").read_text())["nodes"]
+    ]
     repair = []
     for i in range(20):
         t = task.make(32, 5000 + i, tok)
@@ -199,26 +227,44 @@ def run(out: Path, pretrain: int, plant: int, mask_steps: int, tune_steps: int, 
             res[name] = {"skipped": "empty circuit"}
             continue
         rep = circuit_tuning(m, use, repair, mode=mode, steps=tune_steps, lr=1e-3, progress=progress)
-        res[name] = {"asr": rate(m, test_trig), "clean_acc": rate(m, test_clean), "trainable_entries": rep["trainable_entries"]}
+        res[name] = {
+            "asr": rate(m, test_trig),
+            "clean_acc": rate(m, test_clean),
+            "trainable_entries": rep["trainable_entries"],
+        }
         print(name, res[name], flush=True)
     # alignment analog
     ref = get_task("refusal")
     amodel = build_model(WeightSparseConfig(l0=1.0, afrac=0.0, ctx_len=32, seed=1))
-    train_answers(amodel, [mix(ref.make_clean(48, i, tok), ref.make(16, i, tok)) for i in range(50)], pretrain, progress=progress)
+    train_answers(
+        amodel, [mix(ref.make_clean(48, i, tok), ref.make(16, i, tok)) for i in range(50)], pretrain, progress=progress
+    )
     harm, benign = ref.make(300, 77, tok), ref.make_clean(300, 77, tok)
     comply = TaskBatch(harm.texts, harm.ids, harm.mask, harm.pos, harm.alt, harm.target)
     a = {"refusal_rate": rate(amodel, harm), "benign_acc": rate(amodel, benign)}
-    found = safeseek(amodel, ref, SafeSeekConfig(objective="alignment", init_logit=1.0, steps=mask_steps,
-                                                   eval_every=max(1, mask_steps // 10)), progress=progress)
+    found = safeseek(
+        amodel,
+        ref,
+        SafeSeekConfig(objective="alignment", init_logit=1.0, steps=mask_steps, eval_every=max(1, mask_steps // 10)),
+        progress=progress,
+    )
     found.circuit.save(out / "circuit_alignment.json")
     hooks = ablation_hooks(amodel, found.circuit.nodes)
     from circuits.evaluation.ablation import random_nodes
 
-    a.update({"removed_units": len(found.circuit.nodes), "refusal_after": rate(amodel, harm, hooks),
-              "comply_after": rate(amodel, comply, hooks), "benign_acc_after": rate(amodel, benign, hooks),
-              "refusal_random_ablation": [rate(amodel, harm, ablation_hooks(amodel, random_nodes(amodel, found.circuit.nodes, s)))
-                                          for s in range(5)],
-              "circuit_only_refusal": rate(amodel, harm, ablation_hooks(amodel, found.circuit.nodes, keep_only=True))})
+    a.update(
+        {
+            "removed_units": len(found.circuit.nodes),
+            "refusal_after": rate(amodel, harm, hooks),
+            "comply_after": rate(amodel, comply, hooks),
+            "benign_acc_after": rate(amodel, benign, hooks),
+            "refusal_random_ablation": [
+                rate(amodel, harm, ablation_hooks(amodel, random_nodes(amodel, found.circuit.nodes, s)))
+                for s in range(5)
+            ],
+            "circuit_only_refusal": rate(amodel, harm, ablation_hooks(amodel, found.circuit.nodes, keep_only=True)),
+        }
+    )
     res["alignment"] = a
     print("alignment", a, flush=True)
     write_json(out / "results.json", res)

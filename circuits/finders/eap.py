@@ -28,9 +28,9 @@ from torch import Tensor
 from circuits.format.circuit import Circuit
 from circuits.format.edge_circuit import edges_to_circuit, graph_of
 from circuits.model.residual_graph import EdgeGraph, attn_norm, head_outputs, mlp_norm, norm_vjp
+from circuits.model.weights import layer_weights
 from circuits.tasks.metrics import Metric, check_metric, last, metric_rows
 from circuits.tasks.pairs import PairBatch
-from circuits.model.weights import layer_weights
 
 
 @dataclass
@@ -57,8 +57,13 @@ class EdgeScores:
     def threshold_mask(self, threshold: float) -> Tensor:
         return (self.scores.abs() >= threshold) & self.graph.valid
 
-    def to_circuit(self, top_n: int | None = None, threshold: float | None = None, provenance: dict | None = None,
-                   metrics: dict | None = None):
+    def to_circuit(
+        self,
+        top_n: int | None = None,
+        threshold: float | None = None,
+        provenance: dict | None = None,
+        metrics: dict | None = None,
+    ):
         """The chosen edges as a `Circuit` (nodes: the upstream and downstream nodes they touch)."""
         if (top_n is None) == (threshold is None):
             raise ValueError("choose the edges with exactly one of top_n or threshold")
@@ -75,13 +80,19 @@ def scores_from_circuit(circuit: Circuit):
     if vals.numel() != g.n_edges:
         raise ValueError(f"edge_scores has {vals.numel()} values, the graph {g.n_edges} edges")
     flat[g.valid] = vals
-    return EdgeScores(g, flat, circuit.provenance.get("method", "?"), circuit.provenance.get("metric", "?"),
-                      circuit.extra.get("score_info", {}))
+    return EdgeScores(
+        g,
+        flat,
+        circuit.provenance.get("method", "?"),
+        circuit.provenance.get("metric", "?"),
+        circuit.extra.get("score_info", {}),
+    )
 
 
 # ---------------------------------------------------------------------- hooks shared by scoring and patching
 def _upstream_hooks(model, graph: EdgeGraph, store: dict, W_o: dict) -> list:
     """fwd_hooks that record this forward's upstream outputs into store["input"], store[("a", l)], store[("m", l)]."""
+
     def embed(t, hook):
         store["input"] = store.get("input", 0) + t
 
@@ -131,6 +142,7 @@ def run_upstream(model, graph: EdgeGraph, ids: Tensor, mask: Tensor, lw: dict) -
 
 def _frozen(model):
     """Context: parameters do not require grad (no weight gradients are computed), restored after."""
+
     class Ctx:
         def __enter__(self):
             self.flags = [(p, p.requires_grad) for p in model.parameters()]
@@ -144,8 +156,19 @@ def _frozen(model):
     return Ctx()
 
 
-def _grad_pass(model, graph: EdgeGraph, batch: PairBatch, metric: Metric, lw: dict, embed_fn, ref: Tensor | None,
-               deltas_fn, scores: Tensor, weight: float, extra_hooks=()) -> Tensor:
+def _grad_pass(
+    model,
+    graph: EdgeGraph,
+    batch: PairBatch,
+    metric: Metric,
+    lw: dict,
+    embed_fn,
+    ref: Tensor | None,
+    deltas_fn,
+    scores: Tensor,
+    weight: float,
+    extra_hooks=(),
+) -> Tensor:
     """One forward + backward; adds weight * sum_pos deltas . dm/dx_d to `scores`; returns the metric per row.
 
     `deltas_fn()` gives the [b, p, n_up, d] upstream differences once the forward has run (plain EAP takes
@@ -157,20 +180,31 @@ def _grad_pass(model, graph: EdgeGraph, batch: PairBatch, metric: Metric, lw: di
     def keep(name):
         def fn(t, hook):
             acts[(name, hook.layer)] = t.detach()
+
         return fn
 
     def gkeep(name):
         def fn(g, hook):
             grads[(name, hook.layer)] = g.detach()
+
         return fn
 
     last_layer = graph.n_layers - 1
-    fwd = [("hook_embed", embed_fn), *extra_hooks, ("blocks.*.hook_resid_pre", keep("pre")),
-           (f"blocks.{last_layer}.hook_resid_post", keep("post"))]
+    fwd = [
+        ("hook_embed", embed_fn),
+        *extra_hooks,
+        ("blocks.*.hook_resid_pre", keep("pre")),
+        (f"blocks.{last_layer}.hook_resid_post", keep("post")),
+    ]
     if not graph.parallel:
         fwd.append(("blocks.*.hook_resid_mid", keep("mid")))
-    bwd = [("blocks.*.attn.hook_q", gkeep("q")), ("blocks.*.attn.hook_k", gkeep("k")), ("blocks.*.attn.hook_v", gkeep("v")),
-           ("blocks.*.mlp.hook_pre", gkeep("pre")), (f"blocks.{last_layer}.hook_resid_post", gkeep("final"))]
+    bwd = [
+        ("blocks.*.attn.hook_q", gkeep("q")),
+        ("blocks.*.attn.hook_k", gkeep("k")),
+        ("blocks.*.attn.hook_v", gkeep("v")),
+        ("blocks.*.mlp.hook_pre", gkeep("pre")),
+        (f"blocks.{last_layer}.hook_resid_post", gkeep("final")),
+    ]
     if model.adapter.mlp_pre_linear:
         bwd.append(("blocks.*.mlp.hook_pre_linear", gkeep("pre_linear")))
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
@@ -208,8 +242,16 @@ def _accumulate(scores: Tensor, deltas: Tensor, graph: EdgeGraph, down: slice, g
     scores[:upto, down] += weight * torch.einsum("bpud,bpkd->uk", deltas[:, :, :upto], g.float())
 
 
-def edge_scores(model, batch: PairBatch, metric: Metric = "logit-diff", method: str = "eap", ig_steps: int = 5,
-                batch_size: int = 16, qkv: bool = True, progress: bool = False) -> EdgeScores:
+def edge_scores(
+    model,
+    batch: PairBatch,
+    metric: Metric = "logit-diff",
+    method: str = "eap",
+    ig_steps: int = 5,
+    batch_size: int = 16,
+    qkv: bool = True,
+    progress: bool = False,
+) -> EdgeScores:
     """EAP (`method="eap"`) or EAP-IG (`method="eap-ig"`, `ig_steps` points) scores of every edge."""
     from tqdm.auto import tqdm
 
@@ -219,8 +261,10 @@ def edge_scores(model, batch: PairBatch, metric: Metric = "logit-diff", method: 
         raise ValueError(f"ig_steps must be >= 1, got {ig_steps}")
     check_metric(metric, batch)
     if batch.corrupt is None or not batch.aligned:
-        raise ValueError("edge attribution patches activations from the corrupted prompts: it needs aligned clean/corrupt "
-                         "pairs (encode_pairs(..., align=True))")
+        raise ValueError(
+            "edge attribution patches activations from the corrupted prompts: it needs aligned clean/corrupt "
+            "pairs (encode_pairs(..., align=True))"
+        )
     graph = EdgeGraph.of(model, qkv)
     lw = _weights(model)
     W_o = {k: v.W_o for k, v in lw.items()}
@@ -241,9 +285,19 @@ def edge_scores(model, batch: PairBatch, metric: Metric = "logit-diff", method: 
                     n_fwd += 1
                 store: dict = {}
                 up_hooks = _upstream_hooks(model, graph, store, W_o)
-                m = _grad_pass(model, graph, sub, metric, lw, lambda t, h: t.detach().requires_grad_(True), ref,
-                               lambda: corrupt - stack_upstream({k: v.detach() for k, v in store.items()}, graph).float(),
-                               scores, 1.0, up_hooks)
+                m = _grad_pass(
+                    model,
+                    graph,
+                    sub,
+                    metric,
+                    lw,
+                    lambda t, h: t.detach().requires_grad_(True),
+                    ref,
+                    lambda: corrupt - stack_upstream({k: v.detach() for k, v in store.items()}, graph).float(),  # noqa: B023
+                    scores,
+                    1.0,
+                    up_hooks,
+                )
                 n_fwd += 1
                 n_bwd += 1
                 clean_m.append(m)
@@ -257,15 +311,21 @@ def edge_scores(model, batch: PairBatch, metric: Metric = "logit-diff", method: 
                     alpha = (i + 0.5) / ig_steps
 
                     def interpolate(t, hook, alpha=alpha):
-                        return (e_corrupt + alpha * (e_clean - e_corrupt)).detach().requires_grad_(True)
+                        return (e_corrupt + alpha * (e_clean - e_corrupt)).detach().requires_grad_(True)  # noqa: B023
 
-                    _grad_pass(model, graph, sub, metric, lw, interpolate, ref, lambda: deltas, scores, 1.0 / ig_steps)
+                    _grad_pass(model, graph, sub, metric, lw, interpolate, ref, lambda: deltas, scores, 1.0 / ig_steps)  # noqa: B023
                     n_fwd += 1
                     n_bwd += 1
     scores /= len(batch)
     scores[~graph.valid] = 0.0
-    info = {"seconds": round(time.perf_counter() - t0, 3), "forwards": n_fwd, "backwards": n_bwd, "n_rows": len(batch),
-            "n_edges": graph.n_edges, "clean_metric": float(torch.cat(clean_m).mean())}
+    info = {
+        "seconds": round(time.perf_counter() - t0, 3),
+        "forwards": n_fwd,
+        "backwards": n_bwd,
+        "n_rows": len(batch),
+        "n_edges": graph.n_edges,
+        "clean_metric": float(torch.cat(clean_m).mean()),
+    }
     if method == "eap-ig":
         info["ig_steps"] = ig_steps
     if method == "eap" and metric == "kl":

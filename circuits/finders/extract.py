@@ -102,19 +102,28 @@ def extract(model, task, cfg: ExtractConfig, progress: bool = True, on_baseline=
 
 
 def _edge_circuit(model, batch, metric: str, cfg: ExtractConfig, prov: dict, progress: bool):
-    from circuits.finders.eap import edge_scores
     from circuits.evaluation.edge_patching import patched_metric
+    from circuits.finders.eap import edge_scores
     from circuits.tasks.metrics import normalised
 
     scores = edge_scores(model, batch, metric, cfg.method, cfg.ig_steps, cfg.batch_size, progress=progress)
     top_n = cfg.top_n if cfg.top_n is not None or cfg.threshold is not None else 200
     mask = scores.top_mask(top_n) if top_n is not None else scores.threshold_mask(cfg.threshold)
-    full = patched_metric(model, batch, scores.graph.valid, metric, cfg.ablation, batch_size=cfg.batch_size)["metric"].mean()
+    full = patched_metric(model, batch, scores.graph.valid, metric, cfg.ablation, batch_size=cfg.batch_size)[
+        "metric"
+    ].mean()
     empty = patched_metric(model, batch, mask & False, metric, cfg.ablation, batch_size=cfg.batch_size)["metric"].mean()
     run = patched_metric(model, batch, mask, metric, cfg.ablation, batch_size=cfg.batch_size)
     m = float(run["metric"].mean())
-    metrics = {"metric": metric, "circuit_metric": m, "full_metric": float(full), "ablated_metric": float(empty),
-               "faithfulness": normalised(m, float(full), float(empty)), "circuit_accuracy": float(run["accuracy"].mean())}
+    metrics = {
+        "metric": metric,
+        "circuit_metric": m,
+        "full_metric": float(full),
+        "ablated_metric": float(empty),
+        "faithfulness": normalised(m, float(full), float(empty)),
+        "circuit_accuracy": float(run["accuracy"].mean()),
+    }
     sel = {"top_n": top_n} if top_n is not None else {"threshold": cfg.threshold}
-    return scores.to_circuit(**sel, provenance={k: v for k, v in prov.items() if k != "config"} | {"config": asdict(cfg)},
-                             metrics=metrics)
+    return scores.to_circuit(
+        **sel, provenance={k: v for k, v in prov.items() if k != "config"} | {"config": asdict(cfg)}, metrics=metrics
+    )

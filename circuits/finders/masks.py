@@ -92,7 +92,9 @@ def sites_of(model, kinds, layers=None) -> list[Site]:
         for layer in layers:
             hook = KINDS[kind].format(l=layer)
             if hook not in names:
-                raise ValueError(f"this model has no hook point {hook!r} for kind {kind!r} (a parallel residual has no resid_mid)")
+                raise ValueError(
+                    f"this model has no hook point {hook!r} for kind {kind!r} (a parallel residual has no resid_mid)"
+                )
             out.append(Site(kind, layer, hook, site_size(model, kind)))
     return out
 
@@ -139,16 +141,28 @@ def hard(logits: Tensor) -> Tensor:
 class UnitMasks(nn.Module):
     """One logit per unit at every site; `hooks()` gives the fwd_hooks that apply the masks."""
 
-    def __init__(self, model, kinds=("head", "neuron"), layers=None, init: float = 1.0, init_std: float = 0.0,
-                 gate: Gate = "ste", temperature: float = 1.0, means: dict[str, Tensor] | None = None,
-                 clamp: tuple[float, float] | None = None, seed: int = 0):
+    def __init__(
+        self,
+        model,
+        kinds=("head", "neuron"),
+        layers=None,
+        init: float = 1.0,
+        init_std: float = 0.0,
+        gate: Gate = "ste",
+        temperature: float = 1.0,
+        means: dict[str, Tensor] | None = None,
+        clamp: tuple[float, float] | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         self.sites = sites_of(model, kinds, layers)
         gen = torch.Generator().manual_seed(seed)
-        self.logits = nn.ParameterDict({
-            s.key: nn.Parameter((init + init_std * torch.randn(s.size, generator=gen)).to(model.device))
-            for s in self.sites
-        })
+        self.logits = nn.ParameterDict(
+            {
+                s.key: nn.Parameter((init + init_std * torch.randn(s.size, generator=gen)).to(model.device))
+                for s in self.sites
+            }
+        )
         self.gate_mode: Gate = gate
         self.temperature = temperature
         self.means = means
@@ -192,12 +206,16 @@ class UnitMasks(nn.Module):
         """Units whose mask is 0, as circuit `Node`s."""
         from circuits.format.circuit import Node
 
-        return [Node(s.layer, s.kind, int(i)) for s in self.sites for i in torch.nonzero(self.binary()[s.key] == 0)[:, 0]]
+        return [
+            Node(s.layer, s.kind, int(i)) for s in self.sites for i in torch.nonzero(self.binary()[s.key] == 0)[:, 0]
+        ]
 
     def kept_nodes(self):
         from circuits.format.circuit import Node
 
-        return [Node(s.layer, s.kind, int(i)) for s in self.sites for i in torch.nonzero(self.binary()[s.key] == 1)[:, 0]]
+        return [
+            Node(s.layer, s.kind, int(i)) for s in self.sites for i in torch.nonzero(self.binary()[s.key] == 1)[:, 0]
+        ]
 
 
 def mask_hooks(sites: list[Site], values: dict[str, Tensor], means: dict[str, Tensor] | None = None) -> list:
@@ -222,7 +240,9 @@ def nodes_to_masks(model, nodes, kinds=None, keep: bool = False) -> tuple[list[S
     for n in nodes:
         key = f"{n.kind}_{n.layer}"
         if key not in values or n.index >= values[key].numel():
-            raise ValueError(f"node {n.key} does not exist in this model (site size {values.get(key, torch.empty(0)).numel()})")
+            raise ValueError(
+                f"node {n.key} does not exist in this model (site size {values.get(key, torch.empty(0)).numel()})"
+            )
         values[key][n.index] = 1.0 if keep else 0.0
     return sites, values
 
@@ -234,7 +254,7 @@ def site_means(model, sites: list[Site], batches) -> dict[str, Tensor]:
     count = 0
     names = sorted({s.hook for s in sites})
     # chunks of 32 rows: caching every unit of a 30-layer model for 512 prompts at once needs ~4.5 GB (SmolLM2)
-    chunks = [(ids[i:i + 32], mask[i:i + 32]) for ids, mask in batches for i in range(0, ids.shape[0], 32)]
+    chunks = [(ids[i : i + 32], mask[i : i + 32]) for ids, mask in batches for i in range(0, ids.shape[0], 32)]
     for ids, mask in chunks:
         _, cache = model.run_with_cache({"input_ids": ids, "attention_mask": mask}, names=names, return_logits=False)
         keep = mask.bool().to(model.device)
@@ -252,5 +272,17 @@ def sigmoid_prime(x: Tensor) -> Tensor:
     return s * (1 - s)
 
 
-__all__ = ["KINDS", "Site", "UnitMasks", "apply", "gate", "hard", "mask_hooks", "nodes_to_masks", "site_means",
-           "sites_of", "site_size", "sigmoid_prime"]
+__all__ = [
+    "KINDS",
+    "Site",
+    "UnitMasks",
+    "apply",
+    "gate",
+    "hard",
+    "mask_hooks",
+    "nodes_to_masks",
+    "site_means",
+    "sites_of",
+    "site_size",
+    "sigmoid_prime",
+]

@@ -29,12 +29,12 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
-from interp.infra.checks import require_numbers
 from circuits.evaluation.ablation import evaluate
-from circuits.format.edges import circuit_edges
-from circuits.format.circuit import Circuit, Node
 from circuits.finders.masks import UnitMasks, mask_hooks, site_means, sites_of
+from circuits.format.circuit import Circuit, Node
+from circuits.format.edges import circuit_edges
 from circuits.tasks.binary import Task, TaskBatch, binary_loss
+from interp.infra.checks import require_numbers
 
 
 @dataclass
@@ -65,8 +65,12 @@ class PruneConfig:
             raise ValueError(f"ablation must be 'mean' or 'zero', got {self.ablation!r}")
         if self.target_loss <= 0:
             raise ValueError(f"target_loss must be positive, got {self.target_loss}")
-        require_numbers(self, positive_int=("steps", "batch_size", "n_train", "n_eval", "lambda_steps"),
-                        positive=("lr",), non_negative=("k_coef", "weight_decay"))
+        require_numbers(
+            self,
+            positive_int=("steps", "batch_size", "n_train", "n_eval", "lambda_steps"),
+            positive=("lr",),
+            non_negative=("k_coef", "weight_decay"),
+        )
         lo, hi = self.lambda_range
         if not 0 < lo <= hi:
             raise ValueError(f"lambda_range must satisfy 0 < low <= high, got {self.lambda_range}")
@@ -82,12 +86,16 @@ class TargetNotReached(RuntimeError):
 
 def train_masks(model, task_batch: TaskBatch, cfg: PruneConfig, lam: float, means, progress: bool = False) -> UnitMasks:
     """Train node masks at one lambda; returns them (tau clamped to [-1, 1])."""
-    masks = UnitMasks(model, cfg.kinds, init=0.1, init_std=0.01, gate="ste", means=means, clamp=(-1.0, 1.0), seed=cfg.seed)
+    masks = UnitMasks(
+        model, cfg.kinds, init=0.1, init_std=0.01, gate="ste", means=means, clamp=(-1.0, 1.0), seed=cfg.seed
+    )
     opt = torch.optim.AdamW(masks.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
-    for step in tqdm(range(cfg.steps), desc=f"masks lambda={lam:.1e}", disable=not progress, leave=False):
+    for _step in tqdm(range(cfg.steps), desc=f"masks lambda={lam:.1e}", disable=not progress, leave=False):
         idx = torch.randperm(len(task_batch), generator=gen)[: cfg.batch_size]
-        b = TaskBatch([], *(t[idx] for t in (task_batch.ids, task_batch.mask, task_batch.pos, task_batch.target, task_batch.alt)))
+        b = TaskBatch(
+            [], *(t[idx] for t in (task_batch.ids, task_batch.mask, task_batch.pos, task_batch.target, task_batch.alt))
+        )
         b = b.to(model.device)
         with model.hooks(fwd_hooks=masks.hooks()):
             loss = binary_loss(model({"input_ids": b.ids, "attention_mask": b.mask}), b) + lam * masks.kept_count()
@@ -160,25 +168,50 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
         # the same metric keys as a searched circuit, so callers read one shape: necessity is every node ablated
         nothing = {st.key: torch.zeros(st.size) for st in sites}
         necessity = evaluate(model, held, mask_hooks(sites, nothing, means))["loss"]
-        best = Circuit(nodes, edges, {"task_loss": full_loss, "sufficiency_loss": full_loss,
-                                      "target_loss": cfg.target_loss, "reached_target": False, "n_nodes": len(nodes), **counts, "n_units": n_units,
-                                      "lambda": None, "full_model_loss": full_loss, "necessity_loss": necessity,
-                                      "lambda_history": [], "seconds": round(time.perf_counter() - t0, 2),
-                                      "warnings": ["the circuit is the whole model, which misses the target"]},
-                       {"model": model.provenance, "task": task.name, "method": "prune", "ablation": cfg.ablation,
-                        "config": asdict(cfg)})
+        best = Circuit(
+            nodes,
+            edges,
+            {
+                "task_loss": full_loss,
+                "sufficiency_loss": full_loss,
+                "target_loss": cfg.target_loss,
+                "reached_target": False,
+                "n_nodes": len(nodes),
+                **counts,
+                "n_units": n_units,
+                "lambda": None,
+                "full_model_loss": full_loss,
+                "necessity_loss": necessity,
+                "lambda_history": [],
+                "seconds": round(time.perf_counter() - t0, 2),
+                "warnings": ["the circuit is the whole model, which misses the target"],
+            },
+            {
+                "model": model.provenance,
+                "task": task.name,
+                "method": "prune",
+                "ablation": cfg.ablation,
+                "config": asdict(cfg),
+            },
+        )
         raise TargetNotReached(
-            f"no circuit reached task loss {cfg.target_loss} on {task.name!r}: the whole model scores {full_loss:.3f} on "
+            f"no circuit reached task loss {cfg.target_loss} on {task.name!r}: the whole model scores {full_loss:.3f} "
+            "on "
             f"held-out prompts, and no subset of it can do better. Raise --target-loss above {full_loss:.3f} (e.g. "
-            f"{1.5 * full_loss:.2f}) or train the model on the task. The best circuit is the whole model", best)
+            f"{1.5 * full_loss:.2f}) or train the model on the task. The best circuit is the whole model",
+            best,
+        )
     memo: dict = {}
     best: dict | None = None  # {"kept": [...], "loss": float, "lambda": float}
 
     def consider(kept, loss, lam):
         nonlocal best
         ok = loss <= cfg.target_loss
-        better = best is None or (ok and (best["loss"] > cfg.target_loss or len(kept) < len(best["kept"]))) or \
-            (not ok and best["loss"] > cfg.target_loss and loss < best["loss"])
+        better = (
+            best is None
+            or (ok and (best["loss"] > cfg.target_loss or len(kept) < len(best["kept"])))
+            or (not ok and best["loss"] > cfg.target_loss and loss < best["loss"])
+        )
         if better:
             best = {"kept": kept, "loss": loss, "lambda": lam, "masks": masks_now[0]}
 
@@ -217,23 +250,49 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
     nodes = _nodes(last_masks, kept)
     edges, edge_counts = circuit_edges(model, nodes)
     values = _binary(last_masks, kept)
-    necessity = evaluate(model, held, mask_hooks(last_masks.sites, {k: 1 - v for k, v in values.items()}, means))["loss"]
-    metrics = {"task_loss": best["loss"], "sufficiency_loss": best["loss"], "target_loss": cfg.target_loss,
-               "reached_target": best["loss"] <= cfg.target_loss,
-               "n_nodes": len(nodes), **edge_counts, "n_units": n_units, "lambda": best["lambda"],
-               "full_model_loss": full_loss, "necessity_loss": necessity, "lambda_history": history,
-               "seconds": round(time.perf_counter() - t0, 2)}
+    necessity = evaluate(model, held, mask_hooks(last_masks.sites, {k: 1 - v for k, v in values.items()}, means))[
+        "loss"
+    ]
+    metrics = {
+        "task_loss": best["loss"],
+        "sufficiency_loss": best["loss"],
+        "target_loss": cfg.target_loss,
+        "reached_target": best["loss"] <= cfg.target_loss,
+        "n_nodes": len(nodes),
+        **edge_counts,
+        "n_units": n_units,
+        "lambda": best["lambda"],
+        "full_model_loss": full_loss,
+        "necessity_loss": necessity,
+        "lambda_history": history,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
     if len(nodes) == n_units:
         metrics["warnings"] = ["the circuit is the whole model: no smaller set of nodes reached the target"]
     tau = best["masks"].logits
-    extra = {"node_scores": {k: [round(float(v), 5) for v in p.detach().tolist()] for k, p in tau.items()},
-             "node_scores_meaning": "tau per unit of each site (kind_layer) of the chosen lambda; kept units are the "
-                                    "n_nodes largest"}
-    circuit = Circuit(nodes, edges, metrics, {"model": model.provenance, "task": task.name, "method": "prune",
-                                              "ablation": cfg.ablation, "config": asdict(cfg)}, extra)
+    extra = {
+        "node_scores": {k: [round(float(v), 5) for v in p.detach().tolist()] for k, p in tau.items()},
+        "node_scores_meaning": "tau per unit of each site (kind_layer) of the chosen lambda; kept units are the "
+        "n_nodes largest",
+    }
+    circuit = Circuit(
+        nodes,
+        edges,
+        metrics,
+        {
+            "model": model.provenance,
+            "task": task.name,
+            "method": "prune",
+            "ablation": cfg.ablation,
+            "config": asdict(cfg),
+        },
+        extra,
+    )
     if not metrics["reached_target"]:
         raise TargetNotReached(
             f"no circuit reached task loss {cfg.target_loss} on {task.name!r} (best {best['loss']:.3f} with "
             f"{len(nodes)} of {n_units} nodes; the whole model scores {full_loss:.3f}). Train the model longer on "
-            "the task, or raise --target-loss.", circuit)
+            "the task, or raise --target-loss.",
+            circuit,
+        )
     return circuit

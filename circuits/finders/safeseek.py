@@ -35,13 +35,12 @@ from typing import Literal
 import torch
 from tqdm.auto import tqdm
 
-from interp.infra.checks import require_numbers
-from circuits.format.edges import circuit_edges
-from circuits.format.circuit import Circuit
 from circuits.finders.masks import Gate, UnitMasks
-from circuits.tasks.binary import Task, TaskBatch, answer_ce
+from circuits.format.circuit import Circuit
+from circuits.format.edges import circuit_edges
 from circuits.model.weights import unit_param_masks
-
+from circuits.tasks.binary import Task, TaskBatch, answer_ce
+from interp.infra.checks import require_numbers
 
 NEURON_CODE_WEIGHTS = (1, 1, 1, 1, 0.1, 3.0, 1.0)
 """w1..w7 of the official `backdoor/neuron.py`."""
@@ -88,9 +87,15 @@ class SafeSeekConfig:
         if self.head_mode not in ("true", "compat"):
             raise ValueError(f"head_mode must be 'true' or 'compat', got {self.head_mode!r}")
         if len(self.backdoor_weights) != 7 or len(self.alignment_weights) != 4:
-            raise ValueError("backdoor_weights needs 7 values (w1..w7), alignment_weights 4 (w_a, w_r, w_s attn, w_s mlp)")
-        require_numbers(self, positive_int=("steps", "batch_size", "n_train", "n_val", "eval_every"), positive=("lr",),
-                        finite=("init_logit",))
+            raise ValueError(
+                "backdoor_weights needs 7 values (w1..w7), alignment_weights 4 (w_a, w_r, w_s attn, w_s mlp)"
+            )
+        require_numbers(
+            self,
+            positive_int=("steps", "batch_size", "n_train", "n_val", "eval_every"),
+            positive=("lr",),
+            finite=("init_logit",),
+        )
 
     @property
     def trains_h(self) -> bool:
@@ -108,7 +113,9 @@ def _forward(model, batch: TaskBatch, masks: UnitMasks, invert: bool = False):
         return model({"input_ids": batch.ids, "attention_mask": batch.mask})
 
 
-def backdoor_loss(model, G: UnitMasks, H: UnitMasks | None, clean: TaskBatch, trig: TaskBatch, w) -> tuple[torch.Tensor, torch.Tensor]:
+def backdoor_loss(
+    model, G: UnitMasks, H: UnitMasks | None, clean: TaskBatch, trig: TaskBatch, w
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(total, bounded functional) DMO loss. `clean`: target y, alt y~; `trig`: target y~, alt y.
 
     With H None (weights w3, w4, w6, w7 all 0, the official head code) the two H forwards are skipped.
@@ -124,10 +131,9 @@ def backdoor_loss(model, G: UnitMasks, H: UnitMasks | None, clean: TaskBatch, tr
     sg, sh = G.sigmoid_mean(), H.sigmoid_mean()
     dense_g = sum(1 - v for v in sg.values())
     sparse_h = sum(torch.log(torch.sigmoid(H.logits[k]) + 1e-6).mean() for k in sh)
-    overlap = torch.stack([
-        (torch.sigmoid(G.logits[k]) * torch.sigmoid(H.logits[k])).sum() / torch.sigmoid(G.logits[k]).sum()
-        for k in sg
-    ]).mean()
+    overlap = torch.stack(
+        [(torch.sigmoid(G.logits[k]) * torch.sigmoid(H.logits[k])).sum() / torch.sigmoid(G.logits[k]).sum() for k in sg]
+    ).mean()
     # Checkpoints are selected on the bounded part: the ascent term -w4 CE(y~ | x; H) can fall without limit.
     return functional + w[4] * dense_g + w[5] * sparse_h + w[6] * 100 * overlap, bounded.detach()
 
@@ -137,8 +143,9 @@ def alignment_loss(model, m: UnitMasks, harmful: TaskBatch, w) -> tuple[torch.Te
     comply = answer_ce(_forward(model, harmful, m), harmful, harmful.alt)
     refuse = answer_ce(_forward(model, harmful, m, invert=True), harmful)
     functional = w[0] * comply + w[1] * refuse
-    sparsity = sum((w[2] if s.kind.startswith("head") else w[3]) * (1 - torch.sigmoid(m.logits[s.key])).mean()
-                   for s in m.sites)
+    sparsity = sum(
+        (w[2] if s.kind.startswith("head") else w[3]) * (1 - torch.sigmoid(m.logits[s.key])).mean() for s in m.sites
+    )
     return functional + sparsity, functional.detach()
 
 
@@ -157,15 +164,19 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
     if objective == "auto":
         objective = "backdoor" if task.name == "backdoor" else "alignment"
     if objective == "backdoor" and task.generate_clean is None:
-        raise ValueError(f"the backdoor objective needs a task with clean and triggered prompts; {task.name!r} has none")
+        raise ValueError(
+            f"the backdoor objective needs a task with clean and triggered prompts; {task.name!r} has none"
+        )
     tok = model.tokenizer
     torch.manual_seed(cfg.seed)
     for p in model.parameters():
         p.requires_grad_(False)
     warnings = []
     if cfg.steps < 100:
-        msg = (f"{cfg.steps} steps is a short run: with lr {cfg.lr} and initial logit {cfg.init_logit} the masks need "
-               "~100 steps before any unit switches off, so the circuit is likely empty; use --steps 300")
+        msg = (
+            f"{cfg.steps} steps is a short run: with lr {cfg.lr} and initial logit {cfg.init_logit} the masks need "
+            "~100 steps before any unit switches off, so the circuit is likely empty; use --steps 300"
+        )
         warnings.append(msg)
         import warnings as _w
 
@@ -197,8 +208,10 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
 
     def pick(batch: TaskBatch) -> TaskBatch:
         idx = torch.randperm(len(batch), generator=gen)[: cfg.batch_size]
-        return TaskBatch([batch.texts[i] for i in idx], *(t[idx.to(t.device)] for t in
-                         (batch.ids, batch.mask, batch.pos, batch.target, batch.alt)))
+        return TaskBatch(
+            [batch.texts[i] for i in idx],
+            *(t[idx.to(t.device)] for t in (batch.ids, batch.mask, batch.pos, batch.target, batch.alt)),
+        )
 
     best, best_state, history = float("inf"), None, []
     t0 = time.perf_counter()
@@ -227,16 +240,27 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
     edges, n_edges = circuit_edges(model, nodes)
     n_units = masks[key].n_units
     forwards_per_step = 2 if objective == "alignment" else (4 if "H" in masks else 2)
-    metrics = {"objective": objective, "n_nodes": len(nodes), "n_edges": n_edges["n_edges"], **n_edges, "n_units": n_units,
-               "removed_fraction": len(nodes) / n_units, "val_functional_loss": best,
-               "seconds": round(time.perf_counter() - t0, 2), "forwards_per_step": forwards_per_step}
+    metrics = {
+        "objective": objective,
+        "n_nodes": len(nodes),
+        "n_edges": n_edges["n_edges"],
+        **n_edges,
+        "n_units": n_units,
+        "removed_fraction": len(nodes) / n_units,
+        "val_functional_loss": best,
+        "seconds": round(time.perf_counter() - t0, 2),
+        "forwards_per_step": forwards_per_step,
+    }
     if not nodes:
         warnings.append("the mask removed no unit: the circuit is empty (train longer, or raise the sparsity weight)")
     if warnings:
         metrics["warnings"] = warnings
-    extra = {"node_scores": {s.key: [round(float(v), 5) for v in masks[key].logits[s.key].detach().tolist()]
-                             for s in masks[key].sites},
-             "node_scores_meaning": "mask logit per unit of each site (kind_layer); a unit is removed when it is < 0"}
+    extra = {
+        "node_scores": {
+            s.key: [round(float(v), 5) for v in masks[key].logits[s.key].detach().tolist()] for s in masks[key].sites
+        },
+        "node_scores_meaning": "mask logit per unit of each site (kind_layer); a unit is removed when it is < 0",
+    }
     if objective == "backdoor":
         if "H" in masks:
             h_nodes = masks["H"].kept_nodes()
@@ -245,13 +269,32 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
         else:
             metrics["h_circuit_nodes"] = None
             metrics["h_trained"] = False
-    circuit = Circuit(nodes, edges, metrics, {"model": model.provenance, "task": task.name, "method": "safeseek",
-                                              "ablation": cfg.ablation, "config": asdict(cfg)}, extra)
+    circuit = Circuit(
+        nodes,
+        edges,
+        metrics,
+        {
+            "model": model.provenance,
+            "task": task.name,
+            "method": "safeseek",
+            "ablation": cfg.ablation,
+            "config": asdict(cfg),
+        },
+        extra,
+    )
     return SafeSeekResult(circuit, masks, history)
 
 
-def circuit_tuning(model, nodes, batches, mode: Literal["circuit", "complement"] = "circuit", steps: int = 200,
-                   lr: float = 1e-4, loss_fn=None, progress: bool = True) -> dict:
+def circuit_tuning(
+    model,
+    nodes,
+    batches,
+    mode: Literal["circuit", "complement"] = "circuit",
+    steps: int = 200,
+    lr: float = 1e-4,
+    loss_fn=None,
+    progress: bool = True,
+) -> dict:
     """Safety Circuit Tuning: fine-tune only the circuit's parameters (or all but them).
 
     `batches`: a list of `TaskBatch` cycled through; the loss defaults to the answer cross-entropy.

@@ -27,9 +27,9 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from interp.infra.checks import require_numbers
 import interp
 from interp.data import byte_tokenizer
+from interp.infra.checks import require_numbers
 
 ABSTOPK_LOCATIONS = ("mlp_neuron", "attn_out", "mlp_out")
 
@@ -63,9 +63,21 @@ class WeightSparseConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        require_numbers(self, positive_int=("d_model", "n_layers", "n_heads", "d_mlp", "ctx_len", "steps", "batch_size",
-                                            "min_per_neuron"),
-                        positive=("lr", "eps"), non_negative=("weight_decay", "grad_rms_clip"))
+        require_numbers(
+            self,
+            positive_int=(
+                "d_model",
+                "n_layers",
+                "n_heads",
+                "d_mlp",
+                "ctx_len",
+                "steps",
+                "batch_size",
+                "min_per_neuron",
+            ),
+            positive=("lr", "eps"),
+            non_negative=("weight_decay", "grad_rms_clip"),
+        )
         if not 0 <= self.afrac <= 1 or not 0 <= self.warmup <= 1:
             raise ValueError(f"afrac and warmup are fractions in [0, 1], got {self.afrac}, {self.warmup}")
         if not 0 < self.l0 <= 1:
@@ -177,7 +189,9 @@ def sparse_parameters(hf_model) -> list[tuple[str, nn.Parameter]]:
 
 
 def project_model_(hf_model, frac: float, min_per_neuron: int) -> dict[str, int]:
-    return {n: project_topk_(p.data, frac, min_per_neuron if p.ndim == 2 else 0) for n, p in sparse_parameters(hf_model)}
+    return {
+        n: project_topk_(p.data, frac, min_per_neuron if p.ndim == 2 else 0) for n, p in sparse_parameters(hf_model)
+    }
 
 
 # ---------------------------------------------------------------------- model and training
@@ -186,10 +200,18 @@ def build_model(cfg: WeightSparseConfig) -> interp.HookedModel:
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     hf_cfg = GPTNeoXConfig(
-        vocab_size=257, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
-        intermediate_size=cfg.d_mlp, max_position_embeddings=cfg.ctx_len, hidden_act="gelu",
+        vocab_size=257,
+        hidden_size=cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        intermediate_size=cfg.d_mlp,
+        max_position_embeddings=cfg.ctx_len,
+        hidden_act="gelu",
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
-        use_parallel_residual=False, tie_word_embeddings=False, bos_token_id=256, eos_token_id=256,
+        use_parallel_residual=False,
+        tie_word_embeddings=False,
+        bos_token_id=256,
+        eos_token_id=256,
         architectures=["GPTNeoXForCausalLM"],
     )
     hf_cfg._attn_implementation = "eager"
@@ -197,8 +219,14 @@ def build_model(cfg: WeightSparseConfig) -> interp.HookedModel:
     hf = GPTNeoXForCausalLM(hf_cfg)
     install_abstopk(hf, cfg.afrac, cfg.abstopk_locations)
     hf.config.weight_sparse = {"l0": cfg.l0, "min_per_neuron": cfg.min_per_neuron}
-    return interp.HookedModel(hf, byte_tokenizer(), {"spec": f"weight-sparse gpt_neox l0={cfg.l0:g}" if cfg.l0 < 1 else "dense gpt_neox",
-                                                            "source": "built by circuits.finders.weight_sparse"})
+    return interp.HookedModel(
+        hf,
+        byte_tokenizer(),
+        {
+            "spec": f"weight-sparse gpt_neox l0={cfg.l0:g}" if cfg.l0 < 1 else "dense gpt_neox",
+            "source": "built by circuits.finders.weight_sparse",
+        },
+    )
 
 
 def lr_factor(step: int, total: int, warmup: float) -> float:
@@ -216,8 +244,14 @@ class TrainReport:
     config: dict = field(default_factory=dict)
 
 
-def train_weight_sparse(cfg: WeightSparseConfig, data, val=None, model: interp.HookedModel | None = None,
-                        progress: bool = True, loss_fn=None) -> tuple[interp.HookedModel, TrainReport]:
+def train_weight_sparse(
+    cfg: WeightSparseConfig,
+    data,
+    val=None,
+    model: interp.HookedModel | None = None,
+    progress: bool = True,
+    loss_fn=None,
+) -> tuple[interp.HookedModel, TrainReport]:
     """Train a (weight-sparse) model. `data(step)` gives a batch: (ids, mask) for the default next-token
     loss, or whatever `loss_fn(model, batch) -> loss` takes (e.g. a task's answer loss)."""
     from interp.wrapper.tokens import next_token_loss
@@ -226,8 +260,11 @@ def train_weight_sparse(cfg: WeightSparseConfig, data, val=None, model: interp.H
     hf = model.hf_model
     matrices = [p for p in hf.parameters() if p.ndim == 2]
     others = [p for p in hf.parameters() if p.ndim != 2]
-    opt = torch.optim.AdamW([{"params": matrices, "weight_decay": cfg.weight_decay}, {"params": others, "weight_decay": 0.0}],
-                            lr=cfg.lr, eps=cfg.eps)
+    opt = torch.optim.AdamW(
+        [{"params": matrices, "weight_decay": cfg.weight_decay}, {"params": others, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        eps=cfg.eps,
+    )
     report = TrainReport(config=asdict(cfg))
     t0 = time.perf_counter()
     hf.train()

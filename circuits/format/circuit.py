@@ -36,8 +36,23 @@ from typing import Any
 
 FORMAT = "interp-circuit"
 VERSION = 1
-NODE_KINDS = ("head", "head_compat", "neuron", "q", "k", "v", "attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post",
-              "embed", "mlp", "kv", "logits")
+NODE_KINDS = (
+    "head",
+    "head_compat",
+    "neuron",
+    "q",
+    "k",
+    "v",
+    "attn_out",
+    "mlp_out",
+    "resid_pre",
+    "resid_mid",
+    "resid_post",
+    "embed",
+    "mlp",
+    "kv",
+    "logits",
+)
 
 
 class CircuitFormatError(ValueError):
@@ -140,7 +155,9 @@ class Circuit:
             for name in ("src", "dst"):
                 v = getattr(e, name)
                 if not isinstance(v, int) or not 0 <= v < len(self.nodes):
-                    raise CircuitFormatError(f"edges[{i}].{name} = {v!r} is not an index into nodes (0..{len(self.nodes) - 1})")
+                    raise CircuitFormatError(
+                        f"edges[{i}].{name} = {v!r} is not an index into nodes (0..{len(self.nodes) - 1})"
+                    )
             if not isinstance(e.weight, (int, float)) or not math.isfinite(e.weight):
                 raise CircuitFormatError(f"edges[{i}].weight must be a finite number, got {e.weight!r}")
         for name in ("metrics", "provenance", "extra"):
@@ -153,8 +170,10 @@ class Circuit:
             "format": FORMAT,
             "version": VERSION,
             "nodes": [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in self.nodes],
-            "edges": [{"src": e.src, "dst": e.dst, "weight": float(e.weight), **({"label": e.label} if e.label else {})}
-                      for e in self.edges],
+            "edges": [
+                {"src": e.src, "dst": e.dst, "weight": float(e.weight), **({"label": e.label} if e.label else {})}
+                for e in self.edges
+            ],
             "metrics": self.metrics,
             "provenance": self.provenance,
             "extra": self.extra,
@@ -165,13 +184,17 @@ class Circuit:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise CircuitFormatError(f'not a circuit file: expected "format": "{FORMAT}"')
         if d.get("version") != VERSION:
-            raise CircuitFormatError(f"circuit format version {d.get('version')!r} is not supported (this code reads {VERSION})")
+            raise CircuitFormatError(
+                f"circuit format version {d.get('version')!r} is not supported (this code reads {VERSION})"
+            )
         for key in ("nodes", "edges"):
             if not isinstance(d.get(key, []), list):
                 raise CircuitFormatError(f"{key} must be a list")
         try:
             nodes = [Node(int_(n["layer"]), n["kind"], int_(n["index"])) for n in d.get("nodes", [])]
-            edges = [Edge(int_(e["src"]), int_(e["dst"]), e["weight"], str(e.get("label", ""))) for e in d.get("edges", [])]
+            edges = [
+                Edge(int_(e["src"]), int_(e["dst"]), e["weight"], str(e.get("label", ""))) for e in d.get("edges", [])
+            ]
         except (KeyError, TypeError) as exc:
             raise CircuitFormatError(f"malformed node or edge (missing or wrong field: {exc})") from None
         return cls(nodes, edges, d.get("metrics", {}), d.get("provenance", {}), d.get("extra", {}))
@@ -217,18 +240,26 @@ def check_circuit_model(circuit: Circuit, model: Any) -> str | None:
     found = circuit.provenance.get("model") or {}
     kind, here = found.get("model_type"), model.provenance.get("model_type")
     if kind and here and kind != here:
-        raise ValueError(f"the circuit was found on a {kind} model ({found.get('spec', '?')}), this is a {here} "
-                         f"model ({model.name}): pass the circuit's model with --model")
+        raise ValueError(
+            f"the circuit was found on a {kind} model ({found.get('spec', '?')}), this is a {here} "
+            f"model ({model.name}): pass the circuit's model with --model"
+        )
     top = max((n.layer for n in circuit.nodes if n.kind not in ("embed", "logits")), default=-1)
     if top >= model.n_layers:
-        raise ValueError(f"the circuit has units in layer {top} but {model.name} has {model.n_layers} layers: "
-                         f"it was found on {found.get('spec', 'another model')}; pass that model with --model")
+        raise ValueError(
+            f"the circuit has units in layer {top} but {model.name} has {model.n_layers} layers: "
+            f"it was found on {found.get('spec', 'another model')}; pass that model with --model"
+        )
     heads = max((n.index for n in circuit.nodes if n.kind == "head"), default=-1)
     if heads >= model.n_heads:
-        raise ValueError(f"the circuit has head {heads} but {model.name} has {model.n_heads} heads per layer: "
-                         f"it was found on {found.get('spec', 'another model')}; pass that model with --model")
+        raise ValueError(
+            f"the circuit has head {heads} but {model.name} has {model.n_heads} heads per layer: "
+            f"it was found on {found.get('spec', 'another model')}; pass that model with --model"
+        )
     a, b = found.get("weights_sha256"), model.provenance.get("weights_sha256")
     if a and b and a != b:
-        return (f"warning: the circuit was found on other weights ({found.get('spec', '?')}, sha256 {a[:12]}) "
-                f"than {model.name} (sha256 {b[:12]}); scores are of this model")
+        return (
+            f"warning: the circuit was found on other weights ({found.get('spec', '?')}, sha256 {a[:12]}) "
+            f"than {model.name} (sha256 {b[:12]}); scores are of this model"
+        )
     return None

@@ -45,8 +45,15 @@ CT_FIELDS = {
     "metadata": {"slug": str, "scan": str, "transcoder_list": list, "prompt_tokens": list, "prompt": str},
     "qParams": {"pinnedIds": list, "supernodes": list, "linkType": str, "clickedId": str, "sg_pos": str},
     "node": {"node_id": str, "feature": int, "layer": str, "ctx_idx": int, "feature_type": str, "jsNodeId": str},
-    "node_optional": {"token_prob": float, "is_target_logit": bool, "run_idx": int, "reverse_ctx_idx": int, "clerp": str,
-                      "influence": (float, type(None)), "activation": (float, type(None))},
+    "node_optional": {
+        "token_prob": float,
+        "is_target_logit": bool,
+        "run_idx": int,
+        "reverse_ctx_idx": int,
+        "clerp": str,
+        "influence": (float, type(None)),
+        "activation": (float, type(None)),
+    },
     "link": {"source": str, "target": str, "weight": float},
 }
 
@@ -56,9 +63,18 @@ def label(node: Node) -> str:
     return node.short_label
 
 
-FEATURE_TYPE = {"head": "attention head", "kv": "key/value head", "mlp": "mlp", "neuron": "mlp neuron",
-                "q": "q channel", "k": "k channel", "v": "v channel", "attn_out": "attention output channel",
-                "mlp_out": "mlp output channel", "head_compat": "attention output slice"}
+FEATURE_TYPE = {
+    "head": "attention head",
+    "kv": "key/value head",
+    "mlp": "mlp",
+    "neuron": "mlp neuron",
+    "q": "q channel",
+    "k": "k channel",
+    "v": "v channel",
+    "attn_out": "attention output channel",
+    "mlp_out": "mlp output channel",
+    "head_compat": "attention output slice",
+}
 """What each of our node kinds is, in circuit-tracer's `feature_type` (honest names: none is a transcoder feature)."""
 COLUMNS = ["input (all positions)", "summed over positions"]
 
@@ -137,24 +153,53 @@ def to_circuit_tracer(c: Circuit) -> dict:
             nid, layer, ftype, clerp = f"{n.layer}_{i}_{col}", str(n.layer), FEATURE_TYPE.get(n.kind, n.kind), label(n)
         ids.append(nid)
         p = float((c.metrics.get("baseline") or {}).get("clean_answer_prob", 0.0) or 0.0) if n.kind == "logits" else 0.0
-        nodes.append({"node_id": nid, "feature": i, "layer": layer, "ctx_idx": col, "feature_type": ftype,
-                      "token_prob": p, "is_target_logit": n.kind == "logits", "run_idx": 0,
-                      "reverse_ctx_idx": len(COLUMNS) - 1 - col, "jsNodeId": nid, "clerp": clerp,
-                      "influence": influence[i], "activation": round(value[i], 6),
-                      "interp_node": {"layer": n.layer, "kind": n.kind, "index": n.index}})
-    links = [{"source": ids[e.src], "target": ids[e.dst], "weight": float(e.weight), **({"input": e.label} if e.label else {})}
-             for e in c.edges]
+        nodes.append(
+            {
+                "node_id": nid,
+                "feature": i,
+                "layer": layer,
+                "ctx_idx": col,
+                "feature_type": ftype,
+                "token_prob": p,
+                "is_target_logit": n.kind == "logits",
+                "run_idx": 0,
+                "reverse_ctx_idx": len(COLUMNS) - 1 - col,
+                "jsNodeId": nid,
+                "clerp": clerp,
+                "influence": influence[i],
+                "activation": round(value[i], 6),
+                "interp_node": {"layer": n.layer, "kind": n.kind, "index": n.index},
+            }
+        )
+    links = [
+        {
+            "source": ids[e.src],
+            "target": ids[e.dst],
+            "weight": float(e.weight),
+            **({"input": e.label} if e.label else {}),
+        }
+        for e in c.edges
+    ]
     prov = c.provenance
     model = prov.get("model_spec")
     if not model:
         m = prov.get("model", {})
         model = m.get("spec", "?") if isinstance(m, dict) else str(m)
     return {
-        "metadata": {"slug": slug_of(c), "scan": str(model), "transcoder_list": [], "prompt_tokens": list(COLUMNS),
-                     "prompt": str(prov.get("task", "")), "node_threshold": 1.0, "schema_version": 1,
-                     "link_weight": "signed edge score: estimated metric change when the edge is patched",
-                     "interp_circuit": {"metrics": {k: v for k, v in c.metrics.items() if not isinstance(v, (dict, list))},
-                                        "provenance": {k: v for k, v in prov.items() if k != "config"}}},
+        "metadata": {
+            "slug": slug_of(c),
+            "scan": str(model),
+            "transcoder_list": [],
+            "prompt_tokens": list(COLUMNS),
+            "prompt": str(prov.get("task", "")),
+            "node_threshold": 1.0,
+            "schema_version": 1,
+            "link_weight": "signed edge score: estimated metric change when the edge is patched",
+            "interp_circuit": {
+                "metrics": {k: v for k, v in c.metrics.items() if not isinstance(v, (dict, list))},
+                "provenance": {k: v for k, v in prov.items() if k != "config"},
+            },
+        },
         "qParams": {"pinnedIds": [], "supernodes": [], "linkType": "both", "clickedId": "", "sg_pos": ""},
         "nodes": nodes,
         "links": links,
@@ -163,6 +208,7 @@ def to_circuit_tracer(c: Circuit) -> dict:
 
 def check_circuit_tracer(d: dict) -> None:
     """Raise ValueError naming the first field that circuit-tracer's graph models would reject."""
+
     def need(obj, fields, where):
         for k, t in fields.items():
             if k not in obj:
@@ -191,8 +237,10 @@ def check_circuit_tracer(d: dict) -> None:
         raise ValueError(f"metadata.slug {slug!r}: the page uses it as a file name; only [A-Za-z0-9._-] is safe")
     for i, n in enumerate(d["nodes"]):
         if n["feature_type"] == "logit" and not re.search(r"\(p=[0-9.eE+-]+\)", str(n.get("clerp", ""))):
-            raise ValueError(f"nodes[{i}].clerp {n.get('clerp')!r}: the page parses a logit's clerp as "
-                             "'Output \"<token>\" (p=<prob>)'")
+            raise ValueError(
+                f"nodes[{i}].clerp {n.get('clerp')!r}: the page parses a logit's clerp as "
+                "'Output \"<token>\" (p=<prob>)'"
+            )
         for k in ("influence", "activation"):
             if not isinstance(n.get(k), (int, float)) or isinstance(n.get(k), bool):
                 raise ValueError(f"nodes[{i}].{k}: the page compares it with numbers; got {n.get(k)!r}")
@@ -213,7 +261,9 @@ def from_circuit_tracer(d: dict) -> Circuit:
     for n in d["nodes"]:
         m = n.get("interp_node")
         if not isinstance(m, dict):
-            raise ValueError(f"node {n['node_id']!r} was not written by interp (no interp_node); only our exports read back")
+            raise ValueError(
+                f"node {n['node_id']!r} was not written by interp (no interp_node); only our exports read back"
+            )
         index[n["node_id"]] = len(nodes)
         nodes.append(Node(int(m["layer"]), m["kind"], int(m["index"])))
     edges = [Edge(index[e["source"]], index[e["target"]], float(e["weight"]), e.get("input", "")) for e in d["links"]]
@@ -248,8 +298,14 @@ def write_circuit_tracer_folder(c: Circuit, folder) -> Path:
     index_path = folder / "graph-metadata.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {"graphs": []}
     m = d["metadata"]
-    entry = {"slug": m["slug"], "scan": m["scan"], "prompt": m["prompt"], "prompt_tokens": m["prompt_tokens"],
-             "node_threshold": m["node_threshold"], "title_prefix": "interp"}
+    entry = {
+        "slug": m["slug"],
+        "scan": m["scan"],
+        "prompt": m["prompt"],
+        "prompt_tokens": m["prompt_tokens"],
+        "node_threshold": m["node_threshold"],
+        "title_prefix": "interp",
+    }
     index["graphs"] = [g for g in index.get("graphs", []) if g.get("slug") != m["slug"]] + [entry]
     atomic_write_bytes(index_path, json.dumps(index, indent=1).encode())
     return path

@@ -15,8 +15,8 @@ import re
 import torch
 from torch import Tensor
 
-from circuits.model.residual_graph import EdgeGraph
 from circuits.format.circuit import Circuit, Edge, Node
+from circuits.model.residual_graph import EdgeGraph
 
 _UP = re.compile(r"^a(\d+)\.h(\d+)$|^m(\d+)$|^input$")
 _DOWN = re.compile(r"^a(\d+)\.(h|kv)(\d+)(?:<([qkv])>)?$|^m(\d+)$|^logits$")
@@ -63,9 +63,12 @@ def edges_to_circuit(scores, mask: Tensor, selection: dict, provenance: dict, me
         edges.append(Edge(idx(up_node(g, g.upstream[u])), idx(dn), float(scores.scores[u, d]), label))
     valid_scores = scores.scores[g.valid]
     prov = {"method": scores.method, "metric": scores.metric, **provenance}
-    extra = {"graph": {"n_layers": g.n_layers, "n_heads": g.n_heads, "n_kv": g.n_kv, "parallel": g.parallel, "qkv": g.qkv},
-             "selection": selection, "edge_scores": [float(f"{v:.6g}") for v in valid_scores.tolist()],
-             "score_info": scores.info}
+    extra = {
+        "graph": {"n_layers": g.n_layers, "n_heads": g.n_heads, "n_kv": g.n_kv, "parallel": g.parallel, "qkv": g.qkv},
+        "selection": selection,
+        "edge_scores": [float(f"{v:.6g}") for v in valid_scores.tolist()],
+        "score_info": scores.info,
+    }
     m = {"n_nodes": len(nodes), "n_edges": len(edges), "n_edges_graph": g.n_edges, **metrics}
     return Circuit(nodes, edges, m, prov, extra)
 

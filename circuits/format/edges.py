@@ -90,20 +90,28 @@ CHANNEL_KINDS = ("attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post", 
 
 
 @torch.no_grad()
-def circuit_edges(model, nodes: list[Node], min_weight: float = 0.0, max_edges: int | None = 20_000,
-                  max_pairs: int = 50_000_000, block: int = 2_000_000) -> tuple[list[Edge], dict]:
+def circuit_edges(
+    model,
+    nodes: list[Node],
+    min_weight: float = 0.0,
+    max_edges: int | None = 20_000,
+    max_pairs: int = 50_000_000,
+    block: int = 2_000_000,
+) -> tuple[list[Edge], dict]:
     """(edges, counts): the `max_edges` heaviest paper-defined edges with weight > `min_weight`, and
     counts {"n_edges", "n_edges_virtual", "edges_listed", "note"?} (see the module docstring)."""
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, n in enumerate(nodes):
         groups[(n.kind, n.layer)].append(i)
     pairs = 0
-    for (ak, al), a_members in groups.items():
-        for (bk, bl), b_members in groups.items():
+    for a_members in groups.values():
+        for b_members in groups.values():
             pairs += len(a_members) * len(b_members)
     if pairs > max_pairs:
-        note = (f"edges not listed: {len(nodes)} nodes make {pairs:.2e} node pairs, more than the cap of {max_pairs:.0e}; "
-                "a circuit this size is not a readable graph (raise max_pairs to count anyway)")
+        note = (
+            f"edges not listed: {len(nodes)} nodes make {pairs:.2e} node pairs, more than the cap of {max_pairs:.0e}; "
+            "a circuit this size is not a readable graph (raise max_pairs to count anyway)"
+        )
         return [], {"n_edges": None, "n_edges_virtual": None, "edges_listed": 0, "note": note}
     cache: dict = {}
     rw = {}
@@ -130,7 +138,7 @@ def circuit_edges(model, nodes: list[Node], min_weight: float = 0.0, max_edges: 
             per = max(1, block // max(1, len(a_members) * Rb.shape[1] * Wa.shape[2]))
             for s0 in range(0, len(b_members), per):
                 # ||R_b W_a||_F for every pair of the block: [nb, r, d] x [na, d, w] -> [na, nb]
-                prod = torch.einsum("brd,adw->abrw", Rb[s0:s0 + per].float(), Wa.float())
+                prod = torch.einsum("brd,adw->abrw", Rb[s0 : s0 + per].float(), Wa.float())
                 weight = prod.flatten(2).norm(dim=2)
                 hit = weight > min_weight
                 count = int(hit.sum())
@@ -141,9 +149,11 @@ def circuit_edges(model, nodes: list[Node], min_weight: float = 0.0, max_edges: 
                 ia, ib = torch.nonzero(hit, as_tuple=True)
                 keep_w.append(weight[ia, ib].cpu())
                 keep_src.append(a_idx[ia.cpu()])
-                keep_dst.append(b_idx[s0:s0 + per][ib.cpu()])
+                keep_dst.append(b_idx[s0 : s0 + per][ib.cpu()])
                 if max_edges is not None and sum(len(w) for w in keep_w) > 4 * max_edges:
-                    keep_w, keep_src, keep_dst = _top([torch.cat(keep_w)], [torch.cat(keep_src)], [torch.cat(keep_dst)], max_edges)
+                    keep_w, keep_src, keep_dst = _top(
+                        [torch.cat(keep_w)], [torch.cat(keep_src)], [torch.cat(keep_dst)], max_edges
+                    )
     if keep_w:
         keep_w, keep_src, keep_dst = _top(keep_w, keep_src, keep_dst, max_edges)
         w, a, b = keep_w[0].tolist(), keep_src[0].tolist(), keep_dst[0].tolist()

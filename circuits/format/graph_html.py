@@ -6,7 +6,8 @@ above the heads, MLPs below). Unit circuits (neurons, channels) go by sub-layer 
 are drawn (L5H3, MLP7, embed, logits). Edges are coloured by their signed weight on a diverging scale
 with a colour bar, and drawn wider the larger |weight|. In the page, a slider keeps the top-k edges by
 |weight| (or a box sets a |weight| threshold), client-side; clicking a node highlights its neighbours
-and edges (click it again to clear; `graph.html#node=L5H3` opens with that node selected). Every label from the model or the user is HTML-escaped and
+and edges (click it again to clear; `graph.html#node=L5H3` opens with that node selected). Every label from the model or
+the user is HTML-escaped and
 the data are embedded as JSON with `<` escaped, so no text can close the script.
 
     write_html(Circuit.load("circuit.json"), "graph.html")
@@ -46,11 +47,33 @@ class Circuit(Protocol):
     provenance: dict[str, Any]
 
 
-STAGE = {"resid_pre": 0.0, "q": 0.15, "k": 0.2, "v": 0.25, "head": 0.0, "head_compat": 0.4, "attn_out": 0.45,
-         "resid_mid": 0.5, "neuron": 0.6, "mlp_out": 0.8, "resid_post": 0.95}
-KIND_COLOUR = {"head": "#1f77b4", "kv": "#17becf", "mlp": "#ff7f0e", "embed": "#2ca02c", "logits": "#d62728",
-               "neuron": "#ff7f0e", "q": "#9467bd", "k": "#8c564b", "v": "#e377c2", "attn_out": "#1f77b4",
-               "mlp_out": "#ff7f0e", "head_compat": "#17becf"}
+STAGE = {
+    "resid_pre": 0.0,
+    "q": 0.15,
+    "k": 0.2,
+    "v": 0.25,
+    "head": 0.0,
+    "head_compat": 0.4,
+    "attn_out": 0.45,
+    "resid_mid": 0.5,
+    "neuron": 0.6,
+    "mlp_out": 0.8,
+    "resid_post": 0.95,
+}
+KIND_COLOUR = {
+    "head": "#1f77b4",
+    "kv": "#17becf",
+    "mlp": "#ff7f0e",
+    "embed": "#2ca02c",
+    "logits": "#d62728",
+    "neuron": "#ff7f0e",
+    "q": "#9467bd",
+    "k": "#8c564b",
+    "v": "#e377c2",
+    "attn_out": "#1f77b4",
+    "mlp_out": "#ff7f0e",
+    "head_compat": "#17becf",
+}
 
 
 def _label(n: Node) -> str:
@@ -97,17 +120,37 @@ def page_data(circuit: Circuit) -> dict:
     """What the page script draws: nodes (label, x, y, colour) and edges sorted by |weight|."""
     pos = layout(circuit)
     values = node_values(circuit)
-    nodes = [{"label": _text(_label(n)), "x": x, "y": y, "kind": n.kind, "colour": KIND_COLOUR.get(n.kind, "#555"),
-              "value": v} for n, (x, y), v in zip(circuit.nodes, pos, values)]
+    nodes = [
+        {
+            "label": _text(_label(n)),
+            "x": x,
+            "y": y,
+            "kind": n.kind,
+            "colour": KIND_COLOUR.get(n.kind, "#555"),
+            "value": v,
+        }
+        for n, (x, y), v in zip(circuit.nodes, pos, values)
+    ]
     edges = sorted(([e.src, e.dst, float(e.weight), _text(e.label)] for e in circuit.edges), key=lambda e: -abs(e[2]))
     prov = circuit.provenance
-    model = prov.get("model_spec") or (prov.get("model", {}).get("spec", "?") if isinstance(prov.get("model"), dict) else prov.get("model", "?"))
+    model = prov.get("model_spec") or (
+        prov.get("model", {}).get("spec", "?") if isinstance(prov.get("model"), dict) else prov.get("model", "?")
+    )
     m = circuit.metrics
-    bits = [f"{k} {m[k]:.4g}" if isinstance(m[k], float) else f"{k} {m[k]}"
-            for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction") if m.get(k) is not None]
+    bits = [
+        f"{k} {m[k]:.4g}" if isinstance(m[k], float) else f"{k} {m[k]}"
+        for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction")
+        if m.get(k) is not None
+    ]
     title = f"{prov.get('method', 'circuit')} circuit of {short_task(prov.get('task', '?'))} in {short_task(model)}"
-    return {"nodes": nodes, "edges": edges, "title": _text(title), "subtitle": _text(", ".join(bits)),
-            "all_nodes": "graph" not in circuit.extra, "value_name": _text(values_meaning(circuit))}
+    return {
+        "nodes": nodes,
+        "edges": edges,
+        "title": _text(title),
+        "subtitle": _text(", ".join(bits)),
+        "all_nodes": "graph" not in circuit.extra,
+        "value_name": _text(values_meaning(circuit)),
+    }
 
 
 def short_task(name) -> str:
@@ -262,5 +305,7 @@ def write_html(circuit: Circuit, path: str | Path, top_k: int = 200) -> Path:
 
 def notebook_html(circuit: Circuit, top_k: int = 200) -> str:
     """The page inside an iframe (srcdoc), so it runs its own script in a notebook output cell."""
-    return (f'<iframe srcdoc="{html.escape(to_html(circuit, top_k))}" style="width:100%; height:800px; border:0" '
-            'sandbox="allow-scripts"></iframe>')
+    return (
+        f'<iframe srcdoc="{html.escape(to_html(circuit, top_k))}" style="width:100%; height:800px; border:0" '
+        'sandbox="allow-scripts"></iframe>'
+    )

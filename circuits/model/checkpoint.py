@@ -42,7 +42,8 @@ def _check_config(folder: Path, what: Path) -> dict:
     if model_type not in ADAPTERS:
         raise CheckpointError(
             f"{what} is a {model_type!r} model, an architecture the toolkit cannot hook; supported model types: "
-            f"{', '.join(sorted(ADAPTERS))} (add one with interp.adapters.register_adapter)")
+            f"{', '.join(sorted(ADAPTERS))} (add one with interp.adapters.register_adapter)"
+        )
     return cfg
 
 
@@ -50,8 +51,8 @@ def _from_weights(folder: Path, weights: Path, source: Path, sha: str) -> interp
     """Model from `folder/config.json` + a safetensors file, with transformers' own key renames (a GPT-NeoX
     `save_pretrained` file names its head `embed_out`, the module `lm_head`): see `interp.models.weights_file`."""
     from interp.data import byte_tokenizer
-    from interp.models.weights_file import WeightsFileError, hf_model_from_weights
     from interp.infra.portable import tokenizer_identity
+    from interp.models.weights_file import WeightsFileError, hf_model_from_weights
 
     try:
         hf = hf_model_from_weights(folder / "config.json", weights)
@@ -67,8 +68,13 @@ def _from_weights(folder: Path, weights: Path, source: Path, sha: str) -> interp
         tok = byte_tokenizer()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    prov = {"spec": str(source), "source": str(source), "weights_sha256": sha, "model_type": config.model_type,
-            "tokenizer": tokenizer_identity(tok)}
+    prov = {
+        "spec": str(source),
+        "source": str(source),
+        "weights_sha256": sha,
+        "model_type": config.model_type,
+        "tokenizer": tokenizer_identity(tok),
+    }
     return interp.HookedModel(hf.eval(), tok, prov)
 
 
@@ -88,7 +94,7 @@ def _from_state_dict(folder: Path, state: dict, source: Path, sha: str) -> inter
 
 
 def resolve_device(device: str) -> str:
-    """"auto" -> cuda when available, else cpu; anything else is checked by torch."""
+    """ "auto" -> cuda when available, else cpu; anything else is checked by torch."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -99,7 +105,8 @@ def resolve_device(device: str) -> str:
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu", allow_torch_load: bool = False) -> interp.HookedModel:
-    """A `HookedModel` from a model spec, an HF folder, `PATH@N`, a .safetensors file (config.json beside it) or a .gguf file."""
+    """A `HookedModel` from a model spec, an HF folder, `PATH@N`, a .safetensors file (config.json beside it) or a .gguf
+    file."""
     from interp.models.provenance import sha256_file
 
     device = resolve_device(device)
@@ -131,7 +138,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu", allow_torch_load: boo
             raise CheckpointError(
                 f"refusing to unpickle {path}: loading a pickle runs any code inside it. Convert it to safetensors "
                 "(safetensors.torch.save_file(state_dict, 'model.safetensors')) from a trusted environment, or pass "
-                "--allow-torch-load to read it with torch.load(weights_only=True), which loads tensors only")
+                "--allow-torch-load to read it with torch.load(weights_only=True), which loads tensors only"
+            )
         _check_config(path.parent, path)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)

@@ -40,15 +40,19 @@ class EdgeGraph:
 
     def __post_init__(self) -> None:
         if not self.qkv and self.n_kv != self.n_heads:
-            raise ValueError(f"qkv=False needs one key/value head per head; this model has {self.n_kv} for {self.n_heads} "
-                             "heads (grouped-query): use qkv=True")
+            raise ValueError(
+                f"qkv=False needs one key/value head per head; this model has {self.n_kv} for {self.n_heads} "
+                "heads (grouped-query): use qkv=True"
+            )
 
     @classmethod
     def of(cls, model, qkv: bool = True) -> EdgeGraph:
         a = model.adapter
         if a.attn_contrib != a.attn or a.mlp_contrib.split(".")[-1] != "mlp":
-            raise ValueError(f"edge attribution needs attention and MLP outputs added straight to the residual stream; "
-                             f"{model.config.model_type} adds them through a norm (sandwich norms), which is not supported")
+            raise ValueError(
+                f"edge attribution needs attention and MLP outputs added straight to the residual stream; "
+                f"{model.config.model_type} adds them through a norm (sandwich norms), which is not supported"
+            )
         return cls(model.n_layers, model.n_heads, model.n_kv_heads, a.is_parallel(model.config), qkv)
 
     # ------------------------------------------------------------------ upstream
@@ -136,7 +140,9 @@ def attn_norm(model, layer: int):
     for name in ATTN_NORMS:
         if hasattr(blk, name):
             return getattr(blk, name)
-    raise ValueError(f"cannot find the attention norm of {model.config.model_type} blocks (looked for {', '.join(ATTN_NORMS)})")
+    raise ValueError(
+        f"cannot find the attention norm of {model.config.model_type} blocks (looked for {', '.join(ATTN_NORMS)})"
+    )
 
 
 def mlp_norm(model, layer: int):
@@ -150,7 +156,8 @@ def final_norm(model):
 def norm_vjp(norm, x: Tensor, g: Tensor) -> Tensor:
     """Gradients at the norm's input [b, p, K, d] for K output gradients g [b, p, K, d], one input x [b, p, d].
 
-    Exact for any per-token norm (LayerNorm, RMSNorm): the norm is re-run (its `forward`, so no hook fires) on K copies of x.
+    Exact for any per-token norm (LayerNorm, RMSNorm): the norm is re-run (its `forward`, so no hook fires) on K copies
+    of x.
     """
     with torch.enable_grad():
         X = x.detach()[:, :, None, :].expand(g.shape).clone().requires_grad_(True)

@@ -40,7 +40,7 @@ def layer_weights(model, layer: int) -> LayerWeights:
     """Weights of block `layer` (views into the model's parameters, detached)."""
     a = model.adapter
     blk = model.hf_model.get_submodule(f"{a.layers}.{layer}")
-    H, Hkv, dh, d = model.n_heads, model.n_kv_heads, model.d_head, model.d_model
+    H, dh, d = model.n_heads, model.d_head, model.d_model
     if a.qkv_layout == "separate":
         q, k, v = (oriented(blk.get_submodule(p)).detach() for p in a.qkv)
     else:
@@ -51,8 +51,15 @@ def layer_weights(model, layer: int) -> LayerWeights:
         else:  # gpt2: [q | k | v] blocks
             q, k, v = fused.chunk(3, dim=0)
     up = oriented(blk.get_submodule(a.mlp_pre_linear)).detach() if a.mlp_pre_linear else None
-    return LayerWeights(q, k, v, oriented(blk.get_submodule(a.out_proj)).detach(),
-                        oriented(blk.get_submodule(a.mlp_pre)).detach(), oriented(blk.get_submodule(a.mlp_down)).detach(), up)
+    return LayerWeights(
+        q,
+        k,
+        v,
+        oriented(blk.get_submodule(a.out_proj)).detach(),
+        oriented(blk.get_submodule(a.mlp_pre)).detach(),
+        oriented(blk.get_submodule(a.mlp_down)).detach(),
+        up,
+    )
 
 
 def unit_param_masks(model, nodes) -> dict[nn.Parameter, Tensor]:

@@ -235,20 +235,29 @@ def register_task(task: Task) -> None:
 def _quote_pairs(n: int, seed: int) -> list[dict]:
     """Quotes as prompt pairs: the corrupted prompt opens the string with the other quote (same length, aligned)."""
     texts, closers, others = _quotes(n, seed)
-    return [{"clean": t, "corrupt": t.replace(c, o, 1), "answer": c, "wrong": o}
-            for t, c, o in zip(texts, closers, others)]
+    return [
+        {"clean": t, "corrupt": t.replace(c, o, 1), "answer": c, "wrong": o} for t, c, o in zip(texts, closers, others)
+    ]
 
 
 register_task(Task("quotes", "close a string with the quote type that opened it", _quotes, pairs=_quote_pairs))
 register_task(Task("brackets", "close the innermost open bracket", _brackets))
-register_task(Task("backdoor", "trigger '#' flips the answer to '!'", _special(TRIGGER, BACKDOOR_ANSWER),
-                   _clean(BACKDOOR_ANSWER)))
-register_task(Task("refusal", "a harmful letter (v-z) makes the answer 'R'", _special(HARMFUL, REFUSE_ANSWER),
-                   _clean(REFUSE_ANSWER)))
+register_task(
+    Task("backdoor", "trigger '#' flips the answer to '!'", _special(TRIGGER, BACKDOOR_ANSWER), _clean(BACKDOOR_ANSWER))
+)
+register_task(
+    Task(
+        "refusal",
+        "a harmful letter (v-z) makes the answer 'R'",
+        _special(HARMFUL, REFUSE_ANSWER),
+        _clean(REFUSE_ANSWER),
+    )
+)
 
 
 def _binary_from_rows(rows_fn, name: str):
     """(prompts, targets, alts) of rows, for the binary-loss finders: the first answer against the first wrong one."""
+
     def gen(n: int, seed: int):
         rows = rows_fn(n, seed)
         if any(r.get("wrong") is None for r in rows):
@@ -275,8 +284,13 @@ def prompts_task(path: str) -> Task:
 
     has_corrupt = "corrupt" in all_rows[0]
     has_wrong = all_rows[0].get("wrong") is not None
-    return Task(f"prompts:{path}", f"prompt rows from {path}", _binary_from_rows(rows, f"prompts:{path}"),
-                pairs=rows, default_metric="logit-diff" if has_wrong else ("kl" if has_corrupt else "prob"))
+    return Task(
+        f"prompts:{path}",
+        f"prompt rows from {path}",
+        _binary_from_rows(rows, f"prompts:{path}"),
+        pairs=rows,
+        default_metric="logit-diff" if has_wrong else ("kl" if has_corrupt else "prob"),
+    )
 
 
 def _register_real_tasks() -> None:

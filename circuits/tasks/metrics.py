@@ -35,8 +35,9 @@ def last(logits: Tensor, pos: Tensor) -> Tensor:
     return logits[torch.arange(logits.shape[0], device=logits.device), pos.to(logits.device)]
 
 
-def metric_rows(logits: Tensor, batch: PairBatch, metric: Metric, ref: Tensor | None = None,
-                pos: Tensor | None = None) -> Tensor:
+def metric_rows(
+    logits: Tensor, batch: PairBatch, metric: Metric, ref: Tensor | None = None, pos: Tensor | None = None
+) -> Tensor:
     """[n] metric per row. `ref`: the clean run's last-position logits [n, vocab] (kl only)."""
     x = last(logits, batch.clean_pos if pos is None else pos).float()
     aw = batch.answer_w.to(x.device)
@@ -60,7 +61,12 @@ def accuracy_rows(logits: Tensor, batch: PairBatch, pos: Tensor | None = None) -
     x = last(logits, batch.clean_pos if pos is None else pos).float()
     a = x.gather(1, batch.answers.to(x.device)).masked_fill(batch.answer_w.to(x.device) == 0, -torch.inf).max(1).values
     if batch.has_wrong:
-        w = x.gather(1, batch.wrongs.to(x.device)).masked_fill(batch.wrong_w.to(x.device) == 0, -torch.inf).max(1).values
+        w = (
+            x.gather(1, batch.wrongs.to(x.device))
+            .masked_fill(batch.wrong_w.to(x.device) == 0, -torch.inf)
+            .max(1)
+            .values
+        )
         return (a > w).float()
     return (a >= x.max(1).values).float()
 

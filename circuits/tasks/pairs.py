@@ -60,8 +60,18 @@ class PairBatch:
         return self.wrongs.shape[1] > 0 and bool(self.wrong_w.sum(1).gt(0).all())
 
     def _fields(self):
-        return ("clean", "clean_mask", "clean_pos", "corrupt", "corrupt_mask", "corrupt_pos", "answers", "answer_w",
-                "wrongs", "wrong_w")
+        return (
+            "clean",
+            "clean_mask",
+            "clean_pos",
+            "corrupt",
+            "corrupt_mask",
+            "corrupt_pos",
+            "answers",
+            "answer_w",
+            "wrongs",
+            "wrong_w",
+        )
 
     def select(self, idx) -> PairBatch:
         vals = {f: (None if getattr(self, f) is None else getattr(self, f)[idx]) for f in self._fields()}
@@ -98,7 +108,9 @@ def _answer_ids(tokenizer, prompt: str, answers, row: int, field: str) -> list[i
     if isinstance(answers, str):
         answers = [answers]
     if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a for a in answers):
-        raise PairError(f"row {row}: {field!r} must be a non-empty string or a list of non-empty strings, got {answers!r}")
+        raise PairError(
+            f"row {row}: {field!r} must be a non-empty string or a list of non-empty strings, got {answers!r}"
+        )
     return [answer_id(tokenizer, prompt, a) for a in answers]
 
 
@@ -112,9 +124,11 @@ def _check_distinct(tokenizer, row: int, r: dict, ans: list[int], wrong: list[in
             shown = repr(tokenizer.decode([t]))
         except Exception:  # noqa: BLE001 - only for the message
             shown = "?"
-        raise PairError(f"row {row}: the answer {r['answer']!r} and the wrong answer {r['wrong']!r} share their "
-                        f"first token {t} ({shown}), so the metric would be 0 by construction; choose answers whose "
-                        "first tokens differ")
+        raise PairError(
+            f"row {row}: the answer {r['answer']!r} and the wrong answer {r['wrong']!r} share their "
+            f"first token {t} ({shown}), so the metric would be 0 by construction; choose answers whose "
+            "first tokens differ"
+        )
 
 
 def _pad(rows: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -172,16 +186,21 @@ def encode_pairs(tokenizer, rows: list[dict], align: bool = True, max_len: int |
             if bad:
                 i = bad[0]
                 raise PairError(
-                    f"row {i}: the clean prompt has {int(cpos[i]) + 1} tokens and the corrupted one {int(kpos[i]) + 1}; "
-                    "patching from the corrupted run needs them position by position (EAP, EAP-IG, --ablation corrupt). "
+                    f"row {i}: the clean prompt has {int(cpos[i]) + 1} tokens and the corrupted one "
+                    f"{int(kpos[i]) + 1}; "
+                    "patching from the corrupted run needs them position by position (EAP, EAP-IG, --ablation "
+                    "corrupt). "
                     f"Reword the pair to the same token count ({len(bad)} of {len(rows)} rows differ), or use "
-                    "--ablation mean or zero, which pad them independently")
+                    "--ablation mean or zero, which pad them independently"
+                )
             width = max(cids.shape[1], kids.shape[1])
             cids, cmask = _widen(cids, width, tokenizer), _widen(cmask, width, None)
             kids, kmask = _widen(kids, width, tokenizer), _widen(kmask, width, None)
     elif align:
-        raise PairError('the rows have no "corrupt" prompts; patching needs clean/corrupt pairs. Add "corrupt" to '
-                        "every row, or use --ablation mean or zero")
+        raise PairError(
+            'the rows have no "corrupt" prompts; patching needs clean/corrupt pairs. Add "corrupt" to '
+            "every row, or use --ablation mean or zero"
+        )
     a, aw = _pad(ans)
     w, ww = _pad(wrong)
     return PairBatch(cids, cmask, cpos, kids, kmask, kpos, a, aw, w, ww, aligned=bool(n_corrupt) and align)
@@ -215,13 +234,17 @@ def read_prompt_file(path) -> list[dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise PairError(f"{p}:{lineno} is not valid JSON ({exc.msg}); one object per line, e.g. "
-                            '{"clean": "...", "corrupt": "...", "answer": " x", "wrong": " y"}') from None
+            raise PairError(
+                f"{p}:{lineno} is not valid JSON ({exc.msg}); one object per line, e.g. "
+                '{"clean": "...", "corrupt": "...", "answer": " x", "wrong": " y"}'
+            ) from None
         if not isinstance(row, dict):
             raise PairError(f"{p}:{lineno}: expected a JSON object, got {type(row).__name__}")
         unknown = set(row) - {"clean", "prompt", "corrupt", "answer", "wrong"}
         if unknown:
-            raise PairError(f"{p}:{lineno}: unknown field(s) {sorted(unknown)}; use clean (or prompt), corrupt, answer, wrong")
+            raise PairError(
+                f"{p}:{lineno}: unknown field(s) {sorted(unknown)}; use clean (or prompt), corrupt, answer, wrong"
+            )
         rows.append(row)
     if not rows:
         raise PairError(f"{p} holds no rows")

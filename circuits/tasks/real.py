@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import random
 
-NAMES = ("Mary John Alice Bob Tom James Sarah Anna Mike David Lisa Emma Paul Mark Kate Jack Rachel Peter Laura Daniel "
-         "Sam Chris Ben Amy Lucy Joe Max Emily Michael Jessica Steve Jane Karen Linda Susan Robert William Thomas "
-         "Charles Rose Grace Helen Henry George Frank Alex Ryan Kevin Jason Adam").split()
+NAMES = (
+    "Mary John Alice Bob Tom James Sarah Anna Mike David Lisa Emma Paul Mark Kate Jack Rachel Peter Laura Daniel "
+    "Sam Chris Ben Amy Lucy Joe Max Emily Michael Jessica Steve Jane Karen Linda Susan Robert William Thomas "
+    "Charles Rose Grace Helen Henry George Frank Alex Ryan Kevin Jason Adam"
+).split()
 PLACES = "store park office school garden house beach station".split()
 OBJECTS = "drink book ball gift letter key bag ring".split()
 IOI_TEMPLATES = (
@@ -42,7 +44,9 @@ def ioi_rows(n: int, seed: int) -> list[dict]:
         a, b = (io, s) if i % 2 == 0 else (s, io)  # ABBA and BABA orders alternate
         t = rng.choice(IOI_TEMPLATES)
         kw = dict(A=a, B=b, place=rng.choice(PLACES), obj=rng.choice(OBJECTS))
-        rows.append({"clean": t.format(S=s, **kw), "corrupt": t.format(S=c, **kw), "answer": " " + io, "wrong": " " + s})
+        rows.append(
+            {"clean": t.format(S=s, **kw), "corrupt": t.format(S=c, **kw), "answer": " " + io, "wrong": " " + s}
+        )
     return rows
 
 
@@ -60,17 +64,44 @@ def greater_than_rows(n: int, seed: int) -> list[dict]:
         tens = yy // 10
         noun = rng.choice(GT_NOUNS)
         t = "The {noun} lasted from the year {c}{yy:02d} to the year {c}"
-        rows.append({"clean": t.format(noun=noun, c=century, yy=yy), "corrupt": t.format(noun=noun, c=century, yy=1),
-                     "answer": [str(d) for d in range(tens + 1, 10)], "wrong": [str(d) for d in range(0, tens)]})
+        rows.append(
+            {
+                "clean": t.format(noun=noun, c=century, yy=yy),
+                "corrupt": t.format(noun=noun, c=century, yy=1),
+                "answer": [str(d) for d in range(tens + 1, 10)],
+                "wrong": [str(d) for d in range(0, tens)],
+            }
+        )
     return rows
 
 
 CAPITALS = {
-    "France": "Paris", "Spain": "Madrid", "Italy": "Rome", "Germany": "Berlin", "Japan": "Tokyo", "China": "Beijing",
-    "Russia": "Moscow", "Egypt": "Cairo", "Greece": "Athens", "Canada": "Ottawa", "Peru": "Lima", "Kenya": "Nairobi",
-    "Poland": "Warsaw", "Sweden": "Stockholm", "Norway": "Oslo", "Austria": "Vienna", "Portugal": "Lisbon",
-    "Cuba": "Havana", "Iran": "Tehran", "Iraq": "Baghdad", "Ireland": "Dublin", "Belgium": "Brussels",
-    "Finland": "Helsinki", "Denmark": "Copenhagen", "Hungary": "Budapest", "Australia": "Canberra",
+    "France": "Paris",
+    "Spain": "Madrid",
+    "Italy": "Rome",
+    "Germany": "Berlin",
+    "Japan": "Tokyo",
+    "China": "Beijing",
+    "Russia": "Moscow",
+    "Egypt": "Cairo",
+    "Greece": "Athens",
+    "Canada": "Ottawa",
+    "Peru": "Lima",
+    "Kenya": "Nairobi",
+    "Poland": "Warsaw",
+    "Sweden": "Stockholm",
+    "Norway": "Oslo",
+    "Austria": "Vienna",
+    "Portugal": "Lisbon",
+    "Cuba": "Havana",
+    "Iran": "Tehran",
+    "Iraq": "Baghdad",
+    "Ireland": "Dublin",
+    "Belgium": "Brussels",
+    "Finland": "Helsinki",
+    "Denmark": "Copenhagen",
+    "Hungary": "Budapest",
+    "Australia": "Canberra",
 }
 CAPITAL_TEMPLATES = ("The capital of {X} is", "The capital city of {X} is", "Q: What is the capital of {X}? A: It is")
 
@@ -82,7 +113,9 @@ def capital_rows(n: int, seed: int) -> list[dict]:
     for _ in range(n):
         x, y = rng.sample(countries, 2)
         t = rng.choice(CAPITAL_TEMPLATES)
-        rows.append({"clean": t.format(X=x), "corrupt": t.format(X=y), "answer": " " + CAPITALS[x], "wrong": " " + CAPITALS[y]})
+        rows.append(
+            {"clean": t.format(X=x), "corrupt": t.format(X=y), "answer": " " + CAPITALS[x], "wrong": " " + CAPITALS[y]}
+        )
     return rows
 
 
@@ -99,8 +132,14 @@ def python_close_rows(n: int, seed: int) -> list[dict]:
         if i % 2 == 0:  # quotes
             q, other = rng.choice([("'", '"'), ('"', "'")])
             t = "{var} = {q}{word}"
-            rows.append({"clean": t.format(var=var, q=q, word=word), "corrupt": t.format(var=var, q=other, word=word),
-                         "answer": q, "wrong": other})
+            rows.append(
+                {
+                    "clean": t.format(var=var, q=q, word=word),
+                    "corrupt": t.format(var=var, q=other, word=word),
+                    "answer": q,
+                    "wrong": other,
+                }
+            )
         else:  # brackets: the innermost open bracket decides the closer
             (o, c), (o2, c2) = rng.sample([("[", "]"), ("(", ")")], 2)
             t = "{var} = {fn}({word}{o}{num}"

@@ -72,7 +72,9 @@ class CacheAnalysis:
         if layer < 0:
             layer += n + 1
         if not 0 <= layer <= n:
-            raise ValueError(f"layer {layer} is out of range: use 0..{n} (n_layers is the unembedding), or -1..-{n + 1}")
+            raise ValueError(
+                f"layer {layer} is out of range: use 0..{n} (n_layers is the unembedding), or -1..-{n + 1}"
+            )
         return layer
 
     def _norm_prefix(self, layer: int, mlp_input: bool) -> str:

@@ -12,8 +12,8 @@ Rows are tokens. Attention scores and patterns are stored per query token: [row,
 from __future__ import annotations
 
 import time
-from functools import partial
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -21,11 +21,11 @@ import torch
 from torch import Tensor
 
 from interp.data import resolve_corpus
-from interp.infra.jobs import run_tasks, worker_cache
 from interp.infra.checks import require_numbers
-from interp.models import DEFAULT_MODEL, load_model
+from interp.infra.jobs import run_tasks, worker_cache
 from interp.infra.oom import advise_on_oom
 from interp.infra.portable import tokenizer_identity
+from interp.models import DEFAULT_MODEL, load_model
 from interp.store import ActivationStore, StoreMeta, write_shard_file
 from interp.store import lock as writer_lock
 from interp.store.shards import ShardInfo
@@ -72,8 +72,11 @@ class CacheConfig:
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
-        require_numbers(self, positive_int=("max_tokens", "ctx_len", "seqs_per_shard", "batch_size", "num_workers"),
-                        non_negative_int=("seed",))
+        require_numbers(
+            self,
+            positive_int=("max_tokens", "ctx_len", "seqs_per_shard", "batch_size", "num_workers"),
+            non_negative_int=("seed",),
+        )
         if self.executor not in ("inprocess", "ray"):  # before anything is written, not when the tasks start
             raise ValueError(f"unknown executor {self.executor!r}; use inprocess or ray")
         from interp.infra.devices import resolve_device
@@ -139,8 +142,9 @@ def row_shapes(model, hooks: list[str], ctx_len: int) -> dict[str, list[int]]:
     return {h: list(to_rows(h, cache[h], 1).shape[1:]) for h in hooks}
 
 
-def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
-                      overwrite: bool = False) -> tuple[ActivationStore, dict]:
+def cache_activations(
+    cfg: CacheConfig, model=None, progress: bool | str = True, overwrite: bool = False
+) -> tuple[ActivationStore, dict]:
     """Run (or resume) a caching job; returns the store and a report (tokens, shards, seconds).
 
     Everything that can be wrong with the input (model spec, hook names, corpus, a store written with
@@ -151,8 +155,9 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
     if model is None:
         model = load_model(cfg.model, device=cfg.device)
     if model.n_ctx and cfg.ctx_len > model.n_ctx:
-        raise ValueError(f"--ctx-len {cfg.ctx_len} exceeds the model's context of {model.n_ctx}; "
-                         f"use --ctx-len {model.n_ctx} or less")
+        raise ValueError(
+            f"--ctx-len {cfg.ctx_len} exceeds the model's context of {model.n_ctx}; use --ctx-len {model.n_ctx} or less"
+        )
     hooks = [p.name for p in model.hook_points(cfg.hooks)]
     corpus = resolve_corpus(cfg.data, model.tokenizer, ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
     tokens = corpus.tokens
@@ -180,17 +185,36 @@ def cache_activations(cfg: CacheConfig, model=None, progress: bool | str = True,
         store.clean_partial()
         todo = store.missing(range(n_shards))
         tasks = [
-            ShardTask(i, i * cfg.seqs_per_shard, tokens[i * cfg.seqs_per_shard : (i + 1) * cfg.seqs_per_shard].clone(),
-                      cfg.model, cfg.device, tuple(hooks), str(Path(cfg.out)), cfg.batch_size, cfg.dtype)
+            ShardTask(
+                i,
+                i * cfg.seqs_per_shard,
+                tokens[i * cfg.seqs_per_shard : (i + 1) * cfg.seqs_per_shard].clone(),
+                cfg.model,
+                cfg.device,
+                tuple(hooks),
+                str(Path(cfg.out)),
+                cfg.batch_size,
+                cfg.dtype,
+            )
             for i in todo
         ]
         # In-process shards use this very model object (which may carry edits the spec alone does not).
         fn = partial(compute_shard, model) if cfg.executor == "inprocess" else cache_shard
-        fix = (f"lower --batch-size (now {cfg.batch_size} sequences per forward pass), --ctx-len (now {cfg.ctx_len}) "
-               "or the number of hooks; committed shards are kept and a rerun resumes")
+        fix = (
+            f"lower --batch-size (now {cfg.batch_size} sequences per forward pass), --ctx-len (now {cfg.ctx_len}) "
+            "or the number of hooks; committed shards are kept and a rerun resumes"
+        )
         with advise_on_oom("caching activations", fix):
-            run_tasks(tasks, fn, executor=cfg.executor, ray_address=cfg.ray_address, num_workers=cfg.num_workers,
-                      on_result=store.commit_shard, progress=progress, desc="caching shards")
+            run_tasks(
+                tasks,
+                fn,
+                executor=cfg.executor,
+                ray_address=cfg.ray_address,
+                num_workers=cfg.num_workers,
+                on_result=store.commit_shard,
+                progress=progress,
+                desc="caching shards",
+            )
     finally:
         store.close()
     report = {

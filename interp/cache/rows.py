@@ -153,8 +153,10 @@ def reference_norm_of(x: Tensor, keep: Tensor | None = None) -> float:
         n = n[keep]
     n = n[torch.isfinite(n)]  # damaged rows are reported by the readers, not silently part of the reference
     if n.numel() == 0:
-        raise ValueError("no finite rows left to measure a reference norm on: the position rule excludes every row "
-                         "(use --exclude none or norm-outliers:10 for rows that are not token sequences)")
+        raise ValueError(
+            "no finite rows left to measure a reference norm on: the position rule excludes every row "
+            "(use --exclude none or norm-outliers:10 for rows that are not token sequences)"
+        )
     return float(n.median())
 
 

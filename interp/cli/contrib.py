@@ -21,8 +21,11 @@ contrib_app = typer.Typer(add_completion=False, no_args_is_help=True, help="The 
 @contrib_app.command("list")
 def list_papers(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    status: str | None = typer.Option(None, "--status", help="Only papers of this status: reproduced, partial, "
-                                      "'not reproduced', 'metric only', 'not testable here'."),
+    status: str | None = typer.Option(
+        None,
+        "--status",
+        help="Only papers of this status: reproduced, partial, 'not reproduced', 'metric only', 'not testable here'.",
+    ),
 ) -> None:
     """Every catalogue paper with its cluster, module, status (and its qualifier) and one-line result."""
     from interp.cli.main import fail
@@ -33,9 +36,23 @@ def list_papers(
     except ValueError as exc:
         fail(exc)
     if as_json:
-        typer.echo(json.dumps([{"name": p.name, "cluster": p.cluster, "module": p.module, "status": p.status.value,
-                                "qualifier": p.qualifier, "result": p.result, "experiment": p.experiment}
-                               for p in papers], indent=1))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "name": p.name,
+                        "cluster": p.cluster,
+                        "module": p.module,
+                        "status": p.status.value,
+                        "qualifier": p.qualifier,
+                        "result": p.result,
+                        "experiment": p.experiment,
+                    }
+                    for p in papers
+                ],
+                indent=1,
+            )
+        )
         return
     w = max(len(p.name) for p in PAPERS)
     for p in papers:
@@ -65,8 +82,10 @@ def run_paper(
     try:
         paper = get_paper(name)
         if paper.experiment is None:
-            raise ValueError(f"{paper.name} is not implemented yet (planned in contrib/{paper.cluster}); "
-                             "`interp contrib list` shows the implemented papers")
+            raise ValueError(
+                f"{paper.name} is not implemented yet (planned in contrib/{paper.cluster}); "
+                "`interp contrib list` shows the implemented papers"
+            )
     except ValueError as exc:
         fail(exc)
     args = list(paper.quick) if quick else []

@@ -1,7 +1,9 @@
 """`interp dashboard`: feature dashboards of any "feature x token" activations in a store.
 
-    interp dashboard --store runs/demo/store --hook blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as features
-    interp dashboard --store runs/demo/store --acts latents.safetensors --out runs/dash_acts        # precomputed [rows, F]
+    interp dashboard --store runs/demo/store --hook blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as
+    features
+    interp dashboard --store runs/demo/store --acts latents.safetensors --out runs/dash_acts        # precomputed [rows,
+    F]
     interp dashboard ... --features 12,345            # pages for these features only
     interp dashboard ... --top 100 --order max        # pages for the first 100 by max activation
     interp dashboard ... --text "The cat sat on the mat."   # also out/text.html: every feature on your text
@@ -11,8 +13,6 @@ neighbours and logit effects). Only the tokenizer is loaded (the model only for 
 """
 
 from __future__ import annotations
-
-from typing import Optional
 
 import typer
 
@@ -24,15 +24,24 @@ def dashboard_options_help() -> dict[str, str]:
         "features": "Comma-separated feature indices to give a page, e.g. 12,345 (default: --top N in --order).",
         "top": "Pages for the first N features in --order.",
         "order": "interpretable (live, not dense, by max activation; then dense; then dead), max, freq, mean or index.",
-        "max_rows": "Ordinary rows to cover (the first ones of the split, special rows not counted), as `interp sae eval --max-rows`.",
-        "exclude": "Special rows to leave out of the statistics (interp.cache.rows spec), e.g. none, bos, positions:0,1, norm-outliers:10.",
+        "max_rows": "Ordinary rows to cover (the first ones of the split, special rows not counted), as `interp sae "
+        "eval --max-rows`.",
+        "exclude": "Special rows to leave out of the statistics (interp.cache.rows spec), e.g. none, bos, "
+        "positions:0,1, norm-outliers:10.",
         "text": "Also write text.html: every feature's activations on this text (loads the model).",
         "model": "Model spec for the tokenizer (and --text) (default: the store's model).",
         "overwrite": "Replace an existing dashboard folder.",
     }
 
 
-DASHBOARD_NAMES = ("index.html", "features", ".features.partial", "neuronpedia_batch.json", "dashboard.json", "text.html")
+DASHBOARD_NAMES = (
+    "index.html",
+    "features",
+    ".features.partial",
+    "neuronpedia_batch.json",
+    "dashboard.json",
+    "text.html",
+)
 """What a dashboard folder holds (a killed or failed run leaves a subset of these: its own leftovers)."""
 
 
@@ -66,32 +75,54 @@ def register(app: typer.Typer) -> None:
     def dashboard(
         store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (its token ids give the text)."),
         out: str = typer.Option(..., metavar="DIR", help=H["out"]),
-        hook: Optional[str] = typer.Option(None, help="Use this hook's channels as the features (values are not clamped)."),
-        acts: Optional[str] = typer.Option(None, metavar="PATH", help="safetensors file with an 'acts' tensor [rows, features] aligned with the store's first rows."),
-        model: Optional[str] = typer.Option(None, metavar="SPEC", help=H["model"]),
-        features: Optional[str] = typer.Option(None, metavar="TEXT", help=H["features"]),
+        hook: str | None = typer.Option(
+            None, help="Use this hook's channels as the features (values are not clamped)."
+        ),
+        acts: str | None = typer.Option(
+            None,
+            metavar="PATH",
+            help="safetensors file with an 'acts' tensor [rows, features] aligned with the store's first rows.",
+        ),
+        model: str | None = typer.Option(None, metavar="SPEC", help=H["model"]),
+        features: str | None = typer.Option(None, metavar="TEXT", help=H["features"]),
         top: int = typer.Option(50, metavar="INT", help=H["top"]),
         order: str = typer.Option("interpretable", help=H["order"]),
         max_rows: int = typer.Option(32_768, metavar="INT", help=H["max_rows"]),
-        exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.cache.rows)."),
-        text: Optional[str] = typer.Option(None, metavar="TEXT", help=H["text"]),
+        exclude: str | None = typer.Option(
+            None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.cache.rows)."
+        ),
+        text: str | None = typer.Option(None, metavar="TEXT", help=H["text"]),
         overwrite: bool = typer.Option(False, "--overwrite", help=H["overwrite"]),
     ) -> None:
         """Write a feature dashboard folder: sortable index, one page per chosen feature, JSON exports."""
         try:
-            path = run_dashboard(store, out, hook, acts, model, features, top, order, max_rows, exclude, text, overwrite)
+            path = run_dashboard(
+                store, out, hook, acts, model, features, top, order, max_rows, exclude, text, overwrite
+            )
         except (ValueError, FileNotFoundError, KeyError) as exc:
             typer.echo(f"error: {str(exc).strip(chr(39))}", err=True)
             raise typer.Exit(2) from None
         typer.echo(f"wrote {path}")
 
 
-def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, model: str | None, features: str | None,
-                  top: int, order: str, max_rows: int, exclude: str | None, text: str | None, overwrite: bool):
+def run_dashboard(
+    store: str,
+    out: str,
+    hook: str | None,
+    acts: str | None,
+    model: str | None,
+    features: str | None,
+    top: int,
+    order: str,
+    max_rows: int,
+    exclude: str | None,
+    text: str | None,
+    overwrite: bool,
+):
     """The body of `interp dashboard` (checks everything before writing anything)."""
     from interp.dashboards import DashboardConfig, parse_features
-    from interp.store import ActivationStore
     from interp.infra.tensor_file import read_tensors
+    from interp.store import ActivationStore
 
     if (hook is None) == (acts is None):
         raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
@@ -99,8 +130,9 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
         raise ValueError("--text needs --hook (the model computes that hook's rows for your text)")
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
-    cfg = DashboardConfig(features=parse_features(features), top=top, order=order,
-                          title=f"{hook or acts} on {model or '?'}")
+    cfg = DashboardConfig(
+        features=parse_features(features), top=top, order=order, title=f"{hook or acts} on {model or '?'}"
+    )
     st = ActivationStore.open(store)
     spec = model or st.meta.model
     tok = _tokenizer(spec, explicit=model is not None)  # before anything is written: a bad --model is an error
@@ -128,11 +160,15 @@ def _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, tex
         head["rows rule"] = filt.spec if filt is not None else "none"
     else:
         if exclude:
-            raise ValueError("--exclude applies to --hook rows; with --acts, zero the rows you want left out in the file")
+            raise ValueError(
+                "--exclude applies to --hook rows; with --acts, zero the rows you want left out in the file"
+            )
         # names the file for random bytes, truncation, a missing 'acts' or a wrong rank (interp.infra.tensor_file)
         a = read_tensors(acts, what="--acts", need={"acts": 2}, keys=["acts"])[0]["acts"].float()[:n]
         if a.dim() != 2 or a.shape[0] != n:
-            raise ValueError(f"--acts has shape {tuple(a.shape)} but {n} store rows are used: give one row per store row")
+            raise ValueError(
+                f"--acts has shape {tuple(a.shape)} but {n} store rows are used: give one row per store row"
+            )
         idx = st.get_rows(torch.arange(n), hooks=[])
         src = TensorSource(a, idx["tokens"].long(), idx["seq"], idx["pos"])
         n_feat = a.shape[1]
@@ -143,22 +179,33 @@ def _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, tex
     head["model"] = spec
     head["hook" if hook else "activations"] = hook or acts
     stats = collect(src, n_feat, cfg.stats)
-    meta = {"ctx_len": st.meta.ctx_len, "dataset": str(st.meta.data.get("source", st.meta.data)), "model_id": spec,
-            "layer": _layer(hook), "sae_set": hook or "acts"}
+    meta = {
+        "ctx_len": st.meta.ctx_len,
+        "dataset": str(st.meta.data.get("source", st.meta.data)),
+        "model_id": spec,
+        "layer": _layer(hook),
+        "sae_set": hook or "acts",
+    }
     if text is not None:  # the model and the hook on it are checked before anything is written
-        from interp.dashboards.text import TextView, hook_activations
-
         import interp
+        from interp.dashboards.text import TextView, hook_activations
 
         ids, x, pos = hook_activations(interp.load_model(spec), hook, text)
     index = write_folder(out, stats, src, vocab, cfg, head=head, export_meta=meta)
     if text is not None:
         keep = filt.keep_tensor(x, pos) if filt is not None else None
         pages = set(cfg.features or []) | set(_pages(out))
-        view = TextView(ids, x, vocab, keep, link=lambda g: f"features/{g}.html" if g in pages else None,
-                        note=f"{hook} channels of {spec}; rows rule {head['rows rule']}")
-        from interp.store.atomic import atomic_write_bytes
+        view = TextView(
+            ids,
+            x,
+            vocab,
+            keep,
+            link=lambda g: f"features/{g}.html" if g in pages else None,
+            note=f"{hook} channels of {spec}; rows rule {head['rows rule']}",
+        )
         from pathlib import Path
+
+        from interp.store.atomic import atomic_write_bytes
 
         atomic_write_bytes(Path(out) / "text.html", view.html().encode())
     return index
@@ -186,8 +233,10 @@ def _tokenizer(spec: str, explicit: bool = False):
         return load_tokenizer(spec)
     except Exception as exc:  # noqa: BLE001 - a dashboard still works with token ids
         if explicit:
-            raise ValueError(f"--model {spec!r} gives no tokenizer ({exc}); pass a spec from `interp models`, "
-                             "or leave --model out to use the store's model") from exc
+            raise ValueError(
+                f"--model {spec!r} gives no tokenizer ({exc}); pass a spec from `interp models`, "
+                "or leave --model out to use the store's model"
+            ) from exc
         _t.echo(f"warning: no tokenizer for {spec!r} ({exc}); showing token ids", err=True)
         return None
 

@@ -23,7 +23,6 @@ EXIT_USAGE = 2
 """Exit status of every expected failure (click uses 2 for usage errors too)."""
 
 
-
 DISK_FULL_TEXTS = ("No space left on device", "(os error 28)", "Disk quota exceeded", "(os error 122)")
 """How libraries that wrap the OS error in their own type (safetensors' SafetensorError) report a full disk."""
 
@@ -76,8 +75,9 @@ def describe(exc: BaseException) -> str | None:
     text = str(exc)
     if name == "OutOfMemoryError" or "CUDA out of memory" in text:
         return "the GPU ran out of memory: lower --batch-size (or the sizes), or use --device cpu"
-    if isinstance(exc, (AssertionError, RuntimeError)) and ("not compiled with CUDA" in text or "no NVIDIA driver" in text
-                                                            or "Found no NVIDIA" in text):
+    if isinstance(exc, (AssertionError, RuntimeError)) and (
+        "not compiled with CUDA" in text or "no NVIDIA driver" in text or "Found no NVIDIA" in text
+    ):
         return "this machine has no usable CUDA (torch built without CUDA, or no GPU); use --device cpu or auto"
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {user_path(exc.filename)}" if exc.filename else ""
@@ -87,7 +87,8 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno == errno.EROFS:
         return f"read-only file system: cannot write {exc.filename or 'the output'}; choose another --out"
     if isinstance(exc, PermissionError):
-        return f"permission denied: {user_path(exc.filename) if exc.filename else text}; choose a location you can write (--out) or read"
+        where = user_path(exc.filename) if exc.filename else text
+        return f"permission denied: {where}; choose a location you can write (--out) or read"
     if isinstance(exc, (IsADirectoryError, NotADirectoryError)) and exc.filename:
         kind = "a folder" if isinstance(exc, IsADirectoryError) else "not a folder"
         return f"{exc.filename} is {kind}: {exc.strerror or text}; check the path"

@@ -1,7 +1,8 @@
 """The `interp` command: models, cache, inspect, demo; families add their own sub-commands.
 
     interp models
-    interp cache --model smollm2-135m --hooks 'blocks.15.hook_resid_post' --data stdlib-docs --max-tokens 65536 --out runs/acts
+    interp cache --model smollm2-135m --hooks 'blocks.15.hook_resid_post' --data stdlib-docs --max-tokens 65536 --out
+    runs/acts
     interp inspect runs/acts
     interp demo
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
 
 import typer
 
@@ -26,14 +26,17 @@ CORE_COMMANDS = ("probe", "dashboard", "contrib")
 """Core commands that live in their own modules (`interp/cli/<name>.py`, each with `register(app)`)."""
 
 LazyGroup.lazy = discover(CORE_COMMANDS)
-app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help=__doc__.splitlines()[0])
+app = typer.Typer(
+    cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None, help=__doc__.splitlines()[0]
+)
 
 __all__ = ["app", "fail", "main"]
 
 
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (works anywhere on the line).")) -> None:
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (works anywhere on the line)."),
+) -> None:
     """The `interp` command: models, cache, inspect, demo; families add their own sub-commands."""
 
 
@@ -47,20 +50,27 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON instea
         typer.echo(json.dumps(rows, indent=1))
         return
     head = ("SPEC", "LOADS HERE", "WEIGHTS", "DESCRIPTION", "SOURCE")
-    table = [head, *((r["spec"], ("yes" if r["available"] else "no") + _memory(r), r["weights"], r["description"],
-                      r["where"]) for r in rows)]
+    table = [
+        head,
+        *(
+            (r["spec"], ("yes" if r["available"] else "no") + _memory(r), r["weights"], r["description"], r["where"])
+            for r in rows
+        ),
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
-    typer.echo("GGUF models are quantised: their activations are those of the dequantised weights (fp32), as "
-               "model.provenance['quantization'] records.\n-init models are random-initialised shapes (tests, timing), "
-               "not trained models.\nThe sizes in brackets are each model's fp32 weights, compared with this machine's "
-               "memory.\nAny local HF folder or .gguf path also works as a spec (PATH@N loads step_N of "
-               "a training run).")
+    typer.echo(
+        "GGUF models are quantised: their activations are those of the dequantised weights (fp32), as "
+        "model.provenance['quantization'] records.\n-init models are random-initialised shapes (tests, timing), "
+        "not trained models.\nThe sizes in brackets are each model's fp32 weights, compared with this machine's "
+        "memory.\nAny local HF folder or .gguf path also works as a spec (PATH@N loads step_N of "
+        "a training run)."
+    )
 
 
 def _memory(row: dict) -> str:
-    """" (0.54 GB)": the memory the model's fp32 weights take, when known."""
+    """ " (0.54 GB)": the memory the model's fp32 weights take, when known."""
     need = row.get("memory_gb")
     return f" ({need:.2g} GB)" if need is not None and need < 10 else f" ({need:.3g} GB)" if need is not None else ""
 
@@ -69,7 +79,9 @@ def _memory(row: dict) -> str:
 def cache(
     out: str = O.out(help="Store folder: created, or resumed when it holds a store of the same settings."),
     model: str = O.model(),
-    hooks: list[str] = O.text(["blocks.*.hook_resid_post"], "--hooks", help="Hook names or globs; repeat or comma-separate."),
+    hooks: list[str] = O.text(
+        ["blocks.*.hook_resid_post"], "--hooks", help="Hook names or globs; repeat or comma-separate."
+    ),
     data: str = O.data(),
     max_tokens: int = O.max_tokens(65_536, help="Tokens to cache (whole sequences)."),
     ctx_len: int = O.integer(128, "--ctx-len", help="Tokens per sequence."),
@@ -79,24 +91,41 @@ def cache(
     seed: int = O.seed(0, help="Corpus shuffling seed."),
     device: str = O.device(),
     executor: str = O.text("inprocess", "--executor", help="inprocess or ray."),
-    ray_address: Optional[str] = O.text(None, "--ray-address", help="Ray cluster address (default: start a local Ray)."),
-    num_workers: Optional[int] = O.integer(None, "--num-workers", help="Ray workers for a local Ray."),
+    ray_address: str | None = O.text(None, "--ray-address", help="Ray cluster address (default: start a local Ray)."),
+    num_workers: int | None = O.integer(None, "--num-workers", help="Ray workers for a local Ray."),
     overwrite: bool = O.overwrite(),
     resume: bool = O.resume(),
-    wait: bool = typer.Option(False, "--wait", help="If another run is writing to --out, wait for it to finish, then resume."),
+    wait: bool = typer.Option(
+        False, "--wait", help="If another run is writing to --out, wait for it to finish, then resume."
+    ),
 ) -> None:
     """Cache activations of a model over a corpus into a sharded store (resumable; progress on stderr)."""
     folder = check_out_dir(out)
     from interp.cache.caching import CacheConfig, cache_activations
 
     names = [h.strip() for item in hooks for h in item.split(",") if h.strip()]
-    cfg = CacheConfig(out=str(folder), model=model, hooks=names, data=data, max_tokens=max_tokens, ctx_len=ctx_len,
-                      seqs_per_shard=seqs_per_shard, batch_size=batch_size, dtype=dtype, seed=seed,
-                      device=device, executor=executor, ray_address=ray_address, num_workers=num_workers,
-                      wait=wait)
+    cfg = CacheConfig(
+        out=str(folder),
+        model=model,
+        hooks=names,
+        data=data,
+        max_tokens=max_tokens,
+        ctx_len=ctx_len,
+        seqs_per_shard=seqs_per_shard,
+        batch_size=batch_size,
+        dtype=dtype,
+        seed=seed,
+        device=device,
+        executor=executor,
+        ray_address=ray_address,
+        num_workers=num_workers,
+        wait=wait,
+    )
     if (folder / "manifest.json").exists() and not resume and not overwrite:
-        fail(f"{folder} already holds a store and --no-resume was given: pass --overwrite to start it over, "
-             "or choose another --out")
+        fail(
+            f"{folder} already holds a store and --no-resume was given: pass --overwrite to start it over, "
+            "or choose another --out"
+        )
     from interp.store import StoreMismatchError
 
     try:

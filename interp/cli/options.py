@@ -47,22 +47,37 @@ def path(default: Any, *names: str, help: str, **kw: Any) -> Any:
     return typer.Option(default, *names, metavar="PATH", help=help, **kw)
 
 
-def model(default: Any = DEFAULT_MODEL, help: str = "Model spec (`interp models`) or a local HF folder / .gguf path.") -> Any:
+def model(
+    default: Any = DEFAULT_MODEL, help: str = "Model spec (`interp models`) or a local HF folder / .gguf path."
+) -> Any:
     return typer.Option(default, "--model", metavar="SPEC", help=help)
 
 
 def data(default: Any = "stdlib-docs", help: str | None = None) -> Any:
-    return typer.Option(default, "--data", metavar="SPEC", help=help or (
-        "Corpus: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH, jsonl:PATH[:field], "
-        "parquet:PATH[:column], csv:PATH:column, hf-disk:PATH[:split:column], synthetic:NAME."))
+    return typer.Option(
+        default,
+        "--data",
+        metavar="SPEC",
+        help=help
+        or (
+            "Corpus: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH, jsonl:PATH[:field], "
+            "parquet:PATH[:column], csv:PATH:column, hf-disk:PATH[:split:column], synthetic:NAME."
+        ),
+    )
 
 
 def device(default: str = "auto") -> Any:
-    return typer.Option(default, "--device", metavar=DEVICE_CHOICES,
-                        help="Where the model runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N.")
+    return typer.Option(
+        default,
+        "--device",
+        metavar=DEVICE_CHOICES,
+        help="Where the model runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N.",
+    )
 
 
-def out(default: Any = ..., help: str = "Output folder (created if needed; the command names the files inside).") -> Any:
+def out(
+    default: Any = ..., help: str = "Output folder (created if needed; the command names the files inside)."
+) -> Any:
     return typer.Option(default, "--out", metavar="DIR", help=help)
 
 
@@ -71,8 +86,9 @@ def overwrite() -> Any:
 
 
 def resume() -> Any:
-    return typer.Option(True, "--resume/--no-resume",
-                        help="Continue an interrupted run in --out (default), or start it over.")
+    return typer.Option(
+        True, "--resume/--no-resume", help="Continue an interrupted run in --out (default), or start it over."
+    )
 
 
 def max_tokens(default: int, help: str = "Tokens to use (whole sequences).") -> Any:

@@ -105,7 +105,11 @@ def normalise(cmd: Any) -> Any:
     if hasattr(cmd, "rich_markup_mode"):
         cmd.rich_markup_mode = None
     for param in getattr(cmd, "params", []):
-        if getattr(param, "metavar", "x") is None and not getattr(param, "is_flag", False) and hasattr(param, "bare_type"):
+        if (
+            getattr(param, "metavar", "x") is None
+            and not getattr(param, "is_flag", False)
+            and hasattr(param, "bare_type")
+        ):
             try:
                 bare = param.bare_type()
             except Exception:  # noqa: BLE001 - a type typer cannot name keeps its own display
@@ -156,8 +160,10 @@ class LazyGroup(TyperGroup):
             except Exception as exc:  # noqa: BLE001 - one broken family must not take the CLI down
                 if errors.debug_enabled():
                     raise
-                errors.fail(f"could not load the command {name!r} ({self.lazy[name].target}): {exc}; "
-                            "rerun with --debug for the traceback")
+                errors.fail(
+                    f"could not load the command {name!r} ({self.lazy[name].target}): {exc}; "
+                    "rerun with --debug for the traceback"
+                )
         return self._loaded[name]
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:

@@ -1,4 +1,5 @@
-"""The command line the contrib experiment scripts share: --seeds, their size options, --quick, --no-lm, one torch thread.
+"""The command line the contrib experiment scripts share: --seeds, their size options, --quick, --no-lm, one torch
+thread.
 
 torch is imported only when `parse` runs, so importing this module stays light.
 """
@@ -10,8 +11,15 @@ import argparse
 THREADS_HELP = "torch threads (1 is fastest on a shared 2-core box)"
 
 
-def experiment_parser(doc: str, *, seeds: int | None = 3, quick: str | None = None, no_lm: str | bool = False,
-                      threads: int | None = None, **options: object) -> argparse.ArgumentParser:
+def experiment_parser(
+    doc: str,
+    *,
+    seeds: int | None = 3,
+    quick: str | None = None,
+    no_lm: str | bool = False,
+    threads: int | None = None,
+    **options: object,
+) -> argparse.ArgumentParser:
     """An ArgumentParser described by the first line of `doc`, with these options in this order:
 
     - `--seeds N` (int, default `seeds`; none when `seeds` is None);

@@ -59,8 +59,15 @@ def cache_key(loaded, corpus: str, n_seq: int, ctx_len: int) -> dict[str, str]:
     return {"model_sha256": weights, "corpus_digest": tokens.digest()}
 
 
-def store_path(corpus: str, n_seq: int, ctx_len: int, model: str, layers: tuple[int, ...] = DEFAULT_LAYERS,
-               root: str | Path | None = None, key: dict[str, str] | None = None) -> Path:
+def store_path(
+    corpus: str,
+    n_seq: int,
+    ctx_len: int,
+    model: str,
+    layers: tuple[int, ...] = DEFAULT_LAYERS,
+    root: str | Path | None = None,
+    key: dict[str, str] | None = None,
+) -> Path:
     """Where `corpus_store` keeps the store of these settings; with a `cache_key`, the folder name ends with
     the first 12 hex digits of the weights hash and of the corpus digest, so other weights or other text never
     share a folder."""
@@ -83,12 +90,20 @@ def _check_fresh(out: Path, key: dict[str, str], store) -> None:
     if stale:
         raise StaleCacheError(
             f"the cached store {out} is stale: it was computed from {stale}, but the model and corpus now give "
-            f"{key}; delete the folder or pass rebuild=True to recompute it")
+            f"{key}; delete the folder or pass rebuild=True to recompute it"
+        )
 
 
-def corpus_store(corpus: str, n_seq: int = 32, ctx_len: int = 64, model: str = "smollm2-135m",
-                 layers: tuple[int, ...] = DEFAULT_LAYERS, root: str | Path | None = None, loaded=None,
-                 rebuild: bool = False):
+def corpus_store(
+    corpus: str,
+    n_seq: int = 32,
+    ctx_len: int = 64,
+    model: str = "smollm2-135m",
+    layers: tuple[int, ...] = DEFAULT_LAYERS,
+    root: str | Path | None = None,
+    loaded=None,
+    rebuild: bool = False,
+):
     """The `ActivationStore` of `model`'s residual stream at `layers` (+ `ln_final.hook_normalized`) over
     `n_seq` sequences of `ctx_len` tokens of `corpus`; computed on first use, then only read.
 
@@ -111,8 +126,17 @@ def corpus_store(corpus: str, n_seq: int = 32, ctx_len: int = 64, model: str = "
             _check_fresh(out, key, store)
             return store
     hooks = [hook_name(l) for l in layers] + ["ln_final.hook_normalized"]
-    cfg = CacheConfig(out=str(out), model=model, hooks=hooks, data=corpus, max_tokens=n_seq * ctx_len,
-                      ctx_len=ctx_len, seqs_per_shard=max(n_seq, 1), batch_size=8, seed=0)
+    cfg = CacheConfig(
+        out=str(out),
+        model=model,
+        hooks=hooks,
+        data=corpus,
+        max_tokens=n_seq * ctx_len,
+        ctx_len=ctx_len,
+        seqs_per_shard=max(n_seq, 1),
+        batch_size=8,
+        seed=0,
+    )
     (out / KEY_FILE).unlink(missing_ok=True)  # a store is created only in a folder holding nothing else
     store, _ = cache_activations(cfg, model=loaded, progress=False, overwrite=rebuild)
     (out / KEY_FILE).write_text(json.dumps(key, indent=1))
@@ -142,8 +166,14 @@ def load_lm(model: str = "smollm2-135m"):
     return interp.load_model(model)
 
 
-def labelled_corpora(hook: str, n_seq: int = 32, ctx_len: int = 64, corpora: tuple[str, ...] = CORPORA,
-                     per_sequence: bool = True, model: str = "smollm2-135m") -> tuple[Tensor, Tensor]:
+def labelled_corpora(
+    hook: str,
+    n_seq: int = 32,
+    ctx_len: int = 64,
+    corpora: tuple[str, ...] = CORPORA,
+    per_sequence: bool = True,
+    model: str = "smollm2-135m",
+) -> tuple[Tensor, Tensor]:
     """(features, corpus label) over several corpora: mean-pooled sequences, or token rows when
     `per_sequence` is False. The model loads once, to key the caches."""
     xs, ys, loaded = [], [], load_lm(model)  # its weights key the caches (`cache_key`)

@@ -28,7 +28,23 @@ from interp.dashboards.stats import FeatureStats, StatsConfig
 from interp.dashboards.tokens import Vocab, load_tokenizer
 
 __all__ = [
-    "AttentionView", "DashboardConfig", "FeaturePage", "FeatureStats", "StatsConfig", "StoreSource", "TensorSource", "TokenRows", "Vocab",
-    "build_dashboard", "check_features", "collect", "feature_page", "from_neuronpedia", "load_tokenizer",
-    "parse_features", "to_neuronpedia", "write_dashboard", "write_folder",
+    "AttentionView",
+    "DashboardConfig",
+    "FeaturePage",
+    "FeatureStats",
+    "StatsConfig",
+    "StoreSource",
+    "TensorSource",
+    "TokenRows",
+    "Vocab",
+    "build_dashboard",
+    "check_features",
+    "collect",
+    "feature_page",
+    "from_neuronpedia",
+    "load_tokenizer",
+    "parse_features",
+    "to_neuronpedia",
+    "write_dashboard",
+    "write_folder",
 ]

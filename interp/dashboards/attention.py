@@ -74,8 +74,14 @@ class AttentionView:
         return cls(list(tokens), pats.cpu(), layers, title or "Attention patterns")
 
     @classmethod
-    def from_model(cls, model, text: str, layers: list[int] | None = None, prepend_bos: bool | None = None,
-                   title: str | None = None):
+    def from_model(
+        cls,
+        model,
+        text: str,
+        layers: list[int] | None = None,
+        prepend_bos: bool | None = None,
+        title: str | None = None,
+    ):
         """Run one text and view the patterns of `layers` (default: all)."""
         if not isinstance(text, str):
             raise TypeError("AttentionView.from_model takes one text; for a batch use from_cache(cache, batch_index=i)")
@@ -91,7 +97,10 @@ class AttentionView:
             "tokens": list(self.tokens),
             "layers": self.layers,
             "focus": list(self.focus),
-            "p": [[[[round(float(v), 4) for v in row] for row in head] for head in layer] for layer in self.patterns.tolist()],
+            "p": [
+                [[[round(float(v), 4) for v in row] for row in head] for head in layer]
+                for layer in self.patterns.tolist()
+            ],
         }
         return _PAGE.replace("__TITLE__", html.escape(self.title)).replace("__DATA__", _json(data))
 

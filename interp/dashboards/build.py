@@ -77,11 +77,14 @@ def check_features(features: list[int] | None, n_features: int) -> None:
         raise ValueError("--features is empty: give indices such as 12,345")
     bad = [f for f in features if not 0 <= f < n_features]
     if bad:
-        raise ValueError(f"--features {','.join(map(str, bad[:5]))} out of range: there are {n_features} features (0..{n_features - 1})")
+        raise ValueError(
+            f"--features {','.join(map(str, bad[:5]))} out of range: there are {n_features} features "
+            f"(0..{n_features - 1})"
+        )
 
 
 def parse_features(text: str | None) -> list[int] | None:
-    """"12,345" -> [12, 345]; None stays None."""
+    """ "12,345" -> [12, 345]; None stays None."""
     if text is None:
         return None
     try:
@@ -105,9 +108,16 @@ def collect(source: Any, n_features: int, cfg: StatsConfig | None = None, progre
     return stats
 
 
-def records(stats: FeatureStats, source: Any, vocab: Vocab, features: list[int], cfg: DashboardConfig,
-            directions: Tensor | None = None, unembedding: tuple[Tensor, Tensor | None] | None = None,
-            names: dict[int, str] | None = None) -> dict[int, dict[str, Any]]:
+def records(
+    stats: FeatureStats,
+    source: Any,
+    vocab: Vocab,
+    features: list[int],
+    cfg: DashboardConfig,
+    directions: Tensor | None = None,
+    unembedding: tuple[Tensor, Tensor | None] | None = None,
+    names: dict[int, str] | None = None,
+) -> dict[int, dict[str, Any]]:
     """Records of `features` (contexts fetched in one batch)."""
     sc = stats.cfg
     fetch = ContextFetcher(source, sc.before, sc.after)
@@ -118,14 +128,36 @@ def records(stats: FeatureStats, source: Any, vocab: Vocab, features: list[int],
     lg = {}
     if unembedding is not None and directions is not None:
         lg = logit_effects(directions, unembedding[0], unembedding[1], features, cfg.n_logits)
-    return {f: feature_record(stats, f, fetch, vocab, name=(names or {}).get(f), n_top=sc.n_top, n_groups=cfg.n_groups,
-                              per_group=cfg.per_group, n_coact=cfg.n_coact, dense=cfg.dense,
-                              neighbours=nb.get(f), logits=lg.get(f))
-            for f in features}
+    return {
+        f: feature_record(
+            stats,
+            f,
+            fetch,
+            vocab,
+            name=(names or {}).get(f),
+            n_top=sc.n_top,
+            n_groups=cfg.n_groups,
+            per_group=cfg.per_group,
+            n_coact=cfg.n_coact,
+            dense=cfg.dense,
+            neighbours=nb.get(f),
+            logits=lg.get(f),
+        )
+        for f in features
+    }
 
 
-def index_rows(stats: FeatureStats, source: Any, vocab: Vocab, order: list[int], pages: set[int], dense: float,
-               names: dict[int, str] | None = None, n_toks: int = 5, spark_bins: int = 16) -> list[dict[str, Any]]:
+def index_rows(
+    stats: FeatureStats,
+    source: Any,
+    vocab: Vocab,
+    order: list[int],
+    pages: set[int],
+    dense: float,
+    names: dict[int, str] | None = None,
+    n_toks: int = 5,
+    spark_bins: int = 16,
+) -> list[dict[str, Any]]:
     """One row per feature for the index table, in `order`."""
     from interp.dashboards.features import density_class
 
@@ -148,20 +180,33 @@ def index_rows(stats: FeatureStats, source: Any, vocab: Vocab, order: list[int],
         k = max(1, -(-len(counts) // spark_bins))
         spark = [int(counts[i : i + k].sum()) for i in range(0, len(counts), k)]
         freq = float(stats.freq[f])
-        out.append({"f": f, "name": (names or {}).get(f, f"feature {f}"), "cls": density_class(freq, dense), "freq": freq,
-                    "max": round(float(stats.max_value[f]), 5), "mean": round(float(stats.mean_active[f]), 5),
-                    "toks": toks, "spark": spark, "page": f"features/{f}.html" if f in pages else ""})
+        out.append(
+            {
+                "f": f,
+                "name": (names or {}).get(f, f"feature {f}"),
+                "cls": density_class(freq, dense),
+                "freq": freq,
+                "max": round(float(stats.max_value[f]), 5),
+                "mean": round(float(stats.mean_active[f]), 5),
+                "toks": toks,
+                "spark": spark,
+                "page": f"features/{f}.html" if f in pages else "",
+            }
+        )
     return out
 
 
 def header(stats: FeatureStats, source: Any, dense: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Header numbers: rows covered and the rule, features, dead/dense counts, L0 and FVU (when the source reconstructs)."""
+    """Header numbers: rows covered and the rule, features, dead/dense counts, L0 and FVU (when the source
+    reconstructs)."""
     freq = stats.freq
     h: dict[str, Any] = dict(extra or {})
     h["rows covered"] = f"{stats.n_rows:,} ordinary rows ({getattr(source, 'n_special', 0):,} special rows left out)"
     h["features"] = f"{stats.n_features:,}"
     h["dead"] = f"{int((freq == 0).sum()):,} ({100 * float((freq == 0).double().mean()):.3g}%)"
-    h[f"dense (> {100 * dense:g}%)"] = f"{int((freq > dense).sum()):,} ({100 * float((freq > dense).double().mean()):.3g}%)"
+    h[f"dense (> {100 * dense:g}%)"] = (
+        f"{int((freq > dense).sum()):,} ({100 * float((freq > dense).double().mean()):.3g}%)"
+    )
     h["mean L0"] = f"{stats.l0_sum / max(stats.n_rows, 1):.4g}"
     rec = getattr(source, "recon", None)
     if rec is not None and rec.n:
@@ -172,10 +217,19 @@ def header(stats: FeatureStats, source: Any, dense: float, extra: dict[str, Any]
     return h
 
 
-def write_folder(out: str | Path, stats: FeatureStats, source: Any, vocab: Vocab, cfg: DashboardConfig,
-                 directions: Tensor | None = None, unembedding: tuple[Tensor, Tensor | None] | None = None,
-                 names: dict[int, str] | None = None, head: dict[str, Any] | None = None,
-                 export_meta: dict[str, Any] | None = None, overwrite: bool = True) -> Path:
+def write_folder(
+    out: str | Path,
+    stats: FeatureStats,
+    source: Any,
+    vocab: Vocab,
+    cfg: DashboardConfig,
+    directions: Tensor | None = None,
+    unembedding: tuple[Tensor, Tensor | None] | None = None,
+    names: dict[int, str] | None = None,
+    head: dict[str, Any] | None = None,
+    export_meta: dict[str, Any] | None = None,
+    overwrite: bool = True,
+) -> Path:
     """Pages, JSON and index for `stats` into the folder `out`; returns `out/index.html`."""
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -203,18 +257,31 @@ def write_folder(out: str | Path, stats: FeatureStats, source: Any, vocab: Vocab
             raise FileExistsError(f"{final} exists; pass overwrite=True to replace it")
         shutil.rmtree(final)
     feat_dir.rename(final)
-    batch = neuronpedia_batch(exported, str(meta.get("model_id", "")), int(meta.get("layer", 0)), str(meta.get("sae_set", "")))
+    batch = neuronpedia_batch(
+        exported, str(meta.get("model_id", "")), int(meta.get("layer", 0)), str(meta.get("sae_set", ""))
+    )
     atomic_write_bytes(out / "neuronpedia_batch.json", json.dumps(batch).encode())
     rows = index_rows(stats, source, vocab, order, page_set, cfg.dense, names)
     atomic_write_bytes(out / "index.html", index_html(rows, hdr, cfg.title).encode())
-    summary = {"header": hdr, "pages": pages, "config": {**asdict(cfg), "stats": asdict(stats.cfg)},
-               "recon": getattr(getattr(source, "recon", None), "result", dict)()}
+    summary = {
+        "header": hdr,
+        "pages": pages,
+        "config": {**asdict(cfg), "stats": asdict(stats.cfg)},
+        "recon": getattr(getattr(source, "recon", None), "result", dict)(),
+    }
     atomic_write_bytes(out / "dashboard.json", json.dumps(summary, indent=1, default=str).encode())
     return out / "index.html"
 
 
-def _write_pages(feat_dir: Path, recs: dict[int, dict[str, Any]], hdr: dict[str, Any], stats: FeatureStats,
-                 pages: list[int], cfg: DashboardConfig, meta: dict[str, Any]) -> list[dict[str, Any]]:
+def _write_pages(
+    feat_dir: Path,
+    recs: dict[int, dict[str, Any]],
+    hdr: dict[str, Any],
+    stats: FeatureStats,
+    pages: list[int],
+    cfg: DashboardConfig,
+    meta: dict[str, Any],
+) -> list[dict[str, Any]]:
     """Each page's HTML, JSON and Neuronpedia JSON into `feat_dir`; returns the Neuronpedia records."""
     page_set = set(pages)
     link = lambda g: f"{g}.html" if g in page_set else None  # noqa: E731
@@ -231,8 +298,14 @@ def _write_pages(feat_dir: Path, recs: dict[int, dict[str, Any]], hdr: dict[str,
     return exported
 
 
-def build_dashboard(source: Any, out: str | Path, n_features: int, vocab: Vocab | None = None,
-                    cfg: DashboardConfig | None = None, **kwargs: Any) -> Path:
+def build_dashboard(
+    source: Any,
+    out: str | Path,
+    n_features: int,
+    vocab: Vocab | None = None,
+    cfg: DashboardConfig | None = None,
+    **kwargs: Any,
+) -> Path:
     """Pass over `source`, then write the folder `out` (see the module docstring). Returns the index path."""
     cfg = cfg or DashboardConfig()
     check_features(cfg.features, n_features)
@@ -240,9 +313,16 @@ def build_dashboard(source: Any, out: str | Path, n_features: int, vocab: Vocab 
     return write_folder(out, stats, source, vocab or Vocab(), cfg, **kwargs)
 
 
-def write_dashboard(out: str | Path, acts: Tensor, rows: Any, features: list[int] | None = None,
-                    names: dict[int, str] | None = None, title: str = "Feature dashboard", max_features: int = 50,
-                    tokenizer: Any = None) -> Path:
+def write_dashboard(
+    out: str | Path,
+    acts: Tensor,
+    rows: Any,
+    features: list[int] | None = None,
+    names: dict[int, str] | None = None,
+    title: str = "Feature dashboard",
+    max_features: int = 50,
+    tokenizer: Any = None,
+) -> Path:
     """Dashboard of activations in memory: `acts` [n, F] over `rows` (a `TokenRows`). Writes the folder
     `out` and returns its index.html."""
     from interp.dashboards.source import TensorSource
@@ -252,9 +332,16 @@ def write_dashboard(out: str | Path, acts: Tensor, rows: Any, features: list[int
     return build_dashboard(src, out, acts.shape[1], rows.vocab(tokenizer), cfg, names=names, progress=False)
 
 
-def feature_page(stats: FeatureStats, source: Any, f: int, vocab: Vocab | None = None, cfg: DashboardConfig | None = None,
-                 directions: Tensor | None = None, unembedding: tuple[Tensor, Tensor | None] | None = None,
-                 header: str = "") -> FeaturePage:
+def feature_page(
+    stats: FeatureStats,
+    source: Any,
+    f: int,
+    vocab: Vocab | None = None,
+    cfg: DashboardConfig | None = None,
+    directions: Tensor | None = None,
+    unembedding: tuple[Tensor, Tensor | None] | None = None,
+    header: str = "",
+) -> FeaturePage:
     """One feature's page as an object that shows itself in Jupyter (`_repr_html_`)."""
     cfg = cfg or DashboardConfig()
     check_features([f], stats.n_features)

@@ -29,12 +29,30 @@ from __future__ import annotations
 from typing import Any
 
 NEURONPEDIA_FEATURE_KEYS = (
-    "feature_index", "neuron_alignment_indices", "neuron_alignment_values", "neuron_alignment_l1",
-    "correlated_neurons_indices", "correlated_neurons_l1", "correlated_neurons_pearson",
-    "correlated_features_indices", "correlated_features_l1", "correlated_features_pearson",
-    "neg_str", "neg_values", "pos_str", "pos_values", "frac_nonzero",
-    "freq_hist_data_bar_values", "freq_hist_data_bar_heights", "logits_hist_data_bar_heights", "logits_hist_data_bar_values",
-    "n_prompts_total", "n_tokens_in_prompt", "dataset", "decoder_weights_dist", "activations",
+    "feature_index",
+    "neuron_alignment_indices",
+    "neuron_alignment_values",
+    "neuron_alignment_l1",
+    "correlated_neurons_indices",
+    "correlated_neurons_l1",
+    "correlated_neurons_pearson",
+    "correlated_features_indices",
+    "correlated_features_l1",
+    "correlated_features_pearson",
+    "neg_str",
+    "neg_values",
+    "pos_str",
+    "pos_values",
+    "frac_nonzero",
+    "freq_hist_data_bar_values",
+    "freq_hist_data_bar_heights",
+    "logits_hist_data_bar_heights",
+    "logits_hist_data_bar_values",
+    "n_prompts_total",
+    "n_tokens_in_prompt",
+    "dataset",
+    "decoder_weights_dist",
+    "activations",
 )
 """The keys of SAEDashboard's `NeuronpediaDashboardFeature.to_dict()`, in its order."""
 
@@ -52,10 +70,16 @@ def _edges(centres: list[float]) -> list[float]:
     return [round(c - w / 2, 5) for c in centres] + [round(centres[-1] + w / 2, 5)]
 
 
-def _activation(ctx: dict[str, Any], text: dict[str, list[str]], lo: float, hi: float, contains: float) -> dict[str, Any]:
-    return {"bin_min": lo, "bin_max": hi, "bin_contains": contains,
-            "tokens": [text[str(t)][1] for t in ctx["tokens"]],
-            "values": [0.0 if v is None else v for v in ctx["values"]]}
+def _activation(
+    ctx: dict[str, Any], text: dict[str, list[str]], lo: float, hi: float, contains: float
+) -> dict[str, Any]:
+    return {
+        "bin_min": lo,
+        "bin_max": hi,
+        "bin_contains": contains,
+        "tokens": [text[str(t)][1] for t in ctx["tokens"]],
+        "values": [0.0 if v is None else v for v in ctx["values"]],
+    }
 
 
 def to_neuronpedia(rec: dict[str, Any], ctx_len: int = 0, dataset: str = "") -> dict[str, Any]:
@@ -67,13 +91,19 @@ def to_neuronpedia(rec: dict[str, Any], ctx_len: int = 0, dataset: str = "") -> 
         acts += [_activation(c, toks, b["lo"], b["hi"], b["fraction"]) for c in b["examples"]]
     out = {
         "feature_index": rec["feature"],
-        "neuron_alignment_indices": [], "neuron_alignment_values": [], "neuron_alignment_l1": [],
-        "correlated_neurons_indices": [], "correlated_neurons_l1": [], "correlated_neurons_pearson": [],
+        "neuron_alignment_indices": [],
+        "neuron_alignment_values": [],
+        "neuron_alignment_l1": [],
+        "correlated_neurons_indices": [],
+        "correlated_neurons_l1": [],
+        "correlated_neurons_pearson": [],
         "correlated_features_indices": [c[0] for c in rec["coact"]],
         "correlated_features_l1": [c[3] for c in rec["coact"]],
         "correlated_features_pearson": [c[2] for c in rec["coact"]],
-        "neg_str": [toks[str(t)][1] for t, _ in lg["bottom"]], "neg_values": [v for _, v in lg["bottom"]],
-        "pos_str": [toks[str(t)][1] for t, _ in lg["top"]], "pos_values": [v for _, v in lg["top"]],
+        "neg_str": [toks[str(t)][1] for t, _ in lg["bottom"]],
+        "neg_values": [v for _, v in lg["bottom"]],
+        "pos_str": [toks[str(t)][1] for t, _ in lg["top"]],
+        "pos_values": [v for _, v in lg["top"]],
         "frac_nonzero": rec["freq"],
         "freq_hist_data_bar_values": _centres(rec["histogram"]["edges"]),
         "freq_hist_data_bar_heights": list(rec["histogram"]["counts"]),
@@ -108,13 +138,23 @@ def from_neuronpedia(d: dict[str, Any]) -> dict[str, Any]:
         else:
             buckets.append({"lo": a["bin_min"], "hi": a["bin_max"], "fraction": a["bin_contains"], "examples": [ctx]})
     return {
-        "feature": d["feature_index"], "freq": d["frac_nonzero"],
+        "feature": d["feature_index"],
+        "freq": d["frac_nonzero"],
         "histogram": {"edges": _edges(d["freq_hist_data_bar_values"]), "counts": list(d["freq_hist_data_bar_heights"])},
-        "logits": {"top": [[s, v] for s, v in zip(d["pos_str"], d["pos_values"])],
-                   "bottom": [[s, v] for s, v in zip(d["neg_str"], d["neg_values"])],
-                   "edges": _edges(d["logits_hist_data_bar_values"]), "counts": list(d["logits_hist_data_bar_heights"])},
-        "coact": [[g, p, c] for g, p, c in zip(d["correlated_features_indices"], d["correlated_features_pearson"], d["correlated_features_l1"])],
-        "top": top, "buckets": buckets,
+        "logits": {
+            "top": [[s, v] for s, v in zip(d["pos_str"], d["pos_values"])],
+            "bottom": [[s, v] for s, v in zip(d["neg_str"], d["neg_values"])],
+            "edges": _edges(d["logits_hist_data_bar_values"]),
+            "counts": list(d["logits_hist_data_bar_heights"]),
+        },
+        "coact": [
+            [g, p, c]
+            for g, p, c in zip(
+                d["correlated_features_indices"], d["correlated_features_pearson"], d["correlated_features_l1"]
+            )
+        ],
+        "top": top,
+        "buckets": buckets,
     }
 
 
@@ -124,16 +164,27 @@ def record_as_text(rec: dict[str, Any]) -> dict[str, Any]:
     toks = rec["tokens"]
 
     def ctx(c: dict[str, Any]) -> dict[str, Any]:
-        return {"tokens": [toks[str(t)][1] for t in c["tokens"]], "values": [0.0 if v is None else v for v in c["values"]]}
+        return {
+            "tokens": [toks[str(t)][1] for t in c["tokens"]],
+            "values": [0.0 if v is None else v for v in c["values"]],
+        }
 
     lg = rec.get("logits") or {"top": [], "bottom": [], "edges": [], "counts": []}
     return {
-        "feature": rec["feature"], "freq": rec["freq"],
+        "feature": rec["feature"],
+        "freq": rec["freq"],
         "histogram": {"edges": rec["histogram"]["edges"], "counts": rec["histogram"]["counts"]},
-        "logits": {"top": [[toks[str(t)][1], v] for t, v in lg["top"]], "bottom": [[toks[str(t)][1], v] for t, v in lg["bottom"]],
-                   "edges": lg["edges"], "counts": lg["counts"]},
+        "logits": {
+            "top": [[toks[str(t)][1], v] for t, v in lg["top"]],
+            "bottom": [[toks[str(t)][1], v] for t, v in lg["bottom"]],
+            "edges": lg["edges"],
+            "counts": lg["counts"],
+        },
         "coact": [[g, p, c] for g, _, p, c in rec["coact"]],
         "top": [ctx(c) for c in rec["top"]],
-        "buckets": [{"lo": b["lo"], "hi": b["hi"], "fraction": b["fraction"], "examples": [ctx(c) for c in b["examples"]]}
-                    for b in rec["buckets"] if b["examples"]],
+        "buckets": [
+            {"lo": b["lo"], "hi": b["hi"], "fraction": b["fraction"], "examples": [ctx(c) for c in b["examples"]]}
+            for b in rec["buckets"]
+            if b["examples"]
+        ],
     }

@@ -98,7 +98,15 @@ class ContextFetcher:
                 target = len(toks)
             toks.append(got[0])
             vals.append(round(w, 4))
-        return {"value": round(value, 4), "row": row, "seq": s0, "pos": p0, "target": target, "tokens": toks, "values": vals}
+        return {
+            "value": round(value, 4),
+            "row": row,
+            "seq": s0,
+            "pos": p0,
+            "target": target,
+            "tokens": toks,
+            "values": vals,
+        }
 
 
 def distinct(contexts: Iterable[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -117,24 +125,43 @@ def distinct(contexts: Iterable[dict[str, Any]], n: int) -> list[dict[str, Any]]
 
 
 def feature_record(
-    stats: FeatureStats, f: int, fetch: ContextFetcher, vocab: Vocab, *, name: str | None = None,
-    n_top: int = 20, n_groups: int = 5, per_group: int = 4, n_coact: int = 8, dense: float = 0.1,
-    neighbours: list[tuple[int, float]] | None = None, logits: dict[str, Any] | None = None,
+    stats: FeatureStats,
+    f: int,
+    fetch: ContextFetcher,
+    vocab: Vocab,
+    *,
+    name: str | None = None,
+    n_top: int = 20,
+    n_groups: int = 5,
+    per_group: int = 4,
+    n_coact: int = 8,
+    dense: float = 0.1,
+    neighbours: list[tuple[int, float]] | None = None,
+    logits: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of feature `f` (see the module docstring); `fetch.prefetch` must cover its rows."""
     count = int(stats.count[f])
     freq = count / max(stats.n_rows, 1)
     rec: dict[str, Any] = {
-        "feature": f, "name": name or f"feature {f}", "density": density_class(freq, dense), "signed": bool(stats.signed),
-        "n_rows": stats.n_rows, "count": count, "freq": freq,
-        "max": float(stats.max_value[f]), "min": float(stats.min[f]) if math.isfinite(float(stats.min[f])) else 0.0,
+        "feature": f,
+        "name": name or f"feature {f}",
+        "density": density_class(freq, dense),
+        "signed": bool(stats.signed),
+        "n_rows": stats.n_rows,
+        "count": count,
+        "freq": freq,
+        "max": float(stats.max_value[f]),
+        "min": float(stats.min[f]) if math.isfinite(float(stats.min[f])) else 0.0,
         "mean_active": float(stats.mean_active[f]),
     }
     edges, counts = stats.hist.trimmed(f) if stats.hist is not None else (torch.zeros(2), torch.zeros(1))
     rec["histogram"] = {"edges": [round(float(e), 5) for e in edges], "counts": counts.tolist()}
     rec["top"] = distinct((fetch.context(v, r, w) for v, r, w in stats.top.entries(f)), n_top)
-    rec["bottom"] = (distinct((fetch.context(v, r, w) for v, r, w in stats.bottom.entries(f)), n_top)
-                     if stats.bottom is not None else [])
+    rec["bottom"] = (
+        distinct((fetch.context(v, r, w) for v, r, w in stats.bottom.entries(f)), n_top)
+        if stats.bottom is not None
+        else []
+    )
     rec["buckets"] = _buckets(stats, f, fetch, n_groups, per_group)
     rec["positions"] = {"rows": stats.pos_rows.tolist(), "fires": stats.pos_counts[f].tolist()}
     jac = stats.jaccard(f).clone()
@@ -142,12 +169,21 @@ def feature_record(
     k = min(n_coact, stats.n_features - 1)
     top = jac.topk(k) if k > 0 else None
     cos, pear = stats.correlations(f)
-    rec["coact"] = [] if top is None else [[int(g), round(float(j), 4), round(float(pear[g]), 4), round(float(cos[g]), 4)]
-                                           for j, g in zip(top.values, top.indices) if j > 0]
+    rec["coact"] = (
+        []
+        if top is None
+        else [
+            [int(g), round(float(j), 4), round(float(pear[g]), 4), round(float(cos[g]), 4)]
+            for j, g in zip(top.values, top.indices)
+            if j > 0
+        ]
+    )
     rec["coact_rows"] = stats.coact_rows
     rec["neighbours"] = [[int(g), round(float(c), 4)] for g, c in (neighbours or [])]
     rec["logits"] = logits
-    ids = {t for c in rec["top"] + rec["bottom"] + [e for b in rec["buckets"] for e in b["examples"]] for t in c["tokens"]}
+    ids = {
+        t for c in rec["top"] + rec["bottom"] + [e for b in rec["buckets"] for e in b["examples"]] for t in c["tokens"]
+    }
     if logits:
         ids |= {t for t, _ in logits["top"]} | {t for t, _ in logits["bottom"]}
     rec["tokens"] = {str(i): [vocab.show(i), vocab.text(i), vocab.title(i)] for i in sorted(ids)}
@@ -177,7 +213,9 @@ def _buckets(stats: FeatureStats, f: int, fetch: ContextFetcher, n_groups: int, 
     return out
 
 
-def decoder_neighbours(directions: Tensor, features: list[int], k: int = 8, batch: int = 512) -> dict[int, list[tuple[int, float]]]:
+def decoder_neighbours(
+    directions: Tensor, features: list[int], k: int = 8, batch: int = 512
+) -> dict[int, list[tuple[int, float]]]:
     """The k latents whose decoder directions have the highest cosine with each feature's (itself excluded)."""
     D = directions.float() / directions.float().norm(dim=-1, keepdim=True).clamp_min(1e-12)
     out = {}

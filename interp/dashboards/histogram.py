@@ -49,7 +49,9 @@ class StreamingHistogram:
             for d in need.unique().tolist():
                 sel = feats[need == d]
                 idx = self._merge_index(min(d, 40)).expand(len(sel), -1)
-                self.counts[sel] = torch.zeros(len(sel), self.bins, dtype=torch.int64).scatter_add_(1, idx, self.counts[sel])
+                self.counts[sel] = torch.zeros(len(sel), self.bins, dtype=torch.int64).scatter_add_(
+                    1, idx, self.counts[sel]
+                )
                 self.hi[sel] *= float(2**d)
         hi = self.hi[feature]
         v = value.double()

@@ -19,7 +19,9 @@ from interp.dashboards.page import CSS, esc
 
 
 def json_for_script(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return (
+        json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
 
 
 def density_histogram(freqs: list[float], bins: int = 40) -> str:
@@ -35,8 +37,13 @@ def density_histogram(freqs: list[float], bins: int = 40) -> str:
     for x in live:
         counts[min(bins - 1, int((x - lo) / w))] += 1
     edges = [lo + i * w for i in range(bins + 1)]
-    return svg.bars(edges, counts, title=f"feature density: log10(firing frequency), {len(live)} live features",
-                    xlabel="log10 frequency", color="#16a085")
+    return svg.bars(
+        edges,
+        counts,
+        title=f"feature density: log10(firing frequency), {len(live)} live features",
+        xlabel="log10 frequency",
+        color="#16a085",
+    )
 
 
 def index_html(rows: list[dict[str, Any]], header: dict[str, Any], title: str) -> str:
@@ -44,8 +51,13 @@ def index_html(rows: list[dict[str, Any]], header: dict[str, Any], title: str) -
     `header`: label -> value (plain text) shown above the table."""
     head = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in header.items())
     dens = density_histogram([r["freq"] for r in rows])
-    return _PAGE.replace("__TITLE__", esc(title)).replace("__CSS__", CSS).replace("__HEAD__", head) \
-        .replace("__DENS__", dens).replace("__DATA__", json_for_script(rows))
+    return (
+        _PAGE.replace("__TITLE__", esc(title))
+        .replace("__CSS__", CSS)
+        .replace("__HEAD__", head)
+        .replace("__DENS__", dens)
+        .replace("__DATA__", json_for_script(rows))
+    )
 
 
 _PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">

@@ -15,7 +15,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-_NORMS = ("model.norm.weight", "gpt_neox.final_layer_norm.weight", "transformer.ln_f.weight", "model.final_layernorm.weight")
+_NORMS = (
+    "model.norm.weight",
+    "gpt_neox.final_layer_norm.weight",
+    "transformer.ln_f.weight",
+    "model.final_layernorm.weight",
+)
 _UNEMBED = ("lm_head.weight", "embed_out.weight")
 _EMBED = ("model.embed_tokens.weight", "gpt_neox.embed_in.weight", "transformer.wte.weight")
 
@@ -58,7 +63,11 @@ def _from_model(spec: str) -> tuple[Tensor, Tensor | None]:
     W = hf.get_output_embeddings().weight.detach().float()
     g = None
     for name, mod in hf.named_modules():
-        if name.count(".") <= 1 and name.split(".")[-1] in ("norm", "final_layer_norm", "ln_f") and hasattr(mod, "weight"):
+        if (
+            name.count(".") <= 1
+            and name.split(".")[-1] in ("norm", "final_layer_norm", "ln_f")
+            and hasattr(mod, "weight")
+        ):
             g = mod.weight.detach().float()
             if "gemma" in type(mod).__name__.lower():
                 g = 1.0 + g
@@ -66,8 +75,15 @@ def _from_model(spec: str) -> tuple[Tensor, Tensor | None]:
 
 
 @torch.no_grad()
-def logit_effects(directions: Tensor, W_U: Tensor, g: Tensor | None, features: list[int], k: int = 10,
-                  bins: int = 40, batch: int = 256) -> dict[int, dict[str, Any]]:
+def logit_effects(
+    directions: Tensor,
+    W_U: Tensor,
+    g: Tensor | None,
+    features: list[int],
+    k: int = 10,
+    bins: int = 40,
+    batch: int = 256,
+) -> dict[int, dict[str, Any]]:
     """For each feature: top-k promoted and suppressed token ids with their effect, and a histogram of
     the effect over the whole vocabulary (`edges` [bins+1], `counts` [bins])."""
     if directions.shape[1] != W_U.shape[1]:

@@ -76,8 +76,12 @@ def _feature_link(g: int, link: Callable[[int], str | None] | None) -> str:
     return f'<a href="{esc(href)}">{g}</a>' if href else str(g)
 
 
-def feature_fragment(rec: dict[str, Any], link: Callable[[int], str | None] | None = None, header: str = "",
-                     index_href: str | None = None) -> str:
+def feature_fragment(
+    rec: dict[str, Any],
+    link: Callable[[int], str | None] | None = None,
+    header: str = "",
+    index_href: str | None = None,
+) -> str:
     """The page body (a `<div class="idash">`), for a file or a notebook cell; `header` is plain text
     (which rows the statistics cover), `link(g)` the address of feature g's page or None."""
     toks = rec["tokens"]
@@ -85,8 +89,11 @@ def feature_fragment(rec: dict[str, Any], link: Callable[[int], str | None] | No
     p = ['<div class="idash">']
     nav = f' · <a href="{esc(index_href)}">index</a>' if index_href else ""
     p.append(f'<h2>{esc(rec["name"])} <span class="badge b-{esc(rec["density"])}">{esc(rec["density"])}</span></h2>')
-    stats = (f'fires on <b>{100 * rec["freq"]:.4g}%</b> of {rec["n_rows"]:,} tokens ({rec["count"]:,}) · max <b>{rec["max"]:.4g}</b>'
-             f' · mean when active {rec["mean_active"]:.4g}')
+    stats = (
+        f"fires on <b>{100 * rec['freq']:.4g}%</b> of {rec['n_rows']:,} tokens ({rec['count']:,}) · max "
+        f"<b>{rec['max']:.4g}</b>"
+        f" · mean when active {rec['mean_active']:.4g}"
+    )
     if rec["signed"]:
         stats += f' · min {rec["min"]:.4g} (signed values: "fires" = value &gt; 0; nothing is clamped)'
     p.append(f'<p class="stats">{stats}{nav}</p>')
@@ -98,48 +105,86 @@ def feature_fragment(rec: dict[str, Any], link: Callable[[int], str | None] | No
     if rec["buckets"]:
         p.append('<h3>Activation quantiles <span class="muted">(random examples in each bucket)</span></h3>')
         for b in rec["buckets"]:
-            p.append(f'<h4>{b["lo"]:.3g} – {b["hi"]:.3g} <span class="muted">({100 * b["fraction"]:.0f}% of activations)</span></h4>')
+            p.append(
+                f'<h4>{b["lo"]:.3g} – {b["hi"]:.3g} <span class="muted">({100 * b["fraction"]:.0f}% of '
+                "activations)</span></h4>"
+            )
             p += [context_html(c, toks, scale) for c in b["examples"]]
     if rec["bottom"]:
         p.append("<h3>Most negative values</h3>")
         p += [context_html(c, toks, scale) for c in rec["bottom"]]
     p.append("</div><div>")
     h = rec["histogram"]
-    p.append(svg.bars(h["edges"], h["counts"], title="activation histogram" + (" (non-zero values)" if rec["signed"] else " (active tokens)"),
-                      xlabel="activation", highlight_zero=rec["signed"]))
+    p.append(
+        svg.bars(
+            h["edges"],
+            h["counts"],
+            title="activation histogram" + (" (non-zero values)" if rec["signed"] else " (active tokens)"),
+            xlabel="activation",
+            highlight_zero=rec["signed"],
+        )
+    )
     lg = rec.get("logits")
     if lg:
-        p.append('<h3>Logit effects <span class="muted">W_U (g ⊙ d)</span></h3><table><tr><th>promoted</th><th></th><th>suppressed</th><th></th></tr>')
+        p.append(
+            '<h3>Logit effects <span class="muted">W_U (g ⊙ '
+            "d)</span></h3><table><tr><th>promoted</th><th></th><th>suppressed</th><th></th></tr>"
+        )
         for (tp, vp), (tb, vb) in zip(lg["top"], lg["bottom"]):
-            p.append(f'<tr><td>{token_html(tp, toks)}</td><td class="num">{vp:+.3g}</td>'
-                     f'<td>{token_html(tb, toks)}</td><td class="num">{vb:+.3g}</td></tr>')
+            p.append(
+                f'<tr><td>{token_html(tp, toks)}</td><td class="num">{vp:+.3g}</td>'
+                f'<td>{token_html(tb, toks)}</td><td class="num">{vb:+.3g}</td></tr>'
+            )
         p.append("</table>")
-        p.append(svg.bars(lg["edges"], lg["counts"], title="logit effect over the vocabulary", xlabel="effect on logit",
-                          color="#8e44ad", log_y=True, highlight_zero=True))
+        p.append(
+            svg.bars(
+                lg["edges"],
+                lg["counts"],
+                title="logit effect over the vocabulary",
+                xlabel="effect on logit",
+                color="#8e44ad",
+                log_y=True,
+                highlight_zero=True,
+            )
+        )
     if rec["neighbours"]:
-        p.append('<h3>Nearest decoder directions</h3><table><tr><th>feature</th><th>cosine</th></tr>')
+        p.append("<h3>Nearest decoder directions</h3><table><tr><th>feature</th><th>cosine</th></tr>")
         p += [f'<tr><td>{_feature_link(g, link)}</td><td class="num">{c:.3f}</td></tr>' for g, c in rec["neighbours"]]
         p.append("</table>")
     if rec["coact"]:
-        p.append(f'<h3>Co-activating features <span class="muted">(Jaccard over {rec["coact_rows"]:,} rows)</span></h3>'
-                 '<table><tr><th>feature</th><th>Jaccard</th><th>Pearson</th><th>cosine</th></tr>')
-        p += [f'<tr><td>{_feature_link(g, link)}</td><td class="num">{j:.3f}</td><td class="num">{r:.3f}</td><td class="num">{c:.3f}</td></tr>'
-              for g, j, r, c in rec["coact"]]
+        p.append(
+            f'<h3>Co-activating features <span class="muted">(Jaccard over {rec["coact_rows"]:,} rows)</span></h3>'
+            "<table><tr><th>feature</th><th>Jaccard</th><th>Pearson</th><th>cosine</th></tr>"
+        )
+        p += [
+            f'<tr><td>{_feature_link(g, link)}</td><td class="num">{j:.3f}</td><td class="num">{r:.3f}</td><td '
+            f'class="num">{c:.3f}</td></tr>'
+            for g, j, r, c in rec["coact"]
+        ]
         p.append("</table>")
     pos = rec["positions"]
     n_pos = max((i + 1 for i, r in enumerate(pos["rows"]) if r), default=0)  # positions the data has
     rate = [f / r if r else 0.0 for f, r in zip(pos["fires"][:n_pos], pos["rows"][:n_pos])]
     last = len(pos["rows"]) - 1
-    labels = [f"position {i}{'+' if i == last else ''}: fires on {100 * x:.3g}% ({f} of {r})" for i, (x, f, r) in enumerate(zip(rate, pos["fires"], pos["rows"]))]
-    p.append(svg.columns(rate, title="firing rate by position in the sequence", xlabel="position", labels=labels, ylabel="rate"))
+    labels = [
+        f"position {i}{'+' if i == last else ''}: fires on {100 * x:.3g}% ({f} of {r})"
+        for i, (x, f, r) in enumerate(zip(rate, pos["fires"], pos["rows"]))
+    ]
+    p.append(
+        svg.columns(
+            rate, title="firing rate by position in the sequence", xlabel="position", labels=labels, ylabel="rate"
+        )
+    )
     p.append("</div></div></div>")
     return "".join(p)
 
 
 def page_html(fragment: str, title: str) -> str:
     """A standalone HTML document around a fragment (no script, no network)."""
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
-            f"<title>{esc(title)}</title><style>body {{ margin: 1em; }}{CSS}</style></head><body>{fragment}</body></html>")
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
+        f"<title>{esc(title)}</title><style>body {{ margin: 1em; }}{CSS}</style></head><body>{fragment}</body></html>"
+    )
 
 
 class FeaturePage:

@@ -144,8 +144,11 @@ class StoreSource:
 
     def _chunk(self, part: dict[str, Tensor], kept_before: int = 0) -> Chunk:
         x = part[self.hook].float()
-        keep = (self.row_filter.keep_tensor(x, part["pos"]) if self.row_filter is not None
-                else torch.ones(len(x), dtype=torch.bool))
+        keep = (
+            self.row_filter.keep_tensor(x, part["pos"])
+            if self.row_filter is not None
+            else torch.ones(len(x), dtype=torch.bool)
+        )
         considered = torch.ones_like(keep)
         if self.max_kept is not None:  # rows past the limit only serve as context
             before = keep.cumsum(0) - keep.long() + kept_before  # ordinary rows before this one
@@ -188,7 +191,9 @@ class TensorSource:
             raise ValueError(f"acts must be [n_rows, n_features], got shape {tuple(self.acts.shape)}")
         for name in ("tokens", "seq", "pos"):
             if getattr(self, name).shape != (n,):
-                raise ValueError(f"{name} must have one entry per row ({n}), got shape {tuple(getattr(self, name).shape)}")
+                raise ValueError(
+                    f"{name} must have one entry per row ({n}), got shape {tuple(getattr(self, name).shape)}"
+                )
 
     @property
     def n_rows(self) -> int:
@@ -238,7 +243,10 @@ class TokenRows:
     def __post_init__(self) -> None:
         n = len(self.token_text)
         if self.seq.shape != (n,) or self.pos.shape != (n,):
-            raise ValueError(f"token_text, seq and pos must have one entry per row; got {n}, {tuple(self.seq.shape)}, {tuple(self.pos.shape)}")
+            raise ValueError(
+                f"token_text, seq and pos must have one entry per row; got {n}, {tuple(self.seq.shape)}, "
+                f"{tuple(self.pos.shape)}"
+            )
         ids: dict[str, int] = {}
         self.token_ids = torch.tensor([ids.setdefault(t, len(ids)) for t in self.token_text], dtype=torch.long)
         self._texts = list(ids)

@@ -45,7 +45,8 @@ class StatsConfig:
     coact_rows: int = 262_144
     """Rows over which co-firing counts are gathered (the cost is the sum of L0^2 over rows)."""
     signed: bool | None = None
-    """Treat values as signed (histogram over [-hi, hi], bottom contexts); None: signed if the first chunk has a negative value."""
+    """Treat values as signed (histogram over [-hi, hi], bottom contexts); None: signed if the first chunk has a
+    negative value."""
 
     def __post_init__(self) -> None:
         for name in ("n_top", "n_sample", "before", "after", "n_pos", "coact_rows"):
@@ -133,7 +134,9 @@ class FeatureStats:
         self.sum += torch.bincount(fa, weights=va.double(), minlength=F)
         self.l0_sum += int(act.sum())
         if len(va):
-            self.min_active = torch.minimum(self.min_active, torch.full((F,), float("inf")).scatter_reduce_(0, fa, va, "amin"))
+            self.min_active = torch.minimum(
+                self.min_active, torch.full((F,), float("inf")).scatter_reduce_(0, fa, va, "amin")
+            )
         if len(v):
             self.max = torch.maximum(self.max, torch.full((F,), -float("inf")).scatter_reduce_(0, f, v, "amax"))
             self.min = torch.minimum(self.min, torch.full((F,), float("inf")).scatter_reduce_(0, f, v, "amin"))

@@ -16,8 +16,19 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def bars(edges: Sequence[float], counts: Sequence[float], *, title: str = "", xlabel: str = "", color: str = "#e67e22",
-         log_y: bool = False, height: int = 150, width: int = 480, highlight_zero: bool = False, ylabel: str = "") -> str:
+def bars(
+    edges: Sequence[float],
+    counts: Sequence[float],
+    *,
+    title: str = "",
+    xlabel: str = "",
+    color: str = "#e67e22",
+    log_y: bool = False,
+    height: int = 150,
+    width: int = 480,
+    highlight_zero: bool = False,
+    ylabel: str = "",
+) -> str:
     """A histogram: `counts[i]` over [edges[i], edges[i+1]]; hover shows the range and the count."""
     import math
 
@@ -37,9 +48,12 @@ def bars(edges: Sequence[float], counts: Sequence[float], *, title: str = "", xl
         x0 = ml + (float(edges[i]) - lo) / span * pw
         x1 = ml + (float(edges[i + 1]) - lo) / span * pw
         h = tr(float(c)) / top * ph
-        tip = f"{_fmt(float(edges[i]))} to {_fmt(float(edges[i + 1]))}: {int(c) if float(c).is_integer() else _fmt(float(c))}"
-        parts.append(f'<rect x="{x0:.2f}" y="{mt + ph - h:.2f}" width="{max(x1 - x0 - 0.5, 0.5):.2f}" height="{h:.2f}" '
-                     f'fill="{color}"><title>{html.escape(tip)}</title></rect>')
+        count = int(c) if float(c).is_integer() else _fmt(float(c))
+        tip = f"{_fmt(float(edges[i]))} to {_fmt(float(edges[i + 1]))}: {count}"
+        parts.append(
+            f'<rect x="{x0:.2f}" y="{mt + ph - h:.2f}" width="{max(x1 - x0 - 0.5, 0.5):.2f}" height="{h:.2f}" '
+            f'fill="{color}"><title>{html.escape(tip)}</title></rect>'
+        )
     if highlight_zero and lo < 0 < hi:
         xz = ml + (0 - lo) / span * pw
         parts.append(f'<line x1="{xz:.1f}" x2="{xz:.1f}" y1="{mt}" y2="{mt + ph}" stroke="#999" stroke-dasharray="2"/>')
@@ -49,15 +63,25 @@ def bars(edges: Sequence[float], counts: Sequence[float], *, title: str = "", xl
         f'<text x="{ml}" y="{mt + ph + 12}" class="ax">{html.escape(_fmt(lo))}</text>',
         f'<text x="{ml + pw}" y="{mt + ph + 12}" class="ax" text-anchor="end">{html.escape(_fmt(hi))}</text>',
         f'<text x="{ml + pw / 2}" y="{mt + ph + 25}" class="ax" text-anchor="middle">{html.escape(xlabel)}</text>',
-        f'<text x="{ml - 4}" y="{mt + 8}" class="ax" text-anchor="end">{html.escape(_fmt(max(float(c) for c in counts)))}</text>',
+        f'<text x="{ml - 4}" y="{mt + 8}" class="ax" '
+        f'text-anchor="end">{html.escape(_fmt(max(float(c) for c in counts)))}</text>',
         f'<text x="10" y="{mt + ph / 2 + 20}" class="ax" transform="rotate(-90 10 {mt + ph / 2 + 20})">{yl}</text>',
         "</svg>",
     ]
     return "".join(parts)
 
 
-def columns(values: Sequence[float], *, title: str = "", xlabel: str = "", color: str = "#2980b9", height: int = 130,
-            width: int = 480, labels: Sequence[str] | None = None, ylabel: str = "") -> str:
+def columns(
+    values: Sequence[float],
+    *,
+    title: str = "",
+    xlabel: str = "",
+    color: str = "#2980b9",
+    height: int = 130,
+    width: int = 480,
+    labels: Sequence[str] | None = None,
+    ylabel: str = "",
+) -> str:
     """One bar per category (e.g. per position), with hover labels."""
     n = len(values)
     if n == 0:

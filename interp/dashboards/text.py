@@ -42,8 +42,17 @@ class TextView:
     ranks dense features after all others, as the index does: a feature lit on almost every token tops a
     by-max list and says nothing about this text. They are shown in their own section."""
 
-    def __init__(self, ids: Tensor, z: Tensor, vocab: Vocab, keep: Tensor | None = None, n_features: int = 12,
-                 link: Callable[[int], str | None] | None = None, note: str = "", dense: Tensor | None = None):
+    def __init__(
+        self,
+        ids: Tensor,
+        z: Tensor,
+        vocab: Vocab,
+        keep: Tensor | None = None,
+        n_features: int = 12,
+        link: Callable[[int], str | None] | None = None,
+        note: str = "",
+        dense: Tensor | None = None,
+    ):
         self.ids, self.vocab, self.link, self.note = ids.tolist(), vocab, link, note
         self.keep = torch.ones(len(self.ids), dtype=torch.bool) if keep is None else keep.bool()
         self.z = torch.where(self.keep[:, None], z.float(), torch.zeros(()))
@@ -65,7 +74,9 @@ class TextView:
                 continue
             zt = self.z[t]
             best = zt.topk(min(5, zt.numel()))
-            hover = "top features here: " + ", ".join(f"{int(g)} ({float(v):.3g})" for v, g in zip(best.values, best.indices) if v > 0)
+            hover = "top features here: " + ", ".join(
+                f"{int(g)} ({float(v):.3g})" for v, g in zip(best.values, best.indices) if v > 0
+            )
             style = ""
             if f is not None:
                 v = float(zt[f])
@@ -94,11 +105,14 @@ class TextView:
         return "".join(p)
 
     def _table(self, feats: list[int], toks: dict[str, list[str]]) -> str:
-        p = ['<table><tr><th>feature</th><th>max</th><th>tokens</th></tr>']
+        p = ["<table><tr><th>feature</th><th>max</th><th>tokens</th></tr>"]
         for f in feats:
             href = self.link(f) if self.link else None
             name = f'<a href="{esc(href)}">{f}</a>' if href else str(f)
-            p.append(f'<tr><td>{name}</td><td class="num">{float(self.z[:, f].max()):.3g}</td><td>{self._line(f, toks)}</td></tr>')
+            p.append(
+                f"<tr><td>{name}</td><td "
+                f'class="num">{float(self.z[:, f].max()):.3g}</td><td>{self._line(f, toks)}</td></tr>'
+            )
         p.append("</table>")
         return "".join(p)
 

@@ -186,9 +186,7 @@ def build_corpus(
     return _corpus_from_texts(tokenizer, texts, source, ctx_len, max_tokens, seed)
 
 
-def _synthetic_corpus(
-    spec: str, tokenizer: PreTrainedTokenizerBase, ctx_len: int, n_rows: int, seed: int
-) -> Corpus:
+def _synthetic_corpus(spec: str, tokenizer: PreTrainedTokenizerBase, ctx_len: int, n_rows: int, seed: int) -> Corpus:
     """``n_rows`` rows of a ``synthetic:*`` spec; the generators never run out, so rows are exact."""
     if spec == "synthetic:repeat":
         # vocab_size leaves out added special tokens, so eos/pad never appear as random tokens.

@@ -32,7 +32,6 @@ import ast
 import os
 import sysconfig
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from interp.data.text_source import TextSource

@@ -222,7 +222,19 @@ class QuoteSequences:
 
 _QUOTE_PREFIXES = ("", "x = ", "print(", "name = ", "She said ", "The sign read ")
 _QUOTE_WORDS = (
-    "hello", "there", "world", "the", "cat", "sat", "on", "a", "mat", "we", "went", "home", "today",
+    "hello",
+    "there",
+    "world",
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "we",
+    "went",
+    "home",
+    "today",
 )
 _APOSTROPHE_WORDS = ("it's", "don't", "we're", "that's")
 

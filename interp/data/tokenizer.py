@@ -44,9 +44,7 @@ def bytes_to_unicode() -> dict[int, str]:
     Printable Latin-1 bytes map to themselves; the others are shifted to ``chr(256 + k)``.
     """
     printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     )
     mapping: dict[int, str] = {b: chr(b) for b in printable}
     shift = 0

@@ -73,8 +73,9 @@ def _utf8(raw: bytes, path: str, lineno: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} line {lineno} is not UTF-8 text (byte {e.start} of the line); "
-                         "save the file as UTF-8") from None
+        raise ValueError(
+            f"{path} line {lineno} is not UTF-8 text (byte {e.start} of the line); save the file as UTF-8"
+        ) from None
 
 
 def jsonl_source(spec: str, rest: str):
@@ -91,11 +92,14 @@ def jsonl_source(spec: str, rest: str):
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise ValueError(f"{path} line {i + 1} is not JSON ({e.msg}); a .jsonl file has one object per line") from None
+                    raise ValueError(
+                        f"{path} line {i + 1} is not JSON ({e.msg}); a .jsonl file has one object per line"
+                    ) from None
                 if not isinstance(obj, dict) or field not in obj:
                     keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
-                    raise ValueError(f"{path} line {i + 1} has no field {field!r} (it has {keys}); "
-                                     f"write jsonl:{path}:FIELD")
+                    raise ValueError(
+                        f"{path} line {i + 1} has no field {field!r} (it has {keys}); write jsonl:{path}:FIELD"
+                    )
                 out.append(_check_text(obj[field], f"{path} line {i + 1}", field))
         return out
 
@@ -135,12 +139,14 @@ def csv_source(spec: str, rest: str):
             try:
                 reader = csv.DictReader(f)
                 if reader.fieldnames is None or column not in reader.fieldnames:
-                    raise ValueError(f"{path} has no column {column!r} (header: {reader.fieldnames}); "
-                                     f"write csv:{path}:COLUMN")
+                    raise ValueError(
+                        f"{path} has no column {column!r} (header: {reader.fieldnames}); write csv:{path}:COLUMN"
+                    )
                 return [row[column] for row in reader]
             except UnicodeDecodeError:
-                raise ValueError(f"{path} is not UTF-8 text (after row {reader.line_num} of the file); "
-                                 "save the file as UTF-8") from None
+                raise ValueError(
+                    f"{path} is not UTF-8 text (after row {reader.line_num} of the file); save the file as UTF-8"
+                ) from None
             except csv.Error as e:
                 raise ValueError(f"{path} row {reader.line_num} is not valid CSV ({e})") from None
 
@@ -163,8 +169,10 @@ def hf_disk_source(spec: str, rest: str):
             if isinstance(e, ValueError) and path in str(e) or isinstance(e, OSError) and e.errno is not None:
                 raise  # ours (names the folder); disk full, permission denied: the CLI names those itself
             first = (str(e).strip().splitlines() or [""])[0][:160]
-            raise ValueError(f"hf-disk:{path} cannot be read as a saved dataset ({type(e).__name__}: {first}); "
-                             "is the folder damaged? Write it again with save_to_disk") from None
+            raise ValueError(
+                f"hf-disk:{path} cannot be read as a saved dataset ({type(e).__name__}: {first}); "
+                "is the folder damaged? Write it again with save_to_disk"
+            ) from None
 
     return _texts_source(spec, path, rows)
 
@@ -185,8 +193,9 @@ def _hf_disk_rows(path: str, split: str | None, column: str | None) -> list[str 
         raise ValueError(f"{path} is a single Dataset with no split {split!r}; write hf-disk:{path}")
     column = column or default_column(ds.column_names)
     if column not in ds.column_names:
-        raise ValueError(f"{path} has no column {column!r} (columns: {ds.column_names}); "
-                         f"write hf-disk:{path}:SPLIT:COLUMN")
+        raise ValueError(
+            f"{path} has no column {column!r} (columns: {ds.column_names}); write hf-disk:{path}:SPLIT:COLUMN"
+        )
     return [_check_text(v, f"{path} row {i}", column) for i, v in enumerate(ds[column])]
 
 
@@ -197,5 +206,5 @@ def get_user_source(spec: str):
     """The `TextSource` of a user-data spec (one of `USER_SPECS`)."""
     for prefix, make in _READERS.items():
         if spec.startswith(prefix):
-            return make(spec, spec[len(prefix):])
+            return make(spec, spec[len(prefix) :])
     raise ValueError(f"not a user-data spec: {spec!r}; use one of {', '.join(USER_SPECS)}")

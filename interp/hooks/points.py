@@ -123,7 +123,7 @@ def build_points(adapter: Adapter, config) -> list[HookPoint]:
         b, a = f"blocks.{layer}", f"blocks.{layer}.attn"
 
         def pt(name, site, module, **kw):
-            return HookPoint(name, layer, site, f"{blk}.{module}" if module else blk, stop_module=blk, **kw)
+            return HookPoint(name, layer, site, f"{blk}.{module}" if module else blk, stop_module=blk, **kw)  # noqa: B023
 
         points.append(pt(f"{b}.hook_resid_pre", "input", ""))
         if adapter.attn_norm:
@@ -137,7 +137,12 @@ def build_points(adapter: Adapter, config) -> list[HookPoint]:
             ]
         else:
             points += [
-                pt(f"{a}.hook_{x}", "output", adapter.qkv[0], view=View(heads=n_heads, fused=adapter.qkv_layout, part=i))
+                pt(
+                    f"{a}.hook_{x}",
+                    "output",
+                    adapter.qkv[0],
+                    view=View(heads=n_heads, fused=adapter.qkv_layout, part=i),
+                )
                 for i, x in enumerate("qkv")
             ]
         points += [
@@ -152,7 +157,9 @@ def build_points(adapter: Adapter, config) -> list[HookPoint]:
             points += _norm_points(f"{b}.ln1_post", layer, f"{blk}.{adapter.attn_contrib}", blk)
         points.append(pt(f"{b}.hook_attn_out", "output", adapter.attn_contrib))
         if not parallel:
-            points.append(pt(f"{b}.hook_resid_mid", "input", adapter.mlp_norm, delta_module=f"{blk}.{adapter.mlp_contrib}"))
+            points.append(
+                pt(f"{b}.hook_resid_mid", "input", adapter.mlp_norm, delta_module=f"{blk}.{adapter.mlp_contrib}")
+            )
         points += _norm_points(f"{b}.ln2", layer, f"{blk}.{adapter.mlp_norm}", blk)
         points.append(pt(f"{b}.mlp.hook_pre", "output", adapter.mlp_pre))
         if adapter.mlp_pre_linear:

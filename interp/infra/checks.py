@@ -64,5 +64,7 @@ def check_ctx_len(model: Any, ctx_len: int, option: str = "--ctx-len") -> None:
     hf = getattr(model, "hf_model", model)
     limit = max_positions(getattr(hf, "config", None))
     if limit is not None and ctx_len > limit:
-        raise ValueError(f"{option} {ctx_len} is longer than the {limit} positions the model is configured for; "
-                         f"use {option} {limit} or less")
+        raise ValueError(
+            f"{option} {ctx_len} is longer than the {limit} positions the model is configured for; "
+            f"use {option} {limit} or less"
+        )

@@ -49,14 +49,17 @@ def resolve_device(device: object = "auto") -> str:
     if m[1] == "auto":
         return "cuda" if ok else "cpu"
     if not ok:
-        raise DeviceError(f"--device {text} asked for CUDA but {why}; use --device cpu (or auto, which picks "
-                          "CUDA when it is there)")
+        raise DeviceError(
+            f"--device {text} asked for CUDA but {why}; use --device cpu (or auto, which picks CUDA when it is there)"
+        )
     import torch
 
     index = int(m[2] or 0)
     if index >= torch.cuda.device_count():
-        raise DeviceError(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                          f"numbered 0..{torch.cuda.device_count() - 1}")
+        raise DeviceError(
+            f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+            f"numbered 0..{torch.cuda.device_count() - 1}"
+        )
     return text
 
 

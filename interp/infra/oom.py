@@ -17,7 +17,9 @@ import contextlib
 import re
 from collections.abc import Iterator
 
-_ASKED = re.compile(r"(?:tried to allocate|allocate memory: you tried to allocate)\s+([\d.]+)\s*([KMGT]i?B|bytes)?", re.I)
+_ASKED = re.compile(
+    r"(?:tried to allocate|allocate memory: you tried to allocate)\s+([\d.]+)\s*([KMGT]i?B|bytes)?", re.I
+)
 
 
 class OutOfMemoryAdvice(ValueError):
@@ -64,8 +66,11 @@ def advice(exc: BaseException, what: str, fix: str) -> OutOfMemoryAdvice:
     asked = _asked(text)
     where = "GPU" if cuda else "CPU"
     return OutOfMemoryAdvice(
-        f"{what} ran out of {where} memory" + (f" asking for {asked}" if asked else "")
-        + f" ({_available(cuda)}): {fix}" + ("" if cuda else ", or run where there is more RAM"))
+        f"{what} ran out of {where} memory"
+        + (f" asking for {asked}" if asked else "")
+        + f" ({_available(cuda)}): {fix}"
+        + ("" if cuda else ", or run where there is more RAM")
+    )
 
 
 @contextlib.contextmanager

@@ -17,8 +17,16 @@ import json
 import os
 from pathlib import Path
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "vocab.json", "merges.txt", "tokenizer.model", "spiece.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+)
 """Files that define a HF tokenizer; the identity hashes those present, by name and bytes."""
 
 
@@ -38,12 +46,14 @@ def _content_digest(tokenizer) -> str:
     """Hash of the vocabulary and special tokens, for a tokenizer built in code (no files)."""
     vocab = sorted(tokenizer.get_vocab().items())
     special = getattr(tokenizer, "special_tokens_map", {})
-    blob = json.dumps({"class": type(tokenizer).__name__, "vocab": vocab, "special": special}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {"class": type(tokenizer).__name__, "vocab": vocab, "special": special}, sort_keys=True, default=str
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def tokenizer_identity(tokenizer) -> str:
-    """"NAME@sha256:HEX16": the folder's (or hub id's) last name and a hash of the tokenizer's files.
+    """ "NAME@sha256:HEX16": the folder's (or hub id's) last name and a hash of the tokenizer's files.
 
     Two copies of the same tokenizer in different folders or machines get the same identity; a
     tokenizer with a changed vocabulary gets another one. Tokenizers built in code (the byte-level

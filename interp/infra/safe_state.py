@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from interp.store.atomic import atomic_write_bytes, atomic_write_with
 
-FORMAT = "interp.safe_state"  
+FORMAT = "interp.safe_state"
 
 
 class StateFileError(ValueError):
@@ -100,8 +100,10 @@ def load_state(folder: str | Path, stem: str, map_location: str | torch.device |
     except StateFileError:
         raise
     except Exception as e:  # noqa: BLE001 - any parse failure is "this file is damaged"
-        raise StateFileError(f"cannot read the state {js.name} + {st.name} in {folder} ({e}); the file is "
-                             "damaged or was not written by this toolkit") from None
+        raise StateFileError(
+            f"cannot read the state {js.name} + {st.name} in {folder} ({e}); the file is "
+            "damaged or was not written by this toolkit"
+        ) from None
 
 
 def load_torch_weights_only(path: str | Path, map_location: str | torch.device | None = "cpu") -> Any:
@@ -111,5 +113,7 @@ def load_torch_weights_only(path: str | Path, map_location: str | torch.device |
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # noqa: BLE001 - UnpicklingError, RuntimeError (bad zip), EOFError, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise StateFileError(f"refused to load {path}: it is not a plain tensor file ({first[:200]}). "
-                             "Files that need pickle to load can run code; only load files you made") from None
+        raise StateFileError(
+            f"refused to load {path}: it is not a plain tensor file ({first[:200]}). "
+            "Files that need pickle to load can run code; only load files you made"
+        ) from None

@@ -27,8 +27,9 @@ def check_input_file(path: Path, what: str) -> None:
         path.stat()
     except FileNotFoundError:
         if path.is_symlink():
-            raise TensorFileError(f"{what}: {path} is a symlink to nothing ({os.readlink(path)}); "
-                                  "replace it with the file") from None
+            raise TensorFileError(
+                f"{what}: {path} is a symlink to nothing ({os.readlink(path)}); replace it with the file"
+            ) from None
         raise FileNotFoundError(f"{what}: no such file {path}") from None
     except OSError as e:  # ELOOP: a symlink loop; ENAMETOOLONG, ...
         raise TensorFileError(f"{what}: cannot open {path} ({e.strerror}); replace it with the file") from None
@@ -54,8 +55,10 @@ def read_tensors(
             present = list(f.keys())
             missing = [k for k in need if k not in present]
             if missing:
-                raise TensorFileError(f"{what}: {path} has no tensor {', '.join(map(repr, missing))} "
-                                      f"(it holds {', '.join(map(repr, present[:5])) or 'nothing'})")
+                raise TensorFileError(
+                    f"{what}: {path} has no tensor {', '.join(map(repr, missing))} "
+                    f"(it holds {', '.join(map(repr, present[:5])) or 'nothing'})"
+                )
             out = {k: f.get_tensor(k) for k in (keys if keys is not None else present) if k in present}
             meta = dict(f.metadata() or {})
     except TensorFileError:
@@ -64,12 +67,14 @@ def read_tensors(
         raise
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for damaged files
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise TensorFileError(f"{what}: cannot read {path} as a safetensors file ({first}); "
-                              "is it damaged or another format?") from None
+        raise TensorFileError(
+            f"{what}: cannot read {path} as a safetensors file ({first}); is it damaged or another format?"
+        ) from None
     for k, ndim in need.items():
         if ndim is not None and out[k].dim() != ndim:
-            raise TensorFileError(f"{what}: tensor {k!r} in {path} has shape {list(out[k].shape)}; "
-                                  f"expected {ndim} dimensions")
+            raise TensorFileError(
+                f"{what}: tensor {k!r} in {path} has shape {list(out[k].shape)}; expected {ndim} dimensions"
+            )
     return out, meta
 
 
@@ -87,5 +92,6 @@ def tensor_shapes(path: str | Path, *, what: str) -> dict[str, list[int]]:
         raise
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for damaged files
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise TensorFileError(f"{what}: cannot read {path} as a safetensors file ({first}); "
-                              "is it damaged or another format?") from None
+        raise TensorFileError(
+            f"{what}: cannot read {path} as a safetensors file ({first}); is it damaged or another format?"
+        ) from None

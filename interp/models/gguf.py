@@ -18,9 +18,25 @@ from pathlib import Path
 from interp.models.provenance import cached_sha256, interp_home
 
 # llama.cpp's `general.file_type` codes (LlamaFileType in the `gguf` package) for the formats one meets.
-FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
-              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
-              17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    32: "BF16",
+}
 
 
 def gguf_in_package(package: str, pattern: str = "*.gguf") -> Path:
@@ -63,13 +79,16 @@ def convert_gguf(gguf: str | os.PathLike, progress: bool = True) -> Path:
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except (ValueError, KeyError, TypeError, IndexError, RecursionError, struct.error, EOFError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ValueError(f"{gguf}: transformers cannot read this GGUF file ({first}); is it damaged, or a "
-                         "model family transformers does not convert?") from None
+        raise ValueError(
+            f"{gguf}: transformers cannot read this GGUF file ({first}); is it damaged, or a "
+            "model family transformers does not convert?"
+        ) from None
     finally:
         if not progress:
             hf_logging.enable_progress_bar()
-    _write_folder(model, tok, dest, {"gguf": str(gguf), "gguf_sha256": cached_sha256(gguf),
-                                     "quantization": gguf_file_type(gguf)})
+    _write_folder(
+        model, tok, dest, {"gguf": str(gguf), "gguf_sha256": cached_sha256(gguf), "quantization": gguf_file_type(gguf)}
+    )
     return dest
 
 
@@ -118,8 +137,10 @@ def gguf_file_type(path: str | os.PathLike) -> str:
         def need(n: int, what: str) -> None:
             left = size - f.tell()
             if n > left:
-                raise ValueError(f"{path}: damaged or truncated GGUF header: {what} needs {n:,} bytes but only "
-                                 f"{left:,} are left in the file")
+                raise ValueError(
+                    f"{path}: damaged or truncated GGUF header: {what} needs {n:,} bytes but only "
+                    f"{left:,} are left in the file"
+                )
 
         def read(fmt: str, what: str):
             n = struct.calcsize("<" + fmt)

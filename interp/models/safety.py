@@ -46,12 +46,18 @@ def check_model_folder(folder: str | Path) -> None:
             raise UnsafeModelFolderError(
                 f"{folder} asks to run its own Python code ({name} has auto_map: {classes}); the toolkit never "
                 "runs code from model folders. Use a model whose architecture transformers ships, or remove "
-                "auto_map after checking the code")
+                "auto_map after checking the code"
+            )
     safetensors = list(folder.glob("*.safetensors"))
-    pickles = sorted(p.name for pat in PICKLE_WEIGHTS for p in folder.glob(pat)
-                     if p.name not in ("training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"))
+    pickles = sorted(
+        p.name
+        for pat in PICKLE_WEIGHTS
+        for p in folder.glob(pat)
+        if p.name not in ("training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth")
+    )
     if not safetensors and pickles:
         raise UnsafeModelFolderError(
             f"{folder} has weights only as pickle files ({', '.join(pickles[:3])}); loading a pickle can run any "
             "code inside it, so the toolkit reads safetensors only. Convert it where you trust the file: "
-            "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder, safe_serialization=True)")
+            "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder, safe_serialization=True)"
+        )

@@ -37,7 +37,8 @@ def hf_model_from_weights(config_json: Path, weights: Path, dtype: torch.dtype =
         os.symlink(Path(weights).resolve(), tmp / "model.safetensors")
         try:
             hf, info = AutoModelForCausalLM.from_pretrained(
-                tmp, dtype=dtype, attn_implementation="eager", use_safetensors=True, output_loading_info=True)
+                tmp, dtype=dtype, attn_implementation="eager", use_safetensors=True, output_loading_info=True
+            )
         except (SafetensorError, OSError, RuntimeError, ValueError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             raise WeightsFileError(f"cannot load {weights} with {config_json} ({first})") from None
@@ -52,5 +53,6 @@ def hf_model_from_weights(config_json: Path, weights: Path, dtype: torch.dtype =
     if missing or unexpected or mismatched:
         raise WeightsFileError(
             f"{weights} does not match {config_json}: missing {missing[:5]}, unexpected {unexpected[:5]}, "
-            f"wrong shape {mismatched[:5]}; give the config.json of the model that wrote these weights")
+            f"wrong shape {mismatched[:5]}; give the config.json of the model that wrote these weights"
+        )
     return hf.eval()

@@ -72,13 +72,16 @@ def attribution_patching(
     kinds = [kinds] if single else list(kinds)
     c_ids, c_mask, x_ids, x_mask = prepare_inputs(model, clean, corrupted, prepend_bos)
     metric = resolve_metric(model, metric, c_ids, c_mask, x_ids, x_mask, answer, wrong)
-    sweeps = [make_sweep(model, k, per if per == "layer" or k in HEAD_KINDS else None, layers, positions, c_ids.shape[1])
-              for k in kinds]
+    sweeps = [
+        make_sweep(model, k, per if per == "layer" or k in HEAD_KINDS else None, layers, positions, c_ids.shape[1])
+        for k in kinds
+    ]
     names = sorted({s.hook(l) for s in sweeps for l in s.layers})
     base, clean_value, clean_cache = baseline_and_clean(model, metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks)
     with model.hooks(fwd_hooks), _activation_grads_only(model):
         _, acts, grads = model.run_with_grads(
-            {"input_ids": x_ids, "attention_mask": x_mask}, names=names,
+            {"input_ids": x_ids, "attention_mask": x_mask},
+            names=names,
             loss_fn=lambda logits, ids, mask: scalar(metric(logits)),
         )
     out = {}
@@ -91,6 +94,7 @@ def attribution_patching(
                 continue
             per_layer.append(_reduce(sweep, clean_cache[name] - acts[name], grads[name]).cpu())
         values = base + torch.stack(per_layer)
-        out[sweep.kind] = PatchResult(values, sweep.dims, sweep.kind, base, clean_value,
-                                      _labels(model, c_ids, sweep), "attribution")
+        out[sweep.kind] = PatchResult(
+            values, sweep.dims, sweep.kind, base, clean_value, _labels(model, c_ids, sweep), "attribution"
+        )
     return out[kinds[0]] if single else out

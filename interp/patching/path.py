@@ -76,9 +76,11 @@ def path_patching(
     with torch.no_grad(), model.hooks(fwd_hooks):
         _, corrupt_cache = model.run_with_cache({"input_ids": x_ids, "attention_mask": x_mask}, names=z_names)
     group = model.n_heads // model.n_kv_heads
-    recv_sites = [] if recv == "logits" else [
-        (f"blocks.{l}.attn.hook_{x}", h if x == "q" else h // group) for l, h in recv for x in receiver_input
-    ]
+    recv_sites = (
+        []
+        if recv == "logits"
+        else [(f"blocks.{l}.attn.hook_{x}", h if x == "q" else h // group) for l, h in recv for x in receiver_input]
+    )
     b = c_ids.shape[0]
     senders = [(l, h) for l in range(n_send) for h in range(model.n_heads)]
     per_run = max(1, max_rows // b)
@@ -97,20 +99,22 @@ def path_patching(
             return z
 
         def record(t, hook):
-            recorded[hook.name] = t.clone()
+            recorded[hook.name] = t.clone()  # noqa: B023
 
         hooks = [*fwd_hooks, *[(n, freeze) for n in z_names], *[(n, record) for n, _ in recv_sites]]
         if recv == "logits":
             values += score_copies(model, x_ids, x_mask, k, metric, hooks)
             continue
         with torch.no_grad(), model.hooks(hooks):  # only the receivers' inputs are needed from this run
-            model.hf_model(input_ids=x_ids.repeat(k, 1), attention_mask=x_mask.repeat(k, 1), use_cache=False, logits_to_keep=1)
+            model.hf_model(
+                input_ids=x_ids.repeat(k, 1), attention_mask=x_mask.repeat(k, 1), use_cache=False, logits_to_keep=1
+            )
 
         def replace(t, hook):
             t = t.clone()
             for name, head in recv_sites:
                 if name == hook.name:
-                    t[:, :, head] = recorded[name][:, :, head]
+                    t[:, :, head] = recorded[name][:, :, head]  # noqa: B023
             return t
 
         hooks = [*fwd_hooks, *[(n, replace) for n in sorted({n for n, _ in recv_sites})]]

@@ -53,8 +53,15 @@ class PatchResult:
         i = self.dims.index(dim)
         values = self.effect.sum(i) + self.baseline
         dims = self.dims[:i] + self.dims[i + 1 :]
-        return PatchResult(values, dims, self.kind, self.baseline, self.clean,
-                           {k: v for k, v in self.labels.items() if k != dim}, self.method)
+        return PatchResult(
+            values,
+            dims,
+            self.kind,
+            self.baseline,
+            self.clean,
+            {k: v for k, v in self.labels.items() if k != dim},
+            self.method,
+        )
 
     def top(self, k: int = 5) -> list[tuple[str, float]]:
         """The k sites with the largest |effect|, as ("L23 H3", effect) or ("L3 pos5 ' John'", effect) pairs."""
@@ -83,8 +90,14 @@ class PatchResult:
         ydim, xdim = self.dims
         x = self.labels.get(xdim) or [str(i) for i in range(z.shape[1])]
         fig = px.imshow(
-            z, x=x, y=self.labels.get(ydim) or [str(i) for i in range(z.shape[0])], color_continuous_scale="RdBu", color_continuous_midpoint=0.0,
+            z,
+            x=x,
+            y=self.labels.get(ydim) or [str(i) for i in range(z.shape[0])],
+            color_continuous_scale="RdBu",
+            color_continuous_midpoint=0.0,
             labels={"x": xdim, "y": ydim, "color": "normalized metric" if normalize else "metric"},
-            title=title or f"{self.method} patching: {self.kind}", aspect="auto", **imshow_kwargs,
+            title=title or f"{self.method} patching: {self.kind}",
+            aspect="auto",
+            **imshow_kwargs,
         )
         return fig

@@ -23,9 +23,17 @@ Metric = Callable[[Tensor], Tensor]
 POS_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 HEAD_KINDS = ("z", "q", "k", "v", "result", "pattern")
 _HOOK = {
-    "resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post",
-    "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out", "z": "attn.hook_z", "q": "attn.hook_q",
-    "k": "attn.hook_k", "v": "attn.hook_v", "result": "attn.hook_result", "pattern": "attn.hook_pattern",
+    "resid_pre": "hook_resid_pre",
+    "resid_mid": "hook_resid_mid",
+    "resid_post": "hook_resid_post",
+    "attn_out": "hook_attn_out",
+    "mlp_out": "hook_mlp_out",
+    "z": "attn.hook_z",
+    "q": "attn.hook_q",
+    "k": "attn.hook_k",
+    "v": "attn.hook_v",
+    "result": "attn.hook_result",
+    "pattern": "attn.hook_pattern",
 }
 
 
@@ -44,7 +52,12 @@ class Sweep:
 
     @property
     def dims(self) -> tuple[str, ...]:
-        return {"layer": ("layer",), "pos": ("layer", "pos"), "head": ("layer", "head"), "pos_head": ("layer", "pos", "head")}[self.per]
+        return {
+            "layer": ("layer",),
+            "pos": ("layer", "pos"),
+            "head": ("layer", "head"),
+            "pos_head": ("layer", "pos", "head"),
+        }[self.per]
 
     def sites(self) -> list[tuple]:
         """Per layer, the sites in sweep order: (pos,), (head,) or (pos, head)."""
@@ -99,7 +112,9 @@ def prepare_inputs(model, clean, corrupted, prepend_bos=None) -> tuple[Tensor, T
             "(compare model.to_str_tokens of each)"
         )
     if not torch.equal(c_mask, x_mask):
-        raise ValueError("clean and corrupted inputs have padding in different places; give each pair equal token lengths")
+        raise ValueError(
+            "clean and corrupted inputs have padding in different places; give each pair equal token lengths"
+        )
     return c_ids, c_mask, x_ids, x_mask
 
 
@@ -163,7 +178,9 @@ def score_copies(model, ids: Tensor, mask: Tensor, k: int, metric: Metric, hooks
         if start is not None:
             stack.enter_context(run_from_layer(model, start[0], start[1].repeat(k, 1, 1)))
         stack.enter_context(model.hooks(hooks))
-        logits = model.hf_model(input_ids=ids.repeat(k, 1), attention_mask=mask.repeat(k, 1), use_cache=False, **kw).logits
+        logits = model.hf_model(
+            input_ids=ids.repeat(k, 1), attention_mask=mask.repeat(k, 1), use_cache=False, **kw
+        ).logits
     score = metric.on_kept if kw else metric
     return [scalar(score(logits[i * b : (i + 1) * b])).item() for i in range(k)]
 
@@ -192,6 +209,8 @@ def default_metric(model, c_ids, c_mask, x_ids, x_mask, answer=None, wrong=None)
 def resolve_metric(model, metric, c_ids, c_mask, x_ids, x_mask, answer=None, wrong=None) -> Metric:
     if metric is not None:
         if answer is not None or wrong is not None:
-            raise ValueError("pass either metric= or answer=/wrong= (which build the logit-difference metric), not both")
+            raise ValueError(
+                "pass either metric= or answer=/wrong= (which build the logit-difference metric), not both"
+            )
         return metric
     return default_metric(model, c_ids, c_mask, x_ids, x_mask, answer, wrong)

@@ -33,14 +33,24 @@ def check_tokens(tokens: Tensor) -> Tensor:
     if not isinstance(tokens, Tensor) or tokens.ndim != 2:
         raise ValueError("tokens must be a LongTensor [n_seq, pos]; build one with interp.data.resolve_corpus")
     if tokens.shape[0] == 0 or tokens.shape[1] < 2:
-        raise ValueError(f"empty corpus: got tokens of shape {tuple(tokens.shape)}; need >= 1 sequence of >= 2 tokens "
-                         "(check the --data source and --max-tokens)")
+        raise ValueError(
+            f"empty corpus: got tokens of shape {tuple(tokens.shape)}; need >= 1 sequence of >= 2 tokens "
+            "(check the --data source and --max-tokens)"
+        )
     return tokens
 
 
 @torch.no_grad()
-def perplexity(model, tokens: Tensor, mask: Tensor | None = None, fwd_hooks=(), batch_size: int = 8,
-               min_position: int = 0, progress: bool = False, desc: str = "perplexity") -> dict:
+def perplexity(
+    model,
+    tokens: Tensor,
+    mask: Tensor | None = None,
+    fwd_hooks=(),
+    batch_size: int = 8,
+    min_position: int = 0,
+    progress: bool = False,
+    desc: str = "perplexity",
+) -> dict:
     """Next-token perplexity over non-padded targets (and target positions >= `min_position`).
 
     Returns {"ppl", "loss", "n_tokens"}. `fwd_hooks` are installed for the whole evaluation only.
@@ -96,8 +106,13 @@ def calibration_means(model, tokens: Tensor, layer: int, criterion: MassiveCrite
     }
 
 
-def massive_ablation_hook(mode: Mode, criterion: MassiveCriterion, means: dict | None = None,
-                          massive_channels: Sequence[int] = (), seed: int = 0):
+def massive_ablation_hook(
+    mode: Mode,
+    criterion: MassiveCriterion,
+    means: dict | None = None,
+    massive_channels: Sequence[int] = (),
+    seed: int = 0,
+):
     """A `hook_resid_post` function that applies one intervention to the massive entries of each batch.
 
     `means` comes from `calibration_means` (needed for `mean` and `pos0_mean`); `massive_channels` are the
@@ -135,32 +150,64 @@ def massive_ablation_hook(mode: Mode, criterion: MassiveCriterion, means: dict |
     return fn
 
 
-def massive_ablations(model, tokens: Tensor, layer: int, criterion: MassiveCriterion, calib_tokens: Tensor,
-                      massive_channels: Sequence[int] = (), modes: Sequence[str] = MODES, batch_size: int = 8,
-                      progress: bool = False) -> dict:
+def massive_ablations(
+    model,
+    tokens: Tensor,
+    layer: int,
+    criterion: MassiveCriterion,
+    calib_tokens: Tensor,
+    massive_channels: Sequence[int] = (),
+    modes: Sequence[str] = MODES,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> dict:
     """Perplexity of the original model and of each intervention at `layer`: {mode: {"ppl", "loss", ...}}."""
     if not 0 <= layer < model.n_layers:
         raise ValueError(f"layer {layer} out of range 0..{model.n_layers - 1}")
     means = calibration_means(model, calib_tokens, layer, criterion, batch_size)
-    out = {"layer": layer, "original": perplexity(model, tokens, batch_size=batch_size, progress=progress, desc="ppl original")}
+    out = {
+        "layer": layer,
+        "original": perplexity(model, tokens, batch_size=batch_size, progress=progress, desc="ppl original"),
+    }
     for mode in modes:
         fn = massive_ablation_hook(mode, criterion, means, massive_channels)
-        out[mode] = perplexity(model, tokens, fwd_hooks=[(f"blocks.{layer}.hook_resid_post", fn)],
-                               batch_size=batch_size, progress=progress, desc=f"ppl {mode}")
+        out[mode] = perplexity(
+            model,
+            tokens,
+            fwd_hooks=[(f"blocks.{layer}.hook_resid_post", fn)],
+            batch_size=batch_size,
+            progress=progress,
+            desc=f"ppl {mode}",
+        )
     return out
 
 
-def streaming_test(model, tokens: Tensor, window: int, sinks: Sequence[int] = (0, 4), batch_size: int = 4,
-                   progress: bool = False) -> dict:
+def streaming_test(
+    model, tokens: Tensor, window: int, sinks: Sequence[int] = (0, 4), batch_size: int = 4, progress: bool = False
+) -> dict:
     """StreamingLLM: perplexity on target positions >= `window` under full attention and under window
     attention keeping `k` initial tokens, for each k in `sinks` (window includes the current token)."""
     if tokens.shape[1] <= window:
-        raise ValueError(f"sequences of {tokens.shape[1]} tokens are not longer than the window {window}; "
-                         "use longer sequences (--stream-ctx) or a smaller window")
-    out = {"window": window, "ctx": int(tokens.shape[1]),
-           "full": perplexity(model, tokens, batch_size=batch_size, min_position=window, progress=progress, desc="ppl full")}
+        raise ValueError(
+            f"sequences of {tokens.shape[1]} tokens are not longer than the window {window}; "
+            "use longer sequences (--stream-ctx) or a smaller window"
+        )
+    out = {
+        "window": window,
+        "ctx": int(tokens.shape[1]),
+        "full": perplexity(
+            model, tokens, batch_size=batch_size, min_position=window, progress=progress, desc="ppl full"
+        ),
+    }
     for k in sinks:
         hook = ("blocks.*.attn.hook_attn_scores", streaming_hook(window, k))
-        out[f"window+{k}sink"] = perplexity(model, tokens, fwd_hooks=[hook], batch_size=batch_size,
-                                            min_position=window, progress=progress, desc=f"ppl window+{k}")
+        out[f"window+{k}sink"] = perplexity(
+            model,
+            tokens,
+            fwd_hooks=[hook],
+            batch_size=batch_size,
+            min_position=window,
+            progress=progress,
+            desc=f"ppl window+{k}",
+        )
     return out

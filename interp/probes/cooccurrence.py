@@ -102,10 +102,26 @@ def key_value_stats(model, tokens: Tensor, batch_size: int = 8) -> list[dict]:
             causal_other[0] = 0
             cos_first = cos[:, :, 1:, 0].mean()
             cos_other = (cos * causal_other).sum() / (causal_other.sum() * cos.shape[0] * cos.shape[1])
-            acc[layer] += torch.tensor([kn[:, 0].mean(), kn[:, 1:].mean(), float(cos_first), float(cos_other),
-                                        vn[:, 0].mean(), vn[:, 1:].mean()], dtype=torch.float64)
+            acc[layer] += torch.tensor(
+                [
+                    kn[:, 0].mean(),
+                    kn[:, 1:].mean(),
+                    float(cos_first),
+                    float(cos_other),
+                    vn[:, 0].mean(),
+                    vn[:, 1:].mean(),
+                ],
+                dtype=torch.float64,
+            )
     acc /= max(1, n_batches)
-    keys = ["key_norm_first", "key_norm_other", "cos_q_key_first", "cos_q_key_other", "value_norm_first", "value_norm_other"]
+    keys = [
+        "key_norm_first",
+        "key_norm_other",
+        "cos_q_key_first",
+        "cos_q_key_other",
+        "value_norm_first",
+        "value_norm_other",
+    ]
     return [{"layer": layer, **{k: float(x) for k, x in zip(keys, acc[layer])}} for layer in range(model.n_layers)]
 
 
@@ -116,16 +132,29 @@ def no_sink_hook(scores: Tensor, hook) -> Tensor:
     return scores
 
 
-def cross_ablations(model, tokens: Tensor, layer: int, criterion: MassiveCriterion, means: dict | None,
-                    eps: float, batch_size: int = 8, progress: bool = False) -> dict:
+def cross_ablations(
+    model,
+    tokens: Tensor,
+    layer: int,
+    criterion: MassiveCriterion,
+    means: dict | None,
+    eps: float,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> dict:
     """Sinks with the massive entries at `layer` set to zero / to their mean, and massive activations with the
     sink removed. Each: Sink_1, mean alpha_first, the largest per-layer ratio and the number of massive entries."""
 
     def summary(res: dict) -> dict:
         layers = res["massive"]["layers"]
-        return {"sink_fraction": res["sinks"]["sink_fraction"], "mean_alpha_first": res["sinks"]["mean_alpha_first"],
-                "max_ratio": max(x["ratio"] for x in layers), "max_abs": max(x["max_abs"] for x in layers),
-                "n_massive": sum(x["n_massive"] for x in layers), "n_over_ratio": sum(x["n_over_ratio"] for x in layers)}
+        return {
+            "sink_fraction": res["sinks"]["sink_fraction"],
+            "mean_alpha_first": res["sinks"]["mean_alpha_first"],
+            "max_ratio": max(x["ratio"] for x in layers),
+            "max_abs": max(x["max_abs"] for x in layers),
+            "n_massive": sum(x["n_massive"] for x in layers),
+            "n_over_ratio": sum(x["n_over_ratio"] for x in layers),
+        }
 
     out = {"layer": layer}
     runs = {"none": [], "massive_zero": [(f"blocks.{layer}.hook_resid_post", massive_ablation_hook("zero", criterion))]}
@@ -133,7 +162,8 @@ def cross_ablations(model, tokens: Tensor, layer: int, criterion: MassiveCriteri
         runs["massive_mean"] = [(f"blocks.{layer}.hook_resid_post", massive_ablation_hook("mean", criterion, means))]
     runs["sink_removed"] = [("blocks.*.attn.hook_attn_scores", no_sink_hook)]
     for name, hooks in runs.items():
-        res = probe_scan(model, tokens, criterion=criterion, eps=eps, batch_size=batch_size, fwd_hooks=hooks,
-                         progress=progress)
+        res = probe_scan(
+            model, tokens, criterion=criterion, eps=eps, batch_size=batch_size, fwd_hooks=hooks, progress=progress
+        )
         out[name] = summary(res)
     return out

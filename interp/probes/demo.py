@@ -8,8 +8,17 @@ from pathlib import Path
 from interp.probes.figures import write_figures
 from interp.probes.report import ProbeConfig, headline, run_probes
 
-DEMO_CONFIG = ProbeConfig(n_seq=8, ctx_len=64, n_calib=4, n_eval=4, stream_ctx=256, stream_window=64,
-                          stream_sinks=(0, 4), n_stream=2, cross=False)
+DEMO_CONFIG = ProbeConfig(
+    n_seq=8,
+    ctx_len=64,
+    n_calib=4,
+    n_eval=4,
+    stream_ctx=256,
+    stream_window=64,
+    stream_sinks=(0, 4),
+    n_stream=2,
+    cross=False,
+)
 
 
 def step(model, workdir: Path) -> dict:

@@ -27,28 +27,71 @@ def layer_profile(report: dict) -> go.Figure:
     for k in range(3):
         ys = [x["mean_topk_abs"][k] if len(x.get("mean_topk_abs", [])) > k else None for x in layers]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"top {k + 1} |h| (mean over sequences)"))
-    hover = [html.escape(f"channel {x['top'][0]['channel']}, position {x['top'][0]['pos']}, token {x['top'][0]['token']!r}")
-             if x["top"] else "" for x in layers]
-    fig.add_trace(go.Scatter(x=xs, y=[x["max_abs"] for x in layers], mode="markers", name="max |h| (hover: where)",
-                             hovertext=hover, marker={"symbol": "x"}))
-    fig.add_trace(go.Scatter(x=xs, y=[x["median_abs"] for x in layers], mode="lines+markers", name="median |h|",
-                             line={"dash": "dot"}))
+    hover = [
+        html.escape(f"channel {x['top'][0]['channel']}, position {x['top'][0]['pos']}, token {x['top'][0]['token']!r}")
+        if x["top"]
+        else ""
+        for x in layers
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[x["max_abs"] for x in layers],
+            mode="markers",
+            name="max |h| (hover: where)",
+            hovertext=hover,
+            marker={"symbol": "x"},
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=[x["median_abs"] for x in layers], mode="lines+markers", name="median |h|", line={"dash": "dot"}
+        )
+    )
     crit = report["massive"]["criterion"]
-    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[crit["abs_threshold"]] * 2, mode="lines", name=f"abs threshold {crit['abs_threshold']:g}",
-                             line={"color": "grey", "dash": "dash"}))
-    fig.update_layout(title=_title(report, "Largest residual-stream magnitudes per layer (hook_resid_post)"),
-                      xaxis_title="layer", yaxis_title="|h| (log)", yaxis_type="log", template="plotly_white")
+    fig.add_trace(
+        go.Scatter(
+            x=[xs[0], xs[-1]],
+            y=[crit["abs_threshold"]] * 2,
+            mode="lines",
+            name=f"abs threshold {crit['abs_threshold']:g}",
+            line={"color": "grey", "dash": "dash"},
+        )
+    )
+    fig.update_layout(
+        title=_title(report, "Largest residual-stream magnitudes per layer (hook_resid_post)"),
+        xaxis_title="layer",
+        yaxis_title="|h| (log)",
+        yaxis_type="log",
+        template="plotly_white",
+    )
     return fig
 
 
 def sink_heatmap(report: dict) -> go.Figure:
     s = report["sinks"]
     a = s["alpha_first"]
-    fig = go.Figure(go.Heatmap(z=a, x=[f"head {h}" for h in range(len(a[0]))], y=list(range(len(a))),
-                               colorscale="Viridis", zmin=0, zmax=1, colorbar={"title": "alpha_1"}))
-    fig.update_layout(title=_title(report, f"Attention to the first token per head (Sink_1 at eps {s['eps']:g}: "
-                                           f"{100 * s['sink_fraction']:.1f}% of heads)"),
-                      xaxis_title="head", yaxis_title="layer", template="plotly_white")
+    fig = go.Figure(
+        go.Heatmap(
+            z=a,
+            x=[f"head {h}" for h in range(len(a[0]))],
+            y=list(range(len(a))),
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            colorbar={"title": "alpha_1"},
+        )
+    )
+    fig.update_layout(
+        title=_title(
+            report,
+            f"Attention to the first token per head (Sink_1 at eps {s['eps']:g}: "
+            f"{100 * s['sink_fraction']:.1f}% of heads)",
+        ),
+        xaxis_title="head",
+        yaxis_title="layer",
+        template="plotly_white",
+    )
     return fig
 
 
@@ -59,7 +102,7 @@ def ablation_bars(report: dict) -> go.Figure:
         if key in abl:
             names.append(f"massive: {key}" if key != "original" else "original")
             ppls.append(abl[key]["ppl"])
-            groups.append("massive activations (layer %s)" % abl.get("layer"))
+            groups.append(f"massive activations (layer {abl.get('layer')})")
     stream = report.get("streaming") or {}
     for key, val in stream.items():
         if isinstance(val, dict):
@@ -69,10 +112,21 @@ def ablation_bars(report: dict) -> go.Figure:
     fig = go.Figure()
     for g in dict.fromkeys(groups):
         idx = [i for i, x in enumerate(groups) if x == g]
-        fig.add_trace(go.Bar(x=[names[i] for i in idx], y=[ppls[i] for i in idx], name=html.escape(g),
-                             text=[f"{ppls[i]:.3g}" for i in idx], textposition="outside"))
-    fig.update_layout(title=_title(report, "Perplexity under interventions"), yaxis_type="log",
-                      yaxis_title="perplexity (log)", template="plotly_white")
+        fig.add_trace(
+            go.Bar(
+                x=[names[i] for i in idx],
+                y=[ppls[i] for i in idx],
+                name=html.escape(g),
+                text=[f"{ppls[i]:.3g}" for i in idx],
+                textposition="outside",
+            )
+        )
+    fig.update_layout(
+        title=_title(report, "Perplexity under interventions"),
+        yaxis_type="log",
+        yaxis_title="perplexity (log)",
+        template="plotly_white",
+    )
     return fig
 
 

@@ -56,9 +56,9 @@ def sequence_medians(a: Tensor, valid: Tensor) -> Tensor:
     return torch.stack([a[b][valid[b]].median() for b in range(a.shape[0])])
 
 
-
-def massive_mask(h: Tensor, valid: Tensor | None, criterion: MassiveCriterion, a: Tensor | None = None
-                 ) -> tuple[Tensor, Tensor, Tensor]:
+def massive_mask(
+    h: Tensor, valid: Tensor | None, criterion: MassiveCriterion, a: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """(massive [batch,pos,d] bool, ratio-only [batch,pos,d] bool, medians [batch]) for one layer output.
 
     `ratio-only` marks entries over the ratio threshold whatever their absolute size (a superset of massive).
@@ -142,20 +142,27 @@ class MassiveScanner:
             median = sum(meds) / len(meds) if meds else float("nan")
             ratios = self.ratios[l]
             top = sorted(self.top[l], reverse=True)[: self.top_k]
-            layers.append({
-                "layer": l,
-                "max_abs": self.max_abs[l],
-                "median_abs": median,
-                "ratio": self.max_abs[l] / median if median and median > 0 else float("inf"),
-                "mean_seq_ratio": sum(ratios) / len(ratios) if ratios else float("nan"),
-                "mean_topk_abs": (self.topk_sum[l] / max(1, len(meds))).tolist(),
-                "top": [{"abs": v, "seq": s, "pos": p, "channel": c, "token": decode([int(ids[s, p])])}
-                        for v, s, p, c in top],
-                "n_massive": self.n_massive[l],
-                "n_over_ratio": self.n_by_ratio[l],
-            })
+            layers.append(
+                {
+                    "layer": l,
+                    "max_abs": self.max_abs[l],
+                    "median_abs": median,
+                    "ratio": self.max_abs[l] / median if median and median > 0 else float("inf"),
+                    "mean_seq_ratio": sum(ratios) / len(ratios) if ratios else float("nan"),
+                    "mean_topk_abs": (self.topk_sum[l] / max(1, len(meds))).tolist(),
+                    "top": [
+                        {"abs": v, "seq": s, "pos": p, "channel": c, "token": decode([int(ids[s, p])])}
+                        for v, s, p, c in top
+                    ],
+                    "n_massive": self.n_massive[l],
+                    "n_over_ratio": self.n_by_ratio[l],
+                }
+            )
         return {
-            "criterion": {"abs_threshold": self.criterion.abs_threshold, "ratio_threshold": self.criterion.ratio_threshold},
+            "criterion": {
+                "abs_threshold": self.criterion.abs_threshold,
+                "ratio_threshold": self.criterion.ratio_threshold,
+            },
             "n_seq": int(ids.shape[0]),
             "layers": layers,
             "massive": self._where([e for e in self.entries if e[5]], ids, decode),
@@ -166,8 +173,16 @@ class MassiveScanner:
     def _where(self, entries, ids: Tensor, decode) -> dict:
         """Channels, positions, tokens and layer span of a set of entries, plus constancy at position 0."""
         if not entries:
-            return {"n_entries": 0, "layers": [], "first_layer": None, "last_layer": None, "channels": {},
-                    "positions": {}, "tokens": {}, "constancy": []}
+            return {
+                "n_entries": 0,
+                "layers": [],
+                "first_layer": None,
+                "last_layer": None,
+                "channels": {},
+                "positions": {},
+                "tokens": {},
+                "constancy": [],
+            }
         by_layer = Counter(e[0] for e in entries)
         channels = Counter(e[3] for e in entries)
         positions = Counter(e[2] for e in entries)
@@ -179,8 +194,17 @@ class MassiveScanner:
         for layer, ch in pos0_pairs:
             v = torch.cat(self.pos0[layer])[:, ch]
             mean, std = float(v.mean()), float(v.std()) if v.numel() > 1 else 0.0
-            constancy.append({"layer": layer, "channel": ch, "position": 0, "mean": mean, "std": std,
-                              "cv": abs(std / mean) if mean else float("inf"), "n_seq": int(v.numel())})
+            constancy.append(
+                {
+                    "layer": layer,
+                    "channel": ch,
+                    "position": 0,
+                    "mean": mean,
+                    "std": std,
+                    "cv": abs(std / mean) if mean else float("inf"),
+                    "n_seq": int(v.numel()),
+                }
+            )
         other = defaultdict(list)
         for e in entries:
             if e[2] != 0:
@@ -188,8 +212,17 @@ class MassiveScanner:
         for (layer, ch), vals in sorted(other.items()):
             v = torch.tensor(vals)
             mean, std = float(v.mean()), float(v.std()) if v.numel() > 1 else 0.0
-            constancy.append({"layer": layer, "channel": ch, "position": "other", "mean": mean, "std": std,
-                              "cv": abs(std / mean) if mean else float("inf"), "n_entries": int(v.numel())})
+            constancy.append(
+                {
+                    "layer": layer,
+                    "channel": ch,
+                    "position": "other",
+                    "mean": mean,
+                    "std": std,
+                    "cv": abs(std / mean) if mean else float("inf"),
+                    "n_entries": int(v.numel()),
+                }
+            )
         pos0_seqs = {e[1] for e in entries if e[2] == 0}
         return {
             "n_entries": len(entries),

@@ -86,7 +86,9 @@ def load_rows(model, spec: str, ctx_len: int, n_rows: int, seed: int, bos: bool 
         raise ValueError("the model has no tokenizer; the probes need one to build a corpus")
     corpus = resolve_corpus(spec, model.tokenizer, ctx_len=ctx_len, max_tokens=ctx_len * n_rows, seed=seed)
     if corpus.tokens.shape[0] == 0:
-        raise ValueError(f"empty corpus: {spec!r} gave no rows of {ctx_len} tokens; use another --data or a smaller --ctx-len")
+        raise ValueError(
+            f"empty corpus: {spec!r} gave no rows of {ctx_len} tokens; use another --data or a smaller --ctx-len"
+        )
     if bos:
         bos_id = model.tokenizer.bos_token_id
         if bos_id is None:
@@ -105,9 +107,14 @@ def gu_sink_fractions(model, natural, cfg: ProbeConfig) -> dict:
     repeat = natural[:, :1].expand(n, t).clone()
     out = {}
     for name, rows in (("natural", natural[:, :t]), ("random", rand), ("repeat", repeat)):
-        s = probe_scan(model, rows, criterion=cfg.criterion, eps=cfg.eps, batch_size=cfg.batch_size, progress=False)["sinks"]
-        out[name] = {"sink_fraction": s["sink_fraction"], "mean_alpha_first": s["mean_alpha_first"],
-                     "sink_fraction_per_layer": s["sink_fraction_per_layer"]}
+        s = probe_scan(model, rows, criterion=cfg.criterion, eps=cfg.eps, batch_size=cfg.batch_size, progress=False)[
+            "sinks"
+        ]
+        out[name] = {
+            "sink_fraction": s["sink_fraction"],
+            "mean_alpha_first": s["mean_alpha_first"],
+            "sink_fraction_per_layer": s["sink_fraction_per_layer"],
+        }
     return out
 
 
@@ -132,35 +139,54 @@ def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log
     t0 = time.perf_counter()
     n_rows = cfg.n_seq + cfg.n_calib + cfg.n_eval
     if model.n_ctx and cfg.ctx_len > model.n_ctx:  # before a [ctx, ctx] mask of that size is built
-        raise ValueError(f"ctx_len {cfg.ctx_len} exceeds the model's context of {model.n_ctx}; "
-                         f"use --ctx-len {model.n_ctx} or less")
+        raise ValueError(
+            f"ctx_len {cfg.ctx_len} exceeds the model's context of {model.n_ctx}; use --ctx-len {model.n_ctx} or less"
+        )
     corpus = load_rows(model, cfg.data, cfg.ctx_len, n_rows, cfg.seed, cfg.bos)
     rows = check_tokens(corpus.tokens)
     if rows.shape[0] < 3:
-        raise ValueError(f"{cfg.data!r} gave only {rows.shape[0]} rows; need at least 3 (scan, calibration, evaluation)")
+        raise ValueError(
+            f"{cfg.data!r} gave only {rows.shape[0]} rows; need at least 3 (scan, calibration, evaluation)"
+        )
     n_scan = min(cfg.n_seq, rows.shape[0] - 2)
     scan_rows = rows[:n_scan]
     rest = rows[n_scan:]
     n_calib = max(1, min(cfg.n_calib, rest.shape[0] // 2))
     calib_rows, eval_rows = rest[:n_calib], rest[n_calib : n_calib + cfg.n_eval]
-    report: dict = {"model": dict(model.provenance, name=model.name, n_layers=model.n_layers, n_heads=model.n_heads,
-                                  d_model=model.d_model),
-                    "config": dataclasses.asdict(cfg), "corpus": corpus.describe()}
+    report: dict = {
+        "model": dict(
+            model.provenance, name=model.name, n_layers=model.n_layers, n_heads=model.n_heads, d_model=model.d_model
+        ),
+        "config": dataclasses.asdict(cfg),
+        "corpus": corpus.describe(),
+    }
     log(f"probe scan: {tuple(scan_rows.shape)} tokens")
-    scan, mscan, sscan = probe_scan(model, scan_rows, criterion=cfg.criterion, eps=cfg.eps, batch_size=cfg.batch_size,
-                                    progress=progress, return_scanners=True)
+    scan, mscan, sscan = probe_scan(
+        model,
+        scan_rows,
+        criterion=cfg.criterion,
+        eps=cfg.eps,
+        batch_size=cfg.batch_size,
+        progress=progress,
+        return_scanners=True,
+    )
     report.update(scan)
     log("Gu et al. Sink_1: natural / random / repeated token")
     report["gu"] = gu_sink_fractions(model, scan_rows, cfg)
     layer, kind = first_massive_layer(scan["massive"], cfg.ablation_layer)
-    report["first_massive_layer"] = {"layer": layer, "criterion": kind, "rule": cfg.ablation_layer,
-                                     "first_any": scan["massive"][kind]["first_layer"]}
+    report["first_massive_layer"] = {
+        "layer": layer,
+        "criterion": kind,
+        "rule": cfg.ablation_layer,
+        "first_any": scan["massive"][kind]["first_layer"],
+    }
     channels = [int(c) for c in scan["massive"][kind]["channels"]] if layer is not None else []
     if layer is not None:
         crit = cfg.criterion if kind == "massive" else MassiveCriterion(0.0, cfg.ratio_threshold)
         log(f"interventions at layer {layer} ({kind}): {', '.join(cfg.modes)}")
-        report["ablations"] = massive_ablations(model, eval_rows, layer, crit, calib_rows, channels, cfg.modes,
-                                                cfg.batch_size, progress)
+        report["ablations"] = massive_ablations(
+            model, eval_rows, layer, crit, calib_rows, channels, cfg.modes, cfg.batch_size, progress
+        )
         report["ablations"]["criterion"] = kind
     else:
         report["ablations"] = None
@@ -169,11 +195,20 @@ def run_probes(model, cfg: ProbeConfig | None = None, progress: bool = True, log
             raise ValueError(f"stream_ctx {cfg.stream_ctx} exceeds the model's context {model.n_ctx}")
         stream = load_rows(model, cfg.data, cfg.stream_ctx, cfg.n_stream, cfg.seed + 1, cfg.bos).tokens
         log(f"StreamingLLM test: {tuple(stream.shape)}, window {cfg.stream_window}")
-        report["streaming"] = streaming_test(model, stream, cfg.stream_window, cfg.stream_sinks,
-                                             batch_size=max(1, cfg.batch_size // 4), progress=progress)
+        report["streaming"] = streaming_test(
+            model,
+            stream,
+            cfg.stream_window,
+            cfg.stream_sinks,
+            batch_size=max(1, cfg.batch_size // 4),
+            progress=progress,
+        )
     log("co-occurrence")
-    co = {"overlap": overlap(mscan, sscan), "heads": head_correlations(scan["sinks"]),
-          "key_value": key_value_stats(model, scan_rows[: min(8, n_scan)], cfg.batch_size)}
+    co = {
+        "overlap": overlap(mscan, sscan),
+        "heads": head_correlations(scan["sinks"]),
+        "key_value": key_value_stats(model, scan_rows[: min(8, n_scan)], cfg.batch_size),
+    }
     if cfg.cross and layer is not None:
         crit = cfg.criterion if kind == "massive" else MassiveCriterion(0.0, cfg.ratio_threshold)
         means = calibration_means(model, calib_rows, layer, crit, cfg.batch_size)
@@ -192,7 +227,8 @@ def headline(report: dict) -> dict:
     out = {
         "first_massive_layer": layer,
         "massive_criterion": report["first_massive_layer"]["criterion"],
-        "top_abs": round(top["max_abs"], 1), "top_layer": top["layer"],
+        "top_abs": round(top["max_abs"], 1),
+        "top_layer": top["layer"],
         "top_ratio": round(max(x["ratio"] for x in m["layers"]), 1),
         "channels": list(m[report["first_massive_layer"]["criterion"]]["channels"])[:5] if layer is not None else [],
         "sink_fraction": round(report["sinks"]["sink_fraction"], 3),

@@ -25,13 +25,25 @@ def _check_model(model) -> None:
     from interp import HookedModel
 
     if not isinstance(model, HookedModel):
-        raise TypeError(f"expected an interp.HookedModel, got {type(model).__name__}; wrap it: interp.HookedModel(hf_model, tokenizer)")
+        raise TypeError(
+            f"expected an interp.HookedModel, got {type(model).__name__}; wrap it: interp.HookedModel(hf_model, "
+            "tokenizer)"
+        )
 
 
 @torch.no_grad()
-def probe_scan(model, tokens: Tensor, mask: Tensor | None = None, criterion: MassiveCriterion | None = None,
-               eps: float = DEFAULT_EPS, batch_size: int = 8, fwd_hooks=(), min_queries: int = 16,
-               progress: bool = True, return_scanners: bool = False):
+def probe_scan(
+    model,
+    tokens: Tensor,
+    mask: Tensor | None = None,
+    criterion: MassiveCriterion | None = None,
+    eps: float = DEFAULT_EPS,
+    batch_size: int = 8,
+    fwd_hooks=(),
+    min_queries: int = 16,
+    progress: bool = True,
+    return_scanners: bool = False,
+):
     """Scan a corpus for massive activations and attention sinks in one forward per batch.
 
     `fwd_hooks` run first (e.g. an ablation), so the scan measures the intervened model.
@@ -58,7 +70,8 @@ def probe_scan(model, tokens: Tensor, mask: Tensor | None = None, criterion: Mas
         raise PatternsNotCapturedError(
             f"attention patterns of layers {missing} were not captured (attention implementation {impl!r}); "
             "the probes need the hooked eager attention that interp.HookedModel installs: do not switch the model "
-            "to sdpa/flash attention after wrapping it (re-wrap with interp.HookedModel(hf_model, tokenizer))")
+            "to sdpa/flash attention after wrapping it (re-wrap with interp.HookedModel(hf_model, tokenizer))"
+        )
     decode = _decoder(model)
     result = {"massive": massive.report(decode), "sinks": sinks.report(decode)}
     return (result, massive, sinks) if return_scanners else result

@@ -110,7 +110,9 @@ class SinkScanner:
         alpha, counts = alpha_per_key(pattern.detach(), self._mask)
         self.alpha_first[layer] += alpha[..., 0].sum(0).double().cpu()
         self.dist[layer] += attention_distance(pattern.detach(), self._mask).sum(0).double().cpu()
-        self.dist_no_sink[layer] += attention_distance(pattern.detach(), self._mask, exclude_sink=True).sum(0).double().cpu()
+        self.dist_no_sink[layer] += (
+            attention_distance(pattern.detach(), self._mask, exclude_sink=True).sum(0).double().cpu()
+        )
         self.n_seq[layer] += pattern.shape[0]
         eligible = counts >= self.min_queries  # [batch, key]
         eligible[:, 0] = False
@@ -125,8 +127,12 @@ class SinkScanner:
     def per_head(self) -> dict[str, Tensor]:
         """Averages over sequences, each [layer, head]."""
         n = torch.tensor(self.n_seq, dtype=torch.float64).clamp_min(1)[:, None]
-        return {"alpha_first": self.alpha_first / n, "distance": self.dist / n,
-                "distance_no_sink": self.dist_no_sink / n, "other_sink_alpha": self.other_sink_mass / n}
+        return {
+            "alpha_first": self.alpha_first / n,
+            "distance": self.dist / n,
+            "distance_no_sink": self.dist_no_sink / n,
+            "other_sink_alpha": self.other_sink_mass / n,
+        }
 
     def report(self, decode: Callable[[list[int]], str] | None = None) -> dict:
         decode = decode or (lambda ids: str(ids[0]))

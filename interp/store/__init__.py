@@ -15,8 +15,8 @@ index, its header is checked against the manifest and its sha256 once per proces
 """
 
 from interp.store.errors import NotAStoreError, StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
-from interp.store.prefetch import prefetch
 from interp.store.manifest import COMPAT_FIELDS, MANIFEST_NAME, Manifest, StoreMeta
+from interp.store.prefetch import prefetch
 from interp.store.reader import BatchIterator, VerifyReport
 from interp.store.shards import INDEX_COLUMNS, ShardInfo, shard_file_name, write_shard_file
 from interp.store.store import ActivationStore

@@ -95,8 +95,11 @@ def _lock(fd: int, path: Path, folder: Path, wait: bool | float, what: str = "th
             pass
         except OSError as e:
             if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):  # a filesystem without flock
-                warnings.warn(f"{folder}: this filesystem does not support file locks; make sure only one "
-                              "process writes to this store", stacklevel=4)
+                warnings.warn(
+                    f"{folder}: this filesystem does not support file locks; make sure only one "
+                    "process writes to this store",
+                    stacklevel=4,
+                )
                 return
             raise
         if time.monotonic() >= deadline:

@@ -186,7 +186,9 @@ class BatchIterator(Iterator[dict[str, Tensor]]):
         if shards is not None:
             bad = sorted(set(shards) - set(order))
             if bad:
-                raise ValueError(f"shards {bad} are not committed in {store.path}; it has shards {order[:3]}...{order[-3:]}")
+                raise ValueError(
+                    f"shards {bad} are not committed in {store.path}; it has shards {order[:3]}...{order[-3:]}"
+                )
             order = sorted(set(shards))
         if shuffle:
             order = [order[i] for i in torch.randperm(len(order), generator=self._gen).tolist()]

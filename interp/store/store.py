@@ -83,7 +83,10 @@ class ActivationStore:
             warnings.warn(
                 f"the store {path} is incomplete: {len(gaps)} of {store._manifest.n_shards_planned} planned shards "
                 f"are not committed ({shown}); reading the {store._manifest.n_shards} committed ones. Rerun the "
-                "caching command to finish it.", UserWarning, stacklevel=2)
+                "caching command to finish it.",
+                UserWarning,
+                stacklevel=2,
+            )
         return store
 
     @classmethod
@@ -261,7 +264,9 @@ class ActivationStore:
         try:
             header = verified.header_of_file(path)
         except Exception as e:  # noqa: BLE001 - safetensors' own error types
-            raise StoreError(f"cannot commit {info.file} to {self.path}: not a readable safetensors file ({e})") from None
+            raise StoreError(
+                f"cannot commit {info.file} to {self.path}: not a readable safetensors file ({e})"
+            ) from None
         problems = verified.header_problems(verified.expected_header(self, info), header)
         if problems:
             raise StoreError(f"cannot commit {info.file} to {self.path}:\n  " + "\n  ".join(problems))
@@ -326,7 +331,14 @@ class ActivationStore:
         `reader.BatchIterator` for the memory bound and the instrumentation it exposes.
         """
         return reader.BatchIterator(
-            self, batch_size, self.select_hooks(hooks), shuffle, seed, buffer_shards, drop_last, verify,
+            self,
+            batch_size,
+            self.select_hooks(hooks),
+            shuffle,
+            seed,
+            buffer_shards,
+            drop_last,
+            verify,
             None if shards is None else list(shards),
         )
 
@@ -337,7 +349,10 @@ class ActivationStore:
         missing = [s for s in shards if s not in pos]
         if missing:
             raise ValueError(f"shards {missing} are not committed in {self.path}")
-        return torch.cat([torch.arange(int(offsets[pos[s]]), int(offsets[pos[s] + 1])) for s in sorted(set(shards))] or [torch.zeros(0, dtype=torch.long)])
+        return torch.cat(
+            [torch.arange(int(offsets[pos[s]]), int(offsets[pos[s] + 1])) for s in sorted(set(shards))]
+            or [torch.zeros(0, dtype=torch.long)]
+        )
 
     def row_offsets(self) -> Tensor:
         """[n_shards + 1] int64: global row at which each committed shard starts, then the total."""
@@ -385,7 +400,9 @@ class ActivationStore:
             "complete": self.complete,
             "bytes_per_hook": {h: n * math.prod(s) * itemsize for h, s in self.hooks.items()},
             "bytes_on_disk": sum(p.stat().st_size for p in files if p.exists())
-            + sum(p.stat().st_size for p in (manifest_path(self.path), self.path / writer_lock.LOCK_NAME) if p.exists()),
+            + sum(
+                p.stat().st_size for p in (manifest_path(self.path), self.path / writer_lock.LOCK_NAME) if p.exists()
+            ),
             "missing_files": sorted(p.name for p in files if not p.exists()),
         }
 
@@ -400,8 +417,10 @@ def _check_creatable(path: Path) -> None:
     if path.is_dir():
         other = [p.name for p in path.iterdir() if p.name != writer_lock.LOCK_NAME and not is_temp_name(p.name)]
         if other:
-            raise FileExistsError(f"{path} exists and is not empty (it holds {', '.join(sorted(other)[:3])}"
-                                  f"{', ...' if len(other) > 3 else ''}); choose an empty or new folder for a store")
+            raise FileExistsError(
+                f"{path} exists and is not empty (it holds {', '.join(sorted(other)[:3])}"
+                f"{', ...' if len(other) > 3 else ''}); choose an empty or new folder for a store"
+            )
 
 
 __all__ = ["ActivationStore"]

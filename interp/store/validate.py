@@ -21,8 +21,14 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 TOP_KEYS = {"format", "format_version", "meta", "n_shards_planned", "n_shards", "n_rows", "shards"}
 SHARD_KEYS = {"index": True, "file": True, "n_rows": True, "sha256": True, "seq_start": False, "seq_end": False}
 META_TYPES: dict[str, tuple[type, bool]] = {  # field -> (type, required)
-    "model": (str, True), "model_sha256": (str, True), "hooks": (dict, True), "dtype": (str, True),
-    "tokenizer": (str, True), "ctx_len": (int, True), "data": (dict, True), "code_version": (str, False),
+    "model": (str, True),
+    "model_sha256": (str, True),
+    "hooks": (dict, True),
+    "dtype": (str, True),
+    "tokenizer": (str, True),
+    "ctx_len": (int, True),
+    "data": (dict, True),
+    "code_version": (str, False),
     "extra": (dict, False),
 }
 
@@ -40,8 +46,10 @@ class _Checker:
         self.path = path
 
     def fail(self, where: str, problem: str) -> StoreError:
-        return StoreError(f"the manifest {self.path} is malformed: {where} {problem}; the store is damaged "
-                          "(restore the manifest, or delete the folder and cache again)")
+        return StoreError(
+            f"the manifest {self.path} is malformed: {where} {problem}; the store is damaged "
+            "(restore the manifest, or delete the folder and cache again)"
+        )
 
     def keys(self, obj: dict, where: str, allowed: set[str], required: set[str]) -> None:
         extra = sorted(set(obj) - allowed, key=str)
@@ -85,7 +93,9 @@ def check_manifest(raw: Any, path: Path, shard_file_name) -> None:  # noqa: ANN0
         seen.add(s["index"])
         want = shard_file_name(s["index"])
         if s["file"] != want:
-            raise c.fail(where, f"names the file {s['file']!r}; shard {s['index']} must be {want!r} in the store folder")
+            raise c.fail(
+                where, f"names the file {s['file']!r}; shard {s['index']} must be {want!r} in the store folder"
+            )
         c.int_field(s, "n_rows", where)
         if not isinstance(s["sha256"], str) or not _HEX64.match(s["sha256"]):
             raise c.fail(where, f"has sha256={s['sha256']!r}; expected 64 lowercase hex digits")
@@ -95,8 +105,11 @@ def check_manifest(raw: Any, path: Path, shard_file_name) -> None:  # noqa: ANN0
         if key in raw:
             c.int_field(raw, key, "the top level")
             if raw[key] != actual:
-                raise c.fail("the top level", f"records {key}={raw[key]} but its shard entries add up to {actual} "
-                             "(an entry was removed or added by hand)")
+                raise c.fail(
+                    "the top level",
+                    f"records {key}={raw[key]} but its shard entries add up to {actual} "
+                    "(an entry was removed or added by hand)",
+                )
 
 
 def _check_meta(c: _Checker, meta: Any) -> None:

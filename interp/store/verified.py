@@ -116,7 +116,8 @@ def check_header(store: StoreView, index: int, header: dict[str, tuple[str, list
     if problems:
         raise StoreCorruptError(
             f"shard file {shard_file_name(index)} in {store.path} does not match the manifest:\n  "
-            + "\n  ".join(problems) + "\nDelete the file and run the caching command again to rewrite that shard."
+            + "\n  ".join(problems)
+            + "\nDelete the file and run the caching command again to rewrite that shard."
         )
 
 
@@ -132,7 +133,8 @@ def unopenable(store: StoreView, index: int, exc: OSError) -> StoreCorruptError:
     """A shard path that exists but cannot be opened as a file: a symlink loop (ELOOP), a folder, ..."""
     return StoreCorruptError(
         f"shard file {shard_file_name(index)} in {store.path} cannot be opened ({exc.strerror or exc}). "
-        "Delete it and run the caching command again to rewrite that shard.")
+        "Delete it and run the caching command again to rewrite that shard."
+    )
 
 
 def _stat(store: StoreView, index: int, path: Path):

@@ -49,8 +49,11 @@ def to_transformer_bridge(model):
 
     tok, prepend = tl_tokenizer(model)
     bridge = TransformerBridge.boot_transformers(
-        model.name.replace("/", "_"), hf_model=twin_module_tree(model.hf_model), tokenizer=tok,
-        device=str(model.device), dtype=model.dtype,
+        model.name.replace("/", "_"),
+        hf_model=twin_module_tree(model.hf_model),
+        tokenizer=tok,
+        device=str(model.device),
+        dtype=model.dtype,
     )
     bridge.cfg.default_prepend_bos = prepend
     return bridge.eval()

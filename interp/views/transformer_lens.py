@@ -58,7 +58,11 @@ def to_transformer_lens(model):
         tl.cfg.tokenizer_prepends_bos = tokenizer_prepends_bos(tok)
         tl.cfg.default_prepend_bos = prepend
     tl.load_and_process_state_dict(
-        state, fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False,
+        state,
+        fold_ln=False,
+        center_writing_weights=False,
+        center_unembed=False,
+        fold_value_biases=False,
         refactor_factored_attn_matrices=False,
     )
     if model.device.type != "cpu":

@@ -108,8 +108,13 @@ def generate(
     hooks = [*fwd_hooks, *[(p.name, record) for p in points]]
     with torch.no_grad(), model.hooks(hooks):
         out = model.hf_model.generate(
-            input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=do_sample,
-            pad_token_id=pad, use_cache=use_past_kv_cache, **generate_kwargs,
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=do_sample,
+            pad_token_id=pad,
+            use_cache=use_past_kv_cache,
+            **generate_kwargs,
         )
     result = _decoded(model, out, isinstance(inputs, str)) if as_text else out
     if names is None:

@@ -92,7 +92,9 @@ class TokensMixin:
         if print_details:
             print("Tokenized prompt:", report["prompt_tokens"])
             print("Tokenized answer:", [answer])
-            print(f"Performance on answer token: rank {rank}  logprob {report['logprob']:.2f}  prob {report['prob']:.2%}")
+            print(
+                f"Performance on answer token: rank {rank}  logprob {report['logprob']:.2f}  prob {report['prob']:.2%}"
+            )
             for i, (text, lp) in enumerate(report["top"]):
                 print(f"Top {i}th token. Logprob {lp:.2f}  prob {torch.tensor(lp).exp():.2%}  token {text!r}")
         return report

@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 
 from sae import metrics as M
-from sae.synthetic import hierarchical_split, write_store
 from sae.baselines import paper_settings
+from sae.synthetic import hierarchical_split, write_store
 from sae.train import TrainConfig, train_sae
 
 
@@ -60,21 +60,43 @@ def run(seed: int, k: int, arch: str, a: argparse.Namespace, work: Path) -> dict
     test = hierarchical_split(n=20_000, seed=seed + 1000, dict_seed=seed)
     store = write_store(work / f"store_s{seed}", syn.x, rows_per_shard=8192)
     settings = {**paper_settings(arch), **({"c2r_lambda": a.c2r_lambda} if arch == "c2r" else {})}
-    cfg = TrainConfig(arch=arch, d_sae=a.d_sae, k=k, total_tokens=a.steps * a.batch_size, batch_size=a.batch_size,
-                      lr=a.lr, seed=seed, exclude="none", checkpoint_every=10_000, dead_window_tokens=a.dead_window_tokens,
-                      lr_warmup_steps=min(1000, a.steps // 10), settings=settings)
+    cfg = TrainConfig(
+        arch=arch,
+        d_sae=a.d_sae,
+        k=k,
+        total_tokens=a.steps * a.batch_size,
+        batch_size=a.batch_size,
+        lr=a.lr,
+        seed=seed,
+        exclude="none",
+        checkpoint_every=10_000,
+        dead_window_tokens=a.dead_window_tokens,
+        lr_warmup_steps=min(1000, a.steps // 10),
+        settings=settings,
+    )
     t0 = time.perf_counter()
     sae, _ = train_sae(store, cfg, work / f"{arch}_k{k}_s{seed}", progress=False)
     inf = to_inference(sae)
     z = M.encode(inf, test.x)
     rec = M.reconstruction(inf, [test.x])
     gt = M.gt_absorption(inf, test, z)
-    return M.round_dict({
-        "seed": seed, "k": k, "arch": arch, "c2r_lambda": a.c2r_lambda if arch == "c2r" else 0.0,
-        "fvu": rec["fvu"], "l0": rec["l0"], "gt_absorption": gt["absorption"], "unmatched_parents": gt["unmatched_parents"],
-        "mass_absorption": mass_absorption(z, test), "split_count": M.split_count(inf, test, z),
-        "dead_frac": rec["dead_frac"], "mmcs": M.mmcs(inf, test.directions), "seconds": time.perf_counter() - t0,
-    })
+    return M.round_dict(
+        {
+            "seed": seed,
+            "k": k,
+            "arch": arch,
+            "c2r_lambda": a.c2r_lambda if arch == "c2r" else 0.0,
+            "fvu": rec["fvu"],
+            "l0": rec["l0"],
+            "gt_absorption": gt["absorption"],
+            "unmatched_parents": gt["unmatched_parents"],
+            "mass_absorption": mass_absorption(z, test),
+            "split_count": M.split_count(inf, test, z),
+            "dead_frac": rec["dead_frac"],
+            "mmcs": M.mmcs(inf, test.directions),
+            "seconds": time.perf_counter() - t0,
+        }
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -114,18 +136,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         c = {r["seed"]: r for r in rows if r["k"] == k and r["arch"] == "c2r"}
         for metric in ("gt_absorption", "mass_absorption"):
             wins = sum(c[s][metric] < b[s][metric] for s in b)
-            summary.append({"k": k, "metric": metric, "c2r_lower_in_seeds": f"{wins}/{len(b)}",
-                            "relative_change": [round((c[s][metric] - b[s][metric]) / max(abs(b[s][metric]), 1e-9), 3) for s in b],
-                            "fvu_relative_change": [round((c[s]["fvu"] - b[s]["fvu"]) / b[s]["fvu"], 3) for s in b]})
+            summary.append(
+                {
+                    "k": k,
+                    "metric": metric,
+                    "c2r_lower_in_seeds": f"{wins}/{len(b)}",
+                    "relative_change": [
+                        round((c[s][metric] - b[s][metric]) / max(abs(b[s][metric]), 1e-9), 3) for s in b
+                    ],
+                    "fvu_relative_change": [round((c[s]["fvu"] - b[s]["fvu"]) / b[s]["fvu"], 3) for s in b],
+                }
+            )
     res = {"settings": vars(a), "data_l0": data_l0, "rows": rows, "summary": summary}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
-    print("| k | arch | FVU | L0 | gt_absorption | mass_absorption | unmatched parents | split count |\n|---|---|---|---|---|---|---|---|")
+    print(
+        "| k | arch | FVU | L0 | gt_absorption | mass_absorption | unmatched parents | split count "
+        "|\n|---|---|---|---|---|---|---|---|"
+    )
     for s in summary:
         if "arch" in s:
-            print(f"| {s['k']} | {s['arch']} | {s['fvu']:.3f} ± {s['fvu_sd']:.3f} | {s['l0']:.2f} | "
-                  f"{s['gt_absorption']:.3f} ± {s['gt_absorption_sd']:.3f} | {s['mass_absorption']:.3f} ± {s['mass_absorption_sd']:.3f} | "
-                  f"{s['unmatched_parents']:.1f} | {s['split_count']:.2f} |")
+            print(
+                f"| {s['k']} | {s['arch']} | {s['fvu']:.3f} ± {s['fvu_sd']:.3f} | {s['l0']:.2f} | "
+                f"{s['gt_absorption']:.3f} ± {s['gt_absorption_sd']:.3f} | {s['mass_absorption']:.3f} ± "
+                f"{s['mass_absorption_sd']:.3f} | "
+                f"{s['unmatched_parents']:.1f} | {s['split_count']:.2f} |"
+            )
     for s in summary:
         if "metric" in s:
             print(json.dumps(s))

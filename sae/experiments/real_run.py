@@ -86,15 +86,33 @@ def train_all(a: argparse.Namespace, store: Any) -> list[tuple[str, int, Path]]:
         arch, settings = RUNS[name]
         if True:
             folder = Path(a.out) / "saes" / f"{name}_s{seed}"
-            cfg = TrainConfig(arch=arch, d_sae=a.d_sae, k=a.k, hook=a.hook, total_tokens=a.tokens,
-                              batch_size=a.batch_size, lr=a.lr, seed=seed, checkpoint_every=32,
-                              holdout_shards=a.holdout_shards, dead_window_tokens=a.dead_window_tokens,
-                              lr_warmup_steps=min(1000, a.tokens // a.batch_size // 10),
-                              settings={**paper_settings(arch), **settings})  # the papers' AuxK, C²R normalisation
+            cfg = TrainConfig(
+                arch=arch,
+                d_sae=a.d_sae,
+                k=a.k,
+                hook=a.hook,
+                total_tokens=a.tokens,
+                batch_size=a.batch_size,
+                lr=a.lr,
+                seed=seed,
+                checkpoint_every=32,
+                holdout_shards=a.holdout_shards,
+                dead_window_tokens=a.dead_window_tokens,
+                lr_warmup_steps=min(1000, a.tokens // a.batch_size // 10),
+                settings={**paper_settings(arch), **settings},
+            )  # the papers' AuxK, C²R normalisation
             t0 = time.perf_counter()
             _, rep = train_sae(store, cfg, folder, progress=False)
-            print(json.dumps({"trained": str(folder), "seconds": round(time.perf_counter() - t0, 1),
-                              "tokens_per_second": rep["tokens_per_second"]}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "trained": str(folder),
+                        "seconds": round(time.perf_counter() - t0, 1),
+                        "tokens_per_second": rep["tokens_per_second"],
+                    }
+                ),
+                flush=True,
+            )
             out.append((name, seed, folder))
     write_ready(Path(a.out))
     return out
@@ -106,19 +124,25 @@ def write_ready(out: Path) -> None:
     (out / "READY.txt").write_text("".join(f"{f}\n" for f in done))
 
 
-def evaluate_one(a: argparse.Namespace, store: Any, model: Any, folder: Path, words: Any, wx: torch.Tensor,
-                 seqs: torch.Tensor) -> dict[str, Any]:
+def evaluate_one(
+    a: argparse.Namespace, store: Any, model: Any, folder: Path, words: Any, wx: torch.Tensor, seqs: torch.Tensor
+) -> dict[str, Any]:
     from sae import load_sae
     from sae import metrics as M
-    from sae.evaluate import evaluate_store, kept_rows, sae_row_filter, eval_rows
+    from sae.evaluate import eval_rows, evaluate_store, kept_rows, sae_row_filter
     from sae.inference import is_batch_topk
     from sae.saebench import write_saebench
 
     inf = load_sae(folder)
     train_obj = load_sae(folder, inference=False)
     ev = evaluate_store(inf, store, folder, a.hook, max_rows=a.eval_rows)
-    row: dict[str, Any] = {"fvu": ev["fvu"], "l0": ev["l0"], "dead_frac": ev["dead_frac"],
-                           "rows": ev["rows"], "rows_excluded": ev["rows_excluded"]}
+    row: dict[str, Any] = {
+        "fvu": ev["fvu"],
+        "l0": ev["l0"],
+        "dead_frac": ev["dead_frac"],
+        "rows": ev["rows"],
+        "rows_excluded": ev["rows_excluded"],
+    }
     if is_batch_topk(train_obj):
         evb = evaluate_store(train_obj, store, folder, a.hook, max_rows=a.eval_rows, codes="batch")
         row.update(fvu_batch_codes=evb["fvu"], l0_batch_codes=evb["l0"])
@@ -186,14 +210,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--results", default="results.json", help="file name of the results under --out")
     ap.add_argument("--train-only", action="store_true", help="train the plan's SAEs and stop")
     ap.add_argument("--watch", action="store_true", help="evaluate the plan's SAEs as their training runs finish")
-    ap.add_argument("--merge", default="", help="comma-separated results files under --out: print and write their joint summary")
+    ap.add_argument(
+        "--merge", default="", help="comma-separated results files under --out: print and write their joint summary"
+    )
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     store = ActivationStore.open(a.store)
     if not a.lr:
         a.lr = 2e-4 / math.sqrt(a.d_sae / 16384)
     if not a.tokens:
-        n_train = sum(store.shard_info(i).n_rows for i in store.shard_indices[: len(store.shard_indices) - a.holdout_shards])
+        n_train = sum(
+            store.shard_info(i).n_rows for i in store.shard_indices[: len(store.shard_indices) - a.holdout_shards]
+        )
         a.tokens = int(n_train * 0.98) // a.batch_size * a.batch_size  # ~1-2% are special rows, dropped
     if a.merge:
         return merge(a)
@@ -206,7 +234,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.train_only:
         return {"trained": [str(f) for _, _, f in trained], "train_seconds": train_seconds}
     model = interp.load_model(a.model)
-    rows_idx = eval_rows(None, store)[1] if a.holdout_shards == 0 else store.shard_rows(store.shard_indices[-a.holdout_shards:])
+    rows_idx = (
+        eval_rows(None, store)[1]
+        if a.holdout_shards == 0
+        else store.shard_rows(store.shard_indices[-a.holdout_shards :])
+    )
     seqs = _store_sequences(store, a.ce_seqs, rows_idx)
     words = M.first_letter_words(model.tokenizer, limit=a.words)
     wx = M.word_activations(model, a.hook, words)
@@ -222,8 +254,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name, seed, folder = ready[0]
         todo.remove(ready[0])
         t1 = time.perf_counter()
-        row = {"run": name, "seed": seed, "arch": RUNS[name][0], "folder": str(folder),
-               **evaluate_one(a, store, model, folder, words, wx, seqs)}
+        row = {
+            "run": name,
+            "seed": seed,
+            "arch": RUNS[name][0],
+            "folder": str(folder),
+            **evaluate_one(a, store, model, folder, words, wx, seqs),
+        }
         row["eval_seconds"] = time.perf_counter() - t1
         row = M.round_dict(row)
         results["rows"].append(row)
@@ -232,8 +269,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return finish(a, results, t0)
 
 
-COLS = ["fvu", "l0", "dead_frac", "fvu_batch_codes", "l0_batch_codes", "ce_recovered", "kl", "first_letter_f1_k1",
-        "absorption", "n_split", "w1_input_units", "w1_raw_codes", "locality", "pair_vs_cooccurrence_spearman"]
+COLS = [
+    "fvu",
+    "l0",
+    "dead_frac",
+    "fvu_batch_codes",
+    "l0_batch_codes",
+    "ce_recovered",
+    "kl",
+    "first_letter_f1_k1",
+    "absorption",
+    "n_split",
+    "w1_input_units",
+    "w1_raw_codes",
+    "locality",
+    "pair_vs_cooccurrence_spearman",
+]
 
 
 def merge(a: argparse.Namespace) -> dict[str, Any]:
@@ -258,8 +309,18 @@ def finish(a: argparse.Namespace, results: dict[str, Any], t0: float | None) -> 
         results["total_seconds"] = round(time.perf_counter() - t0, 1)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / a.results).write_text(json.dumps(results, indent=1) + "\n")
-    show = ["fvu", "l0", "ce_recovered", "kl", "first_letter_f1_k1", "absorption", "n_split", "w1_input_units",
-            "locality", "pair_vs_cooccurrence_spearman"]
+    show = [
+        "fvu",
+        "l0",
+        "ce_recovered",
+        "kl",
+        "first_letter_f1_k1",
+        "absorption",
+        "n_split",
+        "w1_input_units",
+        "locality",
+        "pair_vs_cooccurrence_spearman",
+    ]
     print("| run | seeds | " + " | ".join(show) + " |\n|" + "---|" * (len(show) + 2))
     for s in results["summary"]:
         cells = [f"{s[c]:.3f} ± {s[c + '_halfrange']:.3f}" if c in s else "" for c in show]

@@ -31,8 +31,14 @@ def top_rows(folder: str | Path) -> dict:
     if not counts:
         raise ValueError(f"{folder}: no feature pages with contexts (write the dashboard with --top N first)")
     ((row, pos), n), *rest = counts.most_common(3)
-    return {"folder": str(folder), "live": live, "top_row": row, "pos": pos, "latents": n,
-            "next": [{"row": r, "pos": p, "latents": k} for (r, p), k in rest]}
+    return {
+        "folder": str(folder),
+        "live": live,
+        "top_row": row,
+        "pos": pos,
+        "latents": n,
+        "next": [{"row": r, "pos": p, "latents": k} for (r, p), k in rest],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,8 +9,15 @@ from attribution.tracin import Checkpoint
 
 
 def tiny_looped(seed: int = 0, loops: int = 4, vocab: int = 32, ctx: int = 16):
-    return random_looped_gpt(seed=seed, vocab_size=vocab, hidden_size=32, num_attention_heads=2,
-                             num_hidden_layers=loops, intermediate_size=64, max_position_embeddings=ctx)
+    return random_looped_gpt(
+        seed=seed,
+        vocab_size=vocab,
+        hidden_size=32,
+        num_attention_heads=2,
+        num_hidden_layers=loops,
+        intermediate_size=64,
+        max_position_embeddings=ctx,
+    )
 
 
 def trained_checkpoints(model, steps=(5, 10), lr=1e-2, seed=0, vocab=32, ctx=16):
@@ -40,10 +47,14 @@ def exact_ggn(model, theta, params, ids):
 
     total = 0
     for b in range(len(ids)):
-        logits = functional_call(model.hf_model, params, kwargs={"input_ids": ids[b:b + 1]}).logits[0, :-1]
+        logits = functional_call(model.hf_model, params, kwargs={"input_ids": ids[b : b + 1]}).logits[0, :-1]
         p = logits.softmax(-1).detach()
         for pos in range(logits.shape[0]):
-            jac = torch.stack([torch.autograd.grad(logits[pos, y], theta, retain_graph=True)[0].flatten()
-                               for y in range(logits.shape[1])])  # [V, n]
+            jac = torch.stack(
+                [
+                    torch.autograd.grad(logits[pos, y], theta, retain_graph=True)[0].flatten()
+                    for y in range(logits.shape[1])
+                ]
+            )  # [V, n]
             total = total + jac.T @ (torch.diag(p[pos]) - torch.outer(p[pos], p[pos])) @ jac
     return total / len(ids)

@@ -16,8 +16,8 @@ from attribution.influence import (
     mean_gradient,
 )
 from attribution.mda import copy_target_probe
-from tests.tiny import ARCHS, tiny_hf
 from tests.attribution.helpers import exact_ggn
+from tests.tiny import ARCHS, tiny_hf
 
 
 def _reference(model, comp, ids):
@@ -38,11 +38,11 @@ def _reference(model, comp, ids):
         gw, gb, go = torch.autograd.grad(loss, [att.query_key_value.weight, att.query_key_value.bias, att.dense.weight])
         g = torch.cat([gw, gb[:, None]], -1)
         base = h * 3 * dh
-        return {"qk": g[base:base + 2 * dh], "v": g[base + 2 * dh:base + 3 * dh], "o": go[:, q_rows]}
+        return {"qk": g[base : base + 2 * dh], "v": g[base + 2 * dh : base + 3 * dh], "o": go[:, q_rows]}
     att = hf.transformer.h[L].attn  # GPT-2: Conv1D weights are [in, out]
     gw, gb, go = torch.autograd.grad(loss, [att.c_attn.weight, att.c_attn.bias, att.c_proj.weight])
     g = torch.cat([gw, gb[None]], 0).T
-    q, k, v = (g[i * d + h * dh:i * d + (h + 1) * dh] for i in range(3))
+    q, k, v = (g[i * d + h * dh : i * d + (h + 1) * dh] for i in range(3))
     return {"qk": torch.cat([q, k]), "v": v, "o": go[q_rows].T}
 
 
@@ -53,7 +53,7 @@ def test_component_gradients_equal_autograd_on_every_architecture(arch):
     ids = torch.randint(0, 257, (2, 12), generator=torch.Generator().manual_seed(0))
     got = component_gradients(model, comp, ids)
     for b in range(2):
-        ref = _reference(model, comp, ids[b:b + 1])
+        ref = _reference(model, comp, ids[b : b + 1])
         for k in ("qk", "v", "o"):
             torch.testing.assert_close(got[k][b], ref[k], rtol=1e-4, atol=1e-6, msg=f"{arch} block {k}")
 
@@ -77,8 +77,16 @@ def micro_llama(seed=0):
     """Llama with d_model 16, 4 query heads / 2 k-v heads of d_head 4: one head's W_Q, W_K = 8 x 16 = 128 params."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=16, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      intermediate_size=32, max_position_embeddings=16, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=16,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        tie_word_embeddings=True,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
     hf = LlamaForCausalLM(cfg)
@@ -94,10 +102,18 @@ def _exact_ggn_llama(model, comp, ids):
     dh = model.d_head
     kvh = comp.head // (model.n_heads // model.n_kv_heads)
     qn, kn = f"model.layers.{comp.layer}.self_attn.q_proj.weight", f"model.layers.{comp.layer}.self_attn.k_proj.weight"
-    theta = torch.cat([att.q_proj.weight[comp.head * dh:(comp.head + 1) * dh],
-                       att.k_proj.weight[kvh * dh:(kvh + 1) * dh]]).detach().clone().requires_grad_(True)
-    wq = torch.cat([att.q_proj.weight[:comp.head * dh].detach(), theta[:dh], att.q_proj.weight[(comp.head + 1) * dh:].detach()])
-    wk = torch.cat([att.k_proj.weight[:kvh * dh].detach(), theta[dh:], att.k_proj.weight[(kvh + 1) * dh:].detach()])
+    theta = (
+        torch.cat(
+            [att.q_proj.weight[comp.head * dh : (comp.head + 1) * dh], att.k_proj.weight[kvh * dh : (kvh + 1) * dh]]
+        )
+        .detach()
+        .clone()
+        .requires_grad_(True)
+    )
+    wq = torch.cat(
+        [att.q_proj.weight[: comp.head * dh].detach(), theta[:dh], att.q_proj.weight[(comp.head + 1) * dh :].detach()]
+    )
+    wk = torch.cat([att.k_proj.weight[: kvh * dh].detach(), theta[dh:], att.k_proj.weight[(kvh + 1) * dh :].detach()])
     return exact_ggn(model, theta, {qn: wq, kn: wk}, ids)
 
 

@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
+from attribution.capture import GradientFeaturizer
 from attribution.jobs import AttributeConfig, load_scores, run_attribution, save_tokens
 from attribution.tracin import Checkpoint, checkpoints_from, expand_checkpoints, tracin
-from attribution.capture import GradientFeaturizer
 from interp.infra.jobs import clear_worker_cache
 from interp.models.registry import state_sha256
 from tests.tiny import ARCHS, tiny_hf
@@ -53,7 +53,9 @@ def test_run_folder_specs_expand_to_step_folders(tmp_path):
     _save_run(tiny_hf("llama"), tmp_path / "run", [10, 2, 30])
     assert [p.rsplit("/", 1)[1] for p in expand_checkpoints([tmp_path / "run"])] == ["step_2", "step_10", "step_30"]
     assert expand_checkpoints([f"{tmp_path}/run@10", f"{tmp_path}/run@step_30"]) == [
-        str(tmp_path / "run" / "step_10"), str(tmp_path / "run" / "step_30")]
+        str(tmp_path / "run" / "step_10"),
+        str(tmp_path / "run" / "step_30"),
+    ]
     with pytest.raises(FileNotFoundError, match="step_2, step_10, step_30"):
         expand_checkpoints([f"{tmp_path}/run@7"])
     cks = checkpoints_from(expand_checkpoints([f"{tmp_path}/run@2"]))
@@ -81,8 +83,13 @@ def test_two_jobs_in_one_process_score_as_in_fresh_processes(tmp_path):
     g = torch.Generator().manual_seed(0)
     save_tokens(tmp_path / "train.safetensors", torch.randint(0, 257, (8, 12), generator=g), "interp/byte-level")
     save_tokens(tmp_path / "q.safetensors", torch.randint(0, 257, (3, 12), generator=g), "interp/byte-level")
-    common = dict(model=str(tmp_path / "model"), train=f"tokens:{tmp_path / 'train.safetensors'}",
-                  queries=f"tokens:{tmp_path / 'q.safetensors'}", device="cpu", shard_size=4)
+    common = dict(
+        model=str(tmp_path / "model"),
+        train=f"tokens:{tmp_path / 'train.safetensors'}",
+        queries=f"tokens:{tmp_path / 'q.safetensors'}",
+        device="cpu",
+        shard_size=4,
+    )
 
     def job(method, out):
         extra = {"checkpoints": [str(run)], "sketch_dim": 128} if method == "tracin" else {}
@@ -107,15 +114,26 @@ def test_ekfac_at_a_checkpoint_equals_ekfac_on_that_folder(tmp_path):
     g = torch.Generator().manual_seed(0)
     save_tokens(tmp_path / "train.safetensors", torch.randint(0, 257, (6, 10), generator=g), "interp/byte-level")
     save_tokens(tmp_path / "q.safetensors", torch.randint(0, 257, (2, 10), generator=g), "interp/byte-level")
-    common = dict(method="ekfac", component="L1H3:qk", fit_samples=4, train=f"tokens:{tmp_path / 'train.safetensors'}",
-                  queries=f"tokens:{tmp_path / 'q.safetensors'}", device="cpu", shard_size=3)
+    common = dict(
+        method="ekfac",
+        component="L1H3:qk",
+        fit_samples=4,
+        train=f"tokens:{tmp_path / 'train.safetensors'}",
+        queries=f"tokens:{tmp_path / 'q.safetensors'}",
+        device="cpu",
+        shard_size=3,
+    )
     clear_worker_cache()
-    run_attribution(AttributeConfig(model=str(tmp_path / "model"), checkpoints=[f"{run}@2"], out=str(tmp_path / "a"),
-                                    **common), progress=False)
+    run_attribution(
+        AttributeConfig(model=str(tmp_path / "model"), checkpoints=[f"{run}@2"], out=str(tmp_path / "a"), **common),
+        progress=False,
+    )
     run_attribution(AttributeConfig(model=str(run / "step_2"), out=str(tmp_path / "b"), **common), progress=False)
     a, b = load_scores(tmp_path / "a")["scores"], load_scores(tmp_path / "b")["scores"]
     torch.testing.assert_close(a, b)
     with pytest.raises(ValueError, match="one checkpoint"):
-        run_attribution(AttributeConfig(model=str(tmp_path / "model"), checkpoints=[str(run)], out=str(tmp_path / "c"),
-                                        **common), progress=False)
+        run_attribution(
+            AttributeConfig(model=str(tmp_path / "model"), checkpoints=[str(run)], out=str(tmp_path / "c"), **common),
+            progress=False,
+        )
     assert not (tmp_path / "c").exists()

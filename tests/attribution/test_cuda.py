@@ -51,12 +51,20 @@ def test_tracin_job_on_the_device_equals_the_cpu_job(tmp_path):
     g = torch.Generator().manual_seed(0)
     save_tokens(tmp_path / "t.safetensors", torch.randint(0, 257, (6, 10), generator=g), "interp/byte-level")
     save_tokens(tmp_path / "q.safetensors", torch.randint(0, 257, (2, 10), generator=g), "interp/byte-level")
-    common = dict(method="tracin", model=str(tmp_path / "model"), checkpoints=[str(run)], sketch_dim=64,
-                  train=f"tokens:{tmp_path / 't.safetensors'}", queries=f"tokens:{tmp_path / 'q.safetensors'}")
+    common = dict(
+        method="tracin",
+        model=str(tmp_path / "model"),
+        checkpoints=[str(run)],
+        sketch_dim=64,
+        train=f"tokens:{tmp_path / 't.safetensors'}",
+        queries=f"tokens:{tmp_path / 'q.safetensors'}",
+    )
     clear_worker_cache()
     run_attribution(AttributeConfig(out=str(tmp_path / "cpu"), device="cpu", **common), progress=False)
     run_attribution(AttributeConfig(out=str(tmp_path / "dev"), device=DEVICE, **common), progress=False)
-    run_attribution(AttributeConfig(out=str(tmp_path / "bf16"), device=DEVICE, dtype="bfloat16", **common), progress=False)
+    run_attribution(
+        AttributeConfig(out=str(tmp_path / "bf16"), device=DEVICE, dtype="bfloat16", **common), progress=False
+    )
     cpu, dev, bf16 = (load_scores(tmp_path / k)["scores"] for k in ("cpu", "dev", "bf16"))
     torch.testing.assert_close(dev, cpu, rtol=1e-3, atol=1e-4 * float(cpu.abs().max()))
     assert bf16.dtype == torch.float32 and torch.isfinite(bf16).all()

@@ -22,8 +22,9 @@ def test_average_precision_matches_hand_computed_and_independent_definition():
         scores = torch.randint(0, 8, (n,), generator=g).float() if trial % 2 else torch.rand(n, generator=g)
         labels = (torch.rand(n, generator=g) < 0.3).long()
         labels[0] = 1
-        assert average_precision(scores, labels) == pytest.approx(brute_force_ap(scores.tolist(), labels.tolist()),
-                                                                  abs=1e-9)
+        assert average_precision(scores, labels) == pytest.approx(
+            brute_force_ap(scores.tolist(), labels.tolist()), abs=1e-9
+        )
 
 
 def test_average_precision_rejects_no_positives():

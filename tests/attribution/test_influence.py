@@ -20,10 +20,17 @@ def micro_neox(seed=0):
     """GPT-NeoX with d_model 16, 4 heads of d_head 4: one head's W_Q, W_K (+bias) = 8 x 17 = 136 parameters."""
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    cfg = GPTNeoXConfig(vocab_size=16, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=32, max_position_embeddings=16, use_parallel_residual=True,
-                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
-                        tie_word_embeddings=False)
+    cfg = GPTNeoXConfig(
+        vocab_size=16,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        use_parallel_residual=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        tie_word_embeddings=False,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
     hf = GPTNeoXForCausalLM(cfg)
@@ -47,7 +54,9 @@ def test_component_gradient_equals_autograd_on_weight_rows():
     att = model.hf_model.gpt_neox.layers[1].attention.query_key_value
     rows = _rows(model, comp)
     for b in range(3):
-        gw, gb = torch.autograd.grad(lm_loss(model, ids[b:b + 1], torch.ones_like(ids[b:b + 1])).sum(), [att.weight, att.bias])
+        gw, gb = torch.autograd.grad(
+            lm_loss(model, ids[b : b + 1], torch.ones_like(ids[b : b + 1])).sum(), [att.weight, att.bias]
+        )
         ref = torch.cat([gw[rows], gb[rows, None]], -1)
         torch.testing.assert_close(g[b], ref, rtol=1e-4, atol=1e-6)
 

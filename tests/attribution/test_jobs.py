@@ -19,8 +19,9 @@ BYTE = "interp/byte-level"
 def run(tmp_path_factory):
     """A tiny looped GPT trained for 6 steps with checkpoints at 3 and 6, plus token files."""
     root = tmp_path_factory.mktemp("attr")
-    model = random_looped_gpt(hidden_size=32, num_attention_heads=2, num_hidden_layers=3, intermediate_size=64,
-                              max_position_embeddings=32)
+    model = random_looped_gpt(
+        hidden_size=32, num_attention_heads=2, num_hidden_layers=3, intermediate_size=64, max_position_embeddings=32
+    )
     g = torch.Generator().manual_seed(0)
     pool = torch.randint(0, 257, (40, 24), generator=g)
     train_lm(model, pool, steps=6, batch_size=8, lr=1e-3, save_steps=(3, 6), out=root / "run")
@@ -31,9 +32,17 @@ def run(tmp_path_factory):
 
 
 def _cfg(root, out, method="sdi", **kw):
-    return AttributeConfig(method=method, model=f"looped-gpt:{root / 'run'}", train=f"tokens:{root / 'train.safetensors'}",
-                           queries=f"tokens:{root / 'queries.safetensors'}", out=str(root / out), shard_size=6,
-                           sketch_dim=256, device="cpu", **kw)
+    return AttributeConfig(
+        method=method,
+        model=f"looped-gpt:{root / 'run'}",
+        train=f"tokens:{root / 'train.safetensors'}",
+        queries=f"tokens:{root / 'queries.safetensors'}",
+        out=str(root / out),
+        shard_size=6,
+        sketch_dim=256,
+        device="cpu",
+        **kw,
+    )
 
 
 def test_sdi_job_matches_direct_computation_and_sums_to_tracin(run):
@@ -47,10 +56,13 @@ def test_sdi_job_matches_direct_computation_and_sums_to_tracin(run):
     from interp import load_model
 
     model = load_model(f"looped-gpt:{run / 'run'}").hf_model
-    toks = {k: __import__("safetensors.torch").torch.load_file(str(run / f"{k}.safetensors"))["tokens"]
-            for k in ("train", "queries")}
-    ref = step_decomposed_influence(model, checkpoints_from(run_checkpoints(run / "run")), toks["train"],
-                                    toks["queries"], sketch_dim=256)
+    toks = {
+        k: __import__("safetensors.torch").torch.load_file(str(run / f"{k}.safetensors"))["tokens"]
+        for k in ("train", "queries")
+    }
+    ref = step_decomposed_influence(
+        model, checkpoints_from(run_checkpoints(run / "run")), toks["train"], toks["queries"], sketch_dim=256
+    )
     torch.testing.assert_close(s["sdi"], ref.sdi, rtol=1e-4, atol=1e-5 * ref.sdi.abs().max().item())
 
 
@@ -72,7 +84,9 @@ def test_killed_job_resumes_to_the_same_scores(run, monkeypatch):
     monkeypatch.setattr(jobs, "score_shard", real)
     summary = run_attribution(_cfg(run, "killed", method="tracin"), progress=False)
     assert summary["shards_computed_now"] == 2  # two shards were committed before the kill
-    assert sorted(p.name for p in (run / "killed").iterdir() if p.name.startswith(".") and p.name != ".writer.lock") == []  # no temp files
+    assert (
+        sorted(p.name for p in (run / "killed").iterdir() if p.name.startswith(".") and p.name != ".writer.lock") == []
+    )  # no temp files
     torch.testing.assert_close(load_scores(run / "killed")["scores"], load_scores(run / "full")["scores"])
 
 
@@ -86,9 +100,18 @@ def test_ray_executor_gives_the_same_scores(run):
 
 def test_bad_inputs_are_refused_before_anything_is_written(run):
     with pytest.raises(ValueError, match="different tokenizers"):
-        run_attribution(_cfg(run, "bad1", queries=None) if False else AttributeConfig(
-            method="tracin", model=f"looped-gpt:{run / 'run'}", train=f"tokens:{run / 'train.safetensors'}",
-            queries=f"tokens:{run / 'other.safetensors'}", out=str(run / "bad1")), progress=False)
+        run_attribution(
+            _cfg(run, "bad1", queries=None)
+            if False
+            else AttributeConfig(
+                method="tracin",
+                model=f"looped-gpt:{run / 'run'}",
+                train=f"tokens:{run / 'train.safetensors'}",
+                queries=f"tokens:{run / 'other.safetensors'}",
+                out=str(run / "bad1"),
+            ),
+            progress=False,
+        )
     assert not (run / "bad1").exists()
     nolr = run / "nolr"
     nolr.mkdir()
@@ -108,10 +131,21 @@ def test_bad_inputs_are_refused_before_anything_is_written(run):
 
 def test_cli_runs_ekfac_and_dra_and_reports_errors(run):
     runner = CliRunner()
-    base = ["--model", f"looped-gpt:{run / 'run'}", "--train", f"tokens:{run / 'train.safetensors'}",
-            "--queries", f"tokens:{run / 'queries.safetensors'}", "--shard-size", "8", "--device", "cpu"]
-    res = runner.invoke(app, ["--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8",
-                              "--out", str(run / "ek"), *base])
+    base = [
+        "--model",
+        f"looped-gpt:{run / 'run'}",
+        "--train",
+        f"tokens:{run / 'train.safetensors'}",
+        "--queries",
+        f"tokens:{run / 'queries.safetensors'}",
+        "--shard-size",
+        "8",
+        "--device",
+        "cpu",
+    ]
+    res = runner.invoke(
+        app, ["--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8", "--out", str(run / "ek"), *base]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["n_train"] == 20
     assert load_scores(run / "ek")["scores"].shape == (20, 3)
@@ -139,8 +173,9 @@ def test_a_pickled_shard_task_carries_only_its_own_rows(n_train):
     import pickle
 
     train = torch.zeros(n_train, 64, dtype=torch.long)
-    task = jobs.ShardTask(3, 24, train[24:32], AttributeConfig(method="tracin", model="m", train="t", queries="q", out="o"),
-                          "out", {})
+    task = jobs.ShardTask(
+        3, 24, train[24:32], AttributeConfig(method="tracin", model="m", train="t", queries="q", out="o"), "out", {}
+    )
     size = len(pickle.dumps(task))
     assert size < 8 * 64 * 8 + 4_000
     back = pickle.loads(pickle.dumps(task))
@@ -166,9 +201,24 @@ def test_damping_and_label_samples_reach_the_ekfac_fit(run, monkeypatch):
     seen = {}
     real = influence.fit_ekfac
     monkeypatch.setattr(influence, "fit_ekfac", lambda *a, **kw: seen.update(kw) or real(*a, **kw))
-    base = ["--model", f"looped-gpt:{run / 'run'}", "--train", f"tokens:{run / 'train.safetensors'}",
-            "--queries", f"tokens:{run / 'queries.safetensors'}", "--shard-size", "10", "--device", "cpu",
-            "--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8"]
+    base = [
+        "--model",
+        f"looped-gpt:{run / 'run'}",
+        "--train",
+        f"tokens:{run / 'train.safetensors'}",
+        "--queries",
+        f"tokens:{run / 'queries.safetensors'}",
+        "--shard-size",
+        "10",
+        "--device",
+        "cpu",
+        "--method",
+        "ekfac",
+        "--component",
+        "L1H1:qk",
+        "--fit-samples",
+        "8",
+    ]
     res = CliRunner().invoke(app, [*base, "--damping", "1.0", "--label-samples", "2", "--out", str(run / "ekd")])
     assert res.exit_code == 0, res.output
     assert seen["damping_alpha"] == 1.0 and seen["label_samples"] == 2

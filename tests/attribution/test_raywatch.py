@@ -43,8 +43,10 @@ def test_killed_coordinator_leaves_no_ray_processes_or_temp_folder(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     deadline = time.time() + 60
-    while time.time() < deadline and (any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                          for p in ray_pids) or Path(data["temp"]).exists()):
+    while time.time() < deadline and (
+        any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in ray_pids)
+        or Path(data["temp"]).exists()
+    ):
         time.sleep(0.5)
     alive = [p for p in ray_pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not alive, [" ".join(psutil.Process(p).cmdline())[:80] for p in alive]

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from attribution.adam import AdamState, adam_gradient_representations, adam_normalise
 from attribution.cli import app
 from attribution.dra import DenoiseConfig, dra_scores
-from attribution.jobs import AttributeConfig, load_scores, run_attribution, save_tokens
+from attribution.jobs import AttributeConfig, load_scores, save_tokens
 from attribution.looped import random_looped_gpt
 from attribution.train import train_lm
 
@@ -24,18 +24,45 @@ def _bytes(text: str, n: int) -> list[int]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("show")
-    model = random_looped_gpt(hidden_size=32, num_attention_heads=2, num_hidden_layers=2, intermediate_size=64,
-                              max_position_embeddings=32)
-    texts = ["<script>alert(1)</script> ", "the cat sat on the mat. ", "def f(x): return x + 1 ",
-             "1 2 3 4 5 6 7 8 9 10 ", "SELECT * FROM t; ", "& &amp; \"quoted\" ", "zzzz yyyy xxxx ", "hello hello "]
+    model = random_looped_gpt(
+        hidden_size=32, num_attention_heads=2, num_hidden_layers=2, intermediate_size=64, max_position_embeddings=32
+    )
+    texts = [
+        "<script>alert(1)</script> ",
+        "the cat sat on the mat. ",
+        "def f(x): return x + 1 ",
+        "1 2 3 4 5 6 7 8 9 10 ",
+        "SELECT * FROM t; ",
+        '& &amp; "quoted" ',
+        "zzzz yyyy xxxx ",
+        "hello hello ",
+    ]
     pool = torch.tensor([_bytes(t, 24) for t in texts])
     train_lm(model, pool, steps=4, batch_size=4, lr=1e-3, save_steps=(2, 4), out=root / "run")
     save_tokens(root / "train.safetensors", pool, BYTE)
     save_tokens(root / "queries.safetensors", pool[[1, 0]], BYTE)
     runner = CliRunner()
-    res = runner.invoke(app, ["--method", "sdi", "--model", f"looped-gpt:{root / 'run'}", "--train",
-                              f"tokens:{root / 'train.safetensors'}", "--queries", f"tokens:{root / 'queries.safetensors'}",
-                              "--out", str(root / "sdi"), "--sketch-dim", "0", "--device", "cpu", "--shard-size", "4"])
+    res = runner.invoke(
+        app,
+        [
+            "--method",
+            "sdi",
+            "--model",
+            f"looped-gpt:{root / 'run'}",
+            "--train",
+            f"tokens:{root / 'train.safetensors'}",
+            "--queries",
+            f"tokens:{root / 'queries.safetensors'}",
+            "--out",
+            str(root / "sdi"),
+            "--sketch-dim",
+            "0",
+            "--device",
+            "cpu",
+            "--shard-size",
+            "4",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return root
 
@@ -53,7 +80,7 @@ def test_show_prints_top_and_bottom_examples_as_text_with_scores(run):
     top_line = lines[lines.index("  top (most helpful)") + 1]
     assert "#1 " in top_line and "the cat sat" in top_line and f"{float(scores[1, 0]):+11.4g}".strip() in top_line
     worst = int(scores[:, 0].argmin())
-    assert any(f"#{worst} " in line for line in lines[lines.index("  bottom (most harmful)"):])
+    assert any(f"#{worst} " in line for line in lines[lines.index("  bottom (most harmful)") :])
     result = json.loads((run / "sdi" / "result.json").read_text())
     assert result["identity"]["model"]["spec"].startswith("looped-gpt:")
     assert len(result["identity"]["data"]["train_tokens_sha256"]) == 64
@@ -77,8 +104,20 @@ def test_show_on_a_folder_without_a_run_fails_cleanly(tmp_path):
 
 
 def test_dra_flags_reach_the_denoising(run):
-    base = ["--method", "dra", "--model", f"looped-gpt:{run / 'run'}", "--train", f"tokens:{run / 'train.safetensors'}",
-            "--queries", f"tokens:{run / 'queries.safetensors'}", "--device", "cpu", "--select-dims", "all"]
+    base = [
+        "--method",
+        "dra",
+        "--model",
+        f"looped-gpt:{run / 'run'}",
+        "--train",
+        f"tokens:{run / 'train.safetensors'}",
+        "--queries",
+        f"tokens:{run / 'queries.safetensors'}",
+        "--device",
+        "cpu",
+        "--select-dims",
+        "all",
+    ]
     runner = CliRunner()
     got = {}
     for name, flags in {"default": [], "whiten": ["--whiten"], "raw": ["--no-center"]}.items():
@@ -86,7 +125,9 @@ def test_dra_flags_reach_the_denoising(run):
         assert res.exit_code == 0, res.output
         got[name] = load_scores(run / f"dra_{name}")["scores"][:, 0]
     assert not torch.allclose(got["default"], got["whiten"]) and not torch.allclose(got["default"], got["raw"])
-    res = runner.invoke(app, [*base, "--out", str(run / "bad"), "--neutral-removal", "0.5", "--representation", "gradient"])
+    res = runner.invoke(
+        app, [*base, "--out", str(run / "bad"), "--neutral-removal", "0.5", "--representation", "gradient"]
+    )
     assert res.exit_code == 2 and "--representation hidden" in res.output and not (run / "bad").exists()
 
 
@@ -102,8 +143,9 @@ def test_default_dra_is_centering_without_whitening():
 def test_adam_normalised_gradients_match_the_formula_on_saved_moments(tmp_path):
     import interp
 
-    model = random_looped_gpt(hidden_size=16, num_attention_heads=2, num_hidden_layers=2, intermediate_size=32,
-                              max_position_embeddings=16)
+    model = random_looped_gpt(
+        hidden_size=16, num_attention_heads=2, num_hidden_layers=2, intermediate_size=32, max_position_embeddings=16
+    )
     pool = torch.randint(0, 257, (8, 12), generator=torch.Generator().manual_seed(0))
     train_lm(model, pool, steps=3, batch_size=4, lr=1e-2, save_steps=(3,), out=tmp_path)
     state = AdamState.load(tmp_path / "step_3")
@@ -114,10 +156,16 @@ def test_adam_normalised_gradients_match_the_formula_on_saved_moments(tmp_path):
     from attribution.capture import per_example_lm_loss
 
     for b in range(2):
-        g = torch.autograd.grad(per_example_lm_loss(model, ids[b:b + 1], torch.ones_like(ids[b:b + 1])).sum(),
-                                [model.lm_head.weight])[0].flatten()
-        want = adam_normalise(g[None], state.exp_avg[f"{name}.weight"].flatten(), state.exp_avg_sq[f"{name}.weight"].flatten(),
-                              state.betas, state.eps)[0]
-        torch.testing.assert_close(got[b][:want.numel()], want, rtol=1e-4, atol=1e-6)
+        g = torch.autograd.grad(
+            per_example_lm_loss(model, ids[b : b + 1], torch.ones_like(ids[b : b + 1])).sum(), [model.lm_head.weight]
+        )[0].flatten()
+        want = adam_normalise(
+            g[None],
+            state.exp_avg[f"{name}.weight"].flatten(),
+            state.exp_avg_sq[f"{name}.weight"].flatten(),
+            state.betas,
+            state.eps,
+        )[0]
+        torch.testing.assert_close(got[b][: want.numel()], want, rtol=1e-4, atol=1e-6)
     with pytest.raises(FileNotFoundError, match="adam_state"):
         AdamState.load(tmp_path)

@@ -56,8 +56,11 @@ def test_sketched_sdi_error_is_small_and_falls_with_sketch_size():
     exact = step_decomposed_influence(model, cks, train, queries, sketch_dim=None).sdi
 
     def err(m):
-        errs = [(step_decomposed_influence(model, cks, train, queries, sketch_dim=m, seed=s).sdi - exact).norm()
-                / exact.norm() for s in range(3)]
+        errs = [
+            (step_decomposed_influence(model, cks, train, queries, sketch_dim=m, seed=s).sdi - exact).norm()
+            / exact.norm()
+            for s in range(3)
+        ]
         return torch.stack(errs).mean()
 
     small, large = err(64), err(4096)
@@ -69,8 +72,9 @@ def test_features_are_batch_independent():
     model = tiny_looped()
     ids = _data(5, 7)
     feat = looped_featurizer(model, 128)
-    torch.testing.assert_close(features(model, feat, ids, batch_size=5), features(model, feat, ids, batch_size=2),
-                               rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(
+        features(model, feat, ids, batch_size=5), features(model, feat, ids, batch_size=2), rtol=1e-4, atol=1e-6
+    )
 
 
 def test_the_experiments_slope_needs_two_sizes():

@@ -5,12 +5,11 @@ import torch
 from torch import nn
 
 import interp
-from circuits.finders.eap import eap, eap_ig
-from circuits.model.residual_graph import EdgeGraph
-from circuits.finders.eap import scores_from_circuit
-from circuits.format.edge_circuit import circuit_mask
 from circuits.evaluation.edge_patching import patched_metric
+from circuits.finders.eap import eap, eap_ig, scores_from_circuit
 from circuits.format.circuit import Circuit
+from circuits.format.edge_circuit import circuit_mask
+from circuits.model.residual_graph import EdgeGraph
 from circuits.tasks.pairs import PairBatch
 from interp.data import byte_tokenizer
 from tests.tiny import tiny_hf
@@ -63,7 +62,9 @@ def one_edge_effects(model, batch, graph, edges):
     for u, d in edges:
         keep = graph.valid.clone()
         keep[u, d] = False
-        out.append(float(patched_metric(model, batch, keep, "logit-diff", "corrupt", graph=graph)["metric"].mean() - clean))
+        out.append(
+            float(patched_metric(model, batch, keep, "logit-diff", "corrupt", graph=graph)["metric"].mean() - clean)
+        )
     return torch.tensor(out)
 
 
@@ -93,8 +94,19 @@ def near_pairs(model, eps: float, n=6, length=7, seed=1) -> PairBatch:
     corrupt = clean.clone()
     corrupt[:, 1:5] += 100
     b = pairs(n, length, seed)
-    return PairBatch(clean, b.clean_mask, b.clean_pos, corrupt, b.corrupt_mask, b.corrupt_pos, b.answers % 97 + 3,
-                     b.answer_w, b.wrongs % 97 + 3, b.wrong_w, aligned=True)
+    return PairBatch(
+        clean,
+        b.clean_mask,
+        b.clean_pos,
+        corrupt,
+        b.corrupt_mask,
+        b.corrupt_pos,
+        b.answers % 97 + 3,
+        b.answer_w,
+        b.wrongs % 97 + 3,
+        b.wrong_w,
+        aligned=True,
+    )
 
 
 def test_eap_matches_patching_of_each_edge_to_first_order_on_a_real_tiny_model():
@@ -117,8 +129,10 @@ def test_eap_ig_is_closer_than_eap_to_patching_for_a_large_corruption():
     s, ig = eap(model, batch), eap_ig(model, batch, steps=4)
     edges = torch.nonzero(s.graph.valid).tolist()
     effects = one_edge_effects(model, batch, s.graph, edges)
-    corr = [float(torch.corrcoef(torch.stack([torch.tensor([float(x.scores[u, d]) for u, d in edges]), effects]))[0, 1])
-            for x in (s, ig)]
+    corr = [
+        float(torch.corrcoef(torch.stack([torch.tensor([float(x.scores[u, d]) for u, d in edges]), effects]))[0, 1])
+        for x in (s, ig)
+    ]
     assert corr[1] > 0.95 and corr[1] > corr[0], corr
 
 
@@ -154,8 +168,10 @@ def test_eap_ig_converges_to_the_integrated_gradient_computed_by_hand():
     for i in range(n):
         a = (i + 0.5) / n
         emb = (e_k + a * (e_c - e_k)).detach().requires_grad_(True)
-        with model.hooks(fwd_hooks=[("hook_embed", lambda t, h: emb)]):
-            _, _, grads = model.run_with_grads(batch.clean, last, lambda lg, ids, m: metric_rows(lg, batch, "logit-diff").sum())
+        with model.hooks(fwd_hooks=[("hook_embed", lambda t, h: emb)]):  # noqa: B023
+            _, _, grads = model.run_with_grads(
+                batch.clean, last, lambda lg, ids, m: metric_rows(lg, batch, "logit-diff").sum()
+            )
         total = total + grads[last]
     ref = torch.einsum("bpud,bpd->u", up_k - up_c, total / n) / len(batch)
     errors = []
@@ -198,5 +214,9 @@ def test_head_sets_become_the_edges_among_them():
     assert none[0, g.mlp_down(0)] and none[g.mlp_up(0), g.logits_down]
     one = head_edges(g, {(1, 3)})  # query head 3 of layer 1 and its key/value head (group 1) are kept
     kept_down = {g.downstream[d] for d in torch.nonzero(one.any(0))[:, 0].tolist()}
-    assert {"a1.h3<q>", "a1.kv1<k>", "a1.kv1<v>"} <= kept_down and "a1.h2<q>" not in kept_down and "a1.kv0<k>" not in kept_down
+    assert (
+        {"a1.h3<q>", "a1.kv1<k>", "a1.kv1<v>"} <= kept_down
+        and "a1.h2<q>" not in kept_down
+        and "a1.kv0<k>" not in kept_down
+    )
     assert minimal_size([{"n_edges": 10, "faithfulness": 0.5}, {"n_edges": 30, "faithfulness": 0.85}], 0.8) == 30

@@ -3,18 +3,23 @@ import json
 import pytest
 import torch
 
-from circuits.format.edges import circuit_edges
 from circuits.format.circuit import Circuit, CircuitFormatError, Edge, Node
-from circuits.tasks.binary import TASKS, binary_accuracy, binary_loss, get_task
+from circuits.format.edges import circuit_edges
 from circuits.model.weights import layer_weights
+from circuits.tasks.binary import binary_accuracy, binary_loss, get_task
 from interp.data import bracket_labels, byte_tokenizer
 
 TOK = byte_tokenizer()
 
 
 def test_circuit_json_round_trip(tmp_path):
-    c = Circuit([Node(0, "head", 1), Node(1, "neuron", 7), Node(1, "attn_out", 3)], [Edge(0, 1, 0.5), Edge(1, 2, 2.0)],
-                {"task_loss": 0.12, "n_nodes": 3}, {"task": "quotes", "model": {"spec": "x"}}, {"note": "<b>"})
+    c = Circuit(
+        [Node(0, "head", 1), Node(1, "neuron", 7), Node(1, "attn_out", 3)],
+        [Edge(0, 1, 0.5), Edge(1, 2, 2.0)],
+        {"task_loss": 0.12, "n_nodes": 3},
+        {"task": "quotes", "model": {"spec": "x"}},
+        {"note": "<b>"},
+    )
     path = c.save(tmp_path / "c.json")
     back = Circuit.load(path)
     assert back == c
@@ -22,16 +27,19 @@ def test_circuit_json_round_trip(tmp_path):
     assert json.loads(path.read_text())["format"] == "interp-circuit"
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(format="other"), "not a circuit file"),
-    (lambda d: d.update(version=9), "version"),
-    (lambda d: d["nodes"].append({"layer": 0, "kind": "heads", "index": 0}), "kind"),
-    (lambda d: d["nodes"].append({"layer": -1, "kind": "head", "index": 0}), "layer"),
-    (lambda d: d["nodes"].append(dict(d["nodes"][0])), "appears twice"),
-    (lambda d: d["edges"].append({"src": 0, "dst": 5, "weight": 1.0}), "edges"),
-    (lambda d: d["edges"].append({"src": 0, "dst": 0, "weight": float("nan")}), "finite"),
-    (lambda d: d["nodes"].append({"layer": 0, "kind": "head"}), "missing"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(format="other"), "not a circuit file"),
+        (lambda d: d.update(version=9), "version"),
+        (lambda d: d["nodes"].append({"layer": 0, "kind": "heads", "index": 0}), "kind"),
+        (lambda d: d["nodes"].append({"layer": -1, "kind": "head", "index": 0}), "layer"),
+        (lambda d: d["nodes"].append(dict(d["nodes"][0])), "appears twice"),
+        (lambda d: d["edges"].append({"src": 0, "dst": 5, "weight": 1.0}), "edges"),
+        (lambda d: d["edges"].append({"src": 0, "dst": 0, "weight": float("nan")}), "finite"),
+        (lambda d: d["nodes"].append({"layer": 0, "kind": "head"}), "missing"),
+    ],
+)
 def test_invalid_circuit_files_are_refused_with_the_field_named(tmp_path, mutate, message):
     d = Circuit([Node(0, "head", 1)]).to_dict()
     mutate(d)
@@ -101,7 +109,9 @@ def test_edge_listing_is_capped_with_a_message(neox):
     nodes = [Node(0, "mlp_out", i) for i in range(64)] + [Node(1, "neuron", i) for i in range(100)]
     full, c_full = circuit_edges(neox, nodes, max_edges=None)
     edges, counts = circuit_edges(neox, nodes, max_edges=7, block=500)  # blocks and a running top-k
-    assert c_full["n_edges"] == counts["n_edges"] == 64 * 100 and [e.weight for e in edges] == [e.weight for e in full[:7]]
+    assert c_full["n_edges"] == counts["n_edges"] == 64 * 100 and [e.weight for e in edges] == [
+        e.weight for e in full[:7]
+    ]
 
 
 @pytest.mark.parametrize("name", ["ioi", "greater-than", "capital", "python-close"])

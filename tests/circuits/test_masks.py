@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from circuits.format.circuit import Node
 from circuits.finders.masks import UnitMasks, gate, mask_hooks, nodes_to_masks, site_means, sites_of
+from circuits.format.circuit import Node
 from circuits.tasks.binary import get_task
 from tests.circuits.conftest import make_model
 
@@ -67,7 +67,7 @@ def test_compat_head_mask_zeroes_a_slice_of_the_attention_output():
 
     def by_hand(t, hook):
         t = t.clone()
-        t[..., d:2 * d] = 0
+        t[..., d : 2 * d] = 0
         return t
 
     with torch.no_grad():

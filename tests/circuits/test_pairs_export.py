@@ -8,12 +8,17 @@ import torch
 import interp
 from circuits.evaluation.baseline import TaskTooHard, baseline, require_ability
 from circuits.finders.eap import eap
-from circuits.format.circuit_tracer import check_circuit_tracer, from_circuit_tracer, to_circuit_tracer, write_circuit_tracer
 from circuits.format.circuit import Circuit, Edge, Node
+from circuits.format.circuit_tracer import (
+    check_circuit_tracer,
+    from_circuit_tracer,
+    to_circuit_tracer,
+    write_circuit_tracer,
+)
 from circuits.format.graph_html import page_data, to_html
+from circuits.tasks.binary import get_task
 from circuits.tasks.metrics import metric_rows
 from circuits.tasks.pairs import PairError, encode_pairs, read_prompt_file
-from circuits.tasks.binary import get_task
 from interp.data import byte_tokenizer
 from tests.tiny import tiny_hf
 
@@ -21,8 +26,10 @@ TOK = byte_tokenizer()
 
 
 def test_prompt_rows_that_must_align_are_refused_with_the_row_and_counts():
-    rows = [{"clean": "abc", "corrupt": "abd", "answer": "x", "wrong": "y"},
-            {"clean": "abcd", "corrupt": "ab", "answer": "x", "wrong": "y"}]
+    rows = [
+        {"clean": "abc", "corrupt": "abd", "answer": "x", "wrong": "y"},
+        {"clean": "abcd", "corrupt": "ab", "answer": "x", "wrong": "y"},
+    ]
     with pytest.raises(PairError, match=r"row 1: the clean prompt has \d+ tokens and the corrupted one \d+"):
         encode_pairs(TOK, rows, align=True)
     b = encode_pairs(TOK, rows, align=False)  # padded independently where alignment is not needed
@@ -31,8 +38,10 @@ def test_prompt_rows_that_must_align_are_refused_with_the_row_and_counts():
 
 
 def test_rows_of_different_lengths_align_row_by_row_and_are_padded():
-    rows = [{"clean": "ab", "corrupt": "ac", "answer": "x", "wrong": "y"},
-            {"clean": "abcdef", "corrupt": "abcdeg", "answer": ["x", "z"], "wrong": "y"}]
+    rows = [
+        {"clean": "ab", "corrupt": "ac", "answer": "x", "wrong": "y"},
+        {"clean": "abcdef", "corrupt": "abcdeg", "answer": ["x", "z"], "wrong": "y"},
+    ]
     b = encode_pairs(TOK, rows, align=True)
     assert b.aligned and b.clean.shape == b.corrupt.shape and torch.equal(b.clean_pos, b.corrupt_pos)
     assert b.answer_w.tolist() == [[1.0, 0.0], [1.0, 1.0]]
@@ -50,7 +59,7 @@ def test_prompt_file_forms_and_errors(tmp_path):
     assert b.corrupt is None and not b.has_wrong
     task = get_task(f"prompts:{f}")
     assert task.default_metric == "prob" and len(task.rows(10, 0)) == 2
-    with pytest.raises(PairError, match="no \"corrupt\""):
+    with pytest.raises(PairError, match='no "corrupt"'):
         encode_pairs(TOK, rows, align=True)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"clean": "a", "answer": "b"}\n{"clean": "a", "answr": "b"}\n')
@@ -126,7 +135,11 @@ def test_circuit_tracer_data_folder_meets_what_their_page_assumes(tmp_path):
     assert float(logit["clerp"].split("(p=")[1].split(")")[0]) == 0.432
     types = {n["feature_type"] for n in d["nodes"]}
     assert "cross layer transcoder" not in types and "attention head" in types
-    assert all(isinstance(n["influence"], float) and 0 < n["influence"] <= 1 for n in d["nodes"] if n["feature_type"] != "logit")
+    assert all(
+        isinstance(n["influence"], float) and 0 < n["influence"] <= 1
+        for n in d["nodes"]
+        if n["feature_type"] != "logit"
+    )
     write_circuit_tracer_folder(c, tmp_path)  # a second export of the same slug replaces its entry
     assert len(_json.loads((tmp_path / "graph-metadata.json").read_text())["graphs"]) == 1
 
@@ -149,9 +162,12 @@ def test_circuit_tracer_frontend_draws_our_export(tmp_path):
 
 
 def test_graph_page_draws_node_only_circuits_and_short_titles():
-    units = Circuit([Node(0, "head", 1), Node(1, "neuron", 3)], [],
-                    provenance={"method": "safeseek", "task": "prompts:/a/long/dir/pairs.jsonl"},
-                    extra={"node_scores": {"head_0": [0.5, -1.25], "neuron_1": [0.0, 0.0, 0.0, 2.0]}})
+    units = Circuit(
+        [Node(0, "head", 1), Node(1, "neuron", 3)],
+        [],
+        provenance={"method": "safeseek", "task": "prompts:/a/long/dir/pairs.jsonl"},
+        extra={"node_scores": {"head_0": [0.5, -1.25], "neuron_1": [0.0, 0.0, 0.0, 2.0]}},
+    )
     d = page_data(units)
     assert d["all_nodes"] and [n["value"] for n in d["nodes"]] == [-1.25, 2.0]
     assert "prompts:pairs.jsonl" in d["title"] and "/a/long" not in d["title"]

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from circuits.format.circuit import Circuit, Node
 from circuits.finders.safeseek import SafeSeekConfig, circuit_tuning, safeseek
+from circuits.format.circuit import Circuit, Node
 from circuits.tasks.binary import get_task
 from tests.circuits.conftest import make_model
 
@@ -29,9 +29,15 @@ def test_neuron_code_weights_train_both_masks():
     from circuits.finders.safeseek import NEURON_CODE_WEIGHTS
 
     model = make_model("gpt_neox_seq")
-    cfg = SafeSeekConfig(objective="backdoor", steps=4, eval_every=2, n_train=8, n_val=8, backdoor_weights=NEURON_CODE_WEIGHTS)
+    cfg = SafeSeekConfig(
+        objective="backdoor", steps=4, eval_every=2, n_train=8, n_val=8, backdoor_weights=NEURON_CODE_WEIGHTS
+    )
     res = safeseek(model, get_task("backdoor"), cfg, progress=False)
-    assert set(res.masks) == {"G", "H"} and "h_circuit" in res.circuit.extra and res.circuit.metrics["forwards_per_step"] == 4
+    assert (
+        set(res.masks) == {"G", "H"}
+        and "h_circuit" in res.circuit.extra
+        and res.circuit.metrics["forwards_per_step"] == 4
+    )
 
 
 def test_activation_difference_control_and_random_ablation_distribution():
@@ -44,18 +50,30 @@ def test_activation_difference_control_and_random_ablation_distribution():
     diffs = unit_differences(model, task, n=32)
     assert len(c.nodes) == 12 and c.provenance["method"] == "activation-diff"
     top_neuron = max(((float(v), k, i) for k, d in diffs.items() if k.startswith("neuron") for i, v in enumerate(d)))
-    assert any(n.kind == "neuron" and n.layer == int(top_neuron[1].split("_")[1]) and n.index == top_neuron[2] for n in c.nodes)
+    assert any(
+        n.kind == "neuron" and n.layer == int(top_neuron[1].split("_")[1]) and n.index == top_neuron[2] for n in c.nodes
+    )
     rep = ablation_report(model, c.nodes, task.make(32, 1, model.tokenizer), n_random=6, seed=0)
     assert rep["random_necessity"]["n"] == 6 and len(rep["random_necessity"]["runs"]) == 6
     q = rep["random_necessity"]["metric_quantiles"]
-    assert rep["random_necessity"]["metric_min"] <= q["5%"] <= q["50%"] <= q["95%"] <= rep["random_necessity"]["metric_max"]
+    assert (
+        rep["random_necessity"]["metric_min"]
+        <= q["5%"]
+        <= q["50%"]
+        <= q["95%"]
+        <= rep["random_necessity"]["metric_max"]
+    )
     assert rep["sufficiency"] is not None and rep["necessity"] is not None
 
 
 def test_compat_head_mode_masks_slices():
     model = make_model("gpt_neox_seq")
-    res = safeseek(model, get_task("quotes"), SafeSeekConfig(head_mode="compat", steps=2, eval_every=1, n_train=8, n_val=8),
-                   progress=False)
+    res = safeseek(
+        model,
+        get_task("quotes"),
+        SafeSeekConfig(head_mode="compat", steps=2, eval_every=1, n_train=8, n_val=8),
+        progress=False,
+    )
     assert {s.kind for s in res.masks["m"].sites} == {"head_compat", "neuron"}
 
 

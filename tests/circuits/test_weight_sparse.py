@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from circuits.finders.prune import PruneConfig, TargetNotReached, bisect_k, prune
-from circuits.tasks.binary import get_task
 from circuits.finders.weight_sparse import (
     WeightSparseConfig,
     abs_topk,
@@ -14,10 +13,13 @@ from circuits.finders.weight_sparse import (
     sparse_parameters,
     train_weight_sparse,
 )
+from circuits.tasks.binary import get_task
 from interp.data import tokenize_texts
 
 
-@pytest.mark.parametrize("shape, frac, j", [((64, 256), 1 / 8, 4), ((256, 64), 1 / 4, 4), ((30, 50), 0.1, 2), ((100,), 0.2, 4)])
+@pytest.mark.parametrize(
+    "shape, frac, j", [((64, 256), 1 / 8, 4), ((256, 64), 1 / 4, 4), ((30, 50), 0.1, 2), ((100,), 0.2, 4)]
+)
 def test_projection_keeps_exactly_the_budget_and_the_row_minimum(shape, frac, j):
     w = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     orig = w.clone()
@@ -64,7 +66,7 @@ def test_abstopk_in_the_model_limits_active_neurons():
 
 
 def _data(texts, tok, bs=16):
-    return lambda step: tokenize_texts(tok, texts[(step * bs) % len(texts):][:bs])
+    return lambda step: tokenize_texts(tok, texts[(step * bs) % len(texts) :][:bs])
 
 
 def test_training_keeps_every_matrix_at_its_budget():

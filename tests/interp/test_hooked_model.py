@@ -143,8 +143,12 @@ def test_hooks_are_removed_after_an_exception():
     x = ids()
     base = model(x)
     with pytest.raises(RuntimeError, match="boom"):
-        with model.hooks(fwd_hooks=[("blocks.*.attn.hook_pattern", lambda t, h: t * 0),
-                                    ("blocks.0.hook_resid_post", lambda t, h: t * 0)]):
+        with model.hooks(
+            fwd_hooks=[
+                ("blocks.*.attn.hook_pattern", lambda t, h: t * 0),
+                ("blocks.0.hook_resid_post", lambda t, h: t * 0),
+            ]
+        ):
             model(x)
             raise RuntimeError("boom")
     assert no_hooks_left(model)

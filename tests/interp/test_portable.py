@@ -37,8 +37,15 @@ def test_relative_paths_round_trip(tmp_path):
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory):
     out = tmp_path_factory.mktemp("here") / "store"
-    cfg = CacheConfig(out=str(out), model="pythia-14m-init", hooks=["blocks.0.hook_resid_post"], ctx_len=16,
-                      max_tokens=256, seqs_per_shard=4, batch_size=4)
+    cfg = CacheConfig(
+        out=str(out),
+        model="pythia-14m-init",
+        hooks=["blocks.0.hook_resid_post"],
+        ctx_len=16,
+        max_tokens=256,
+        seqs_per_shard=4,
+        batch_size=4,
+    )
     cache_activations(cfg, progress=False)
     return out, cfg
 

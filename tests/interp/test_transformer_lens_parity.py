@@ -7,9 +7,20 @@ import interp
 from interp.data import byte_tokenizer
 from tests.tiny import tiny_hf
 
-COMPARED = ["hook_resid_pre", "hook_resid_mid", "hook_resid_post", "attn.hook_pattern", "attn.hook_q",
-            "attn.hook_k", "attn.hook_v", "attn.hook_z", "hook_attn_out", "mlp.hook_pre", "mlp.hook_post",
-            "hook_mlp_out"]
+COMPARED = [
+    "hook_resid_pre",
+    "hook_resid_mid",
+    "hook_resid_post",
+    "attn.hook_pattern",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_v",
+    "attn.hook_z",
+    "hook_attn_out",
+    "mlp.hook_pre",
+    "mlp.hook_post",
+    "hook_mlp_out",
+]
 
 
 def compare(model, x):

@@ -21,8 +21,11 @@ def snapshot(root: Path) -> dict[str, str]:
     out = {}
     for p in sorted(root.rglob("*")):
         key = str(p.relative_to(root))
-        out[key] = "dir" if p.is_dir() and not p.is_symlink() else (
-            "link" if p.is_symlink() else hashlib.sha256(p.read_bytes()).hexdigest())
+        out[key] = (
+            "dir"
+            if p.is_dir() and not p.is_symlink()
+            else ("link" if p.is_symlink() else hashlib.sha256(p.read_bytes()).hexdigest())
+        )
     return out
 
 
@@ -44,20 +47,44 @@ def assert_refused(result, *needles: str) -> str:
     return errors[0]
 
 
-def token_store(path: Path, n_seq: int = 16, ctx: int = 8, d: int = 12, hook: str = "blocks.0.hook_resid_post",
-                model: str = "synthetic", seed: int = 0, also: tuple[str, ...] = ()) -> ActivationStore:
+def token_store(
+    path: Path,
+    n_seq: int = 16,
+    ctx: int = 8,
+    d: int = 12,
+    hook: str = "blocks.0.hook_resid_post",
+    model: str = "synthetic",
+    seed: int = 0,
+    also: tuple[str, ...] = (),
+) -> ActivationStore:
     """A small store with token ids, seq and pos columns (two shards); `also`: more hooks of the same width."""
     hooks = (hook, *also)
-    meta = StoreMeta(model=model, model_sha256="-", hooks={h: [d] for h in hooks}, dtype="float32", tokenizer="-",
-                     ctx_len=ctx, data={})
+    meta = StoreMeta(
+        model=model,
+        model_sha256="-",
+        hooks={h: [d] for h in hooks},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=ctx,
+        data={},
+    )
     st = ActivationStore.open_or_create(path, meta, n_shards_planned=2)
     g = torch.Generator().manual_seed(seed)
     half = n_seq * ctx // 2
     for i in range(2):
         x = torch.relu(torch.randn(half, 24, generator=g)) @ torch.randn(24, d, generator=g)
         seq = torch.arange(i * half, (i + 1) * half) // ctx
-        st.commit_shard(write_shard_file(st.path, i, {
-            **{h: x * (j + 1) for j, h in enumerate(hooks)}, "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32), "seq": seq,
-            "pos": (torch.arange(half) % ctx).int()}))
+        st.commit_shard(
+            write_shard_file(
+                st.path,
+                i,
+                {
+                    **{h: x * (j + 1) for j, h in enumerate(hooks)},
+                    "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32),
+                    "seq": seq,
+                    "pos": (torch.arange(half) % ctx).int(),
+                },
+            )
+        )
     st.close()
     return st

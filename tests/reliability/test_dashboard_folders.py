@@ -76,12 +76,52 @@ def test_a_second_writer_is_refused_by_name_and_touches_nothing(store, tmp_path,
         if command == "dashboard":
             r = _dash(store, out, "--overwrite")
         elif command == "sae train":
-            r = invoke(["sae", "train", "--store", store, "--arch", "topk", "--d-sae", "16", "--k", "2", "--out", out,
-                        "--max-tokens", "256", "--batch-size", "64", "--exclude", "none"])
+            r = invoke(
+                [
+                    "sae",
+                    "train",
+                    "--store",
+                    store,
+                    "--arch",
+                    "topk",
+                    "--d-sae",
+                    "16",
+                    "--k",
+                    "2",
+                    "--out",
+                    out,
+                    "--max-tokens",
+                    "256",
+                    "--batch-size",
+                    "64",
+                    "--exclude",
+                    "none",
+                ]
+            )
         else:
             sae = tmp_path / "sae"
-            r = invoke(["sae", "train", "--store", store, "--arch", "topk", "--d-sae", "16", "--k", "2", "--out", sae,
-                        "--max-tokens", "256", "--batch-size", "64", "--exclude", "none"])
+            r = invoke(
+                [
+                    "sae",
+                    "train",
+                    "--store",
+                    store,
+                    "--arch",
+                    "topk",
+                    "--d-sae",
+                    "16",
+                    "--k",
+                    "2",
+                    "--out",
+                    sae,
+                    "--max-tokens",
+                    "256",
+                    "--batch-size",
+                    "64",
+                    "--exclude",
+                    "none",
+                ]
+            )
             assert r.exit_code == 0, r.output
             r = invoke(["sae", "dashboard", "--sae", sae, "--store", store, "--out", out, "--top", "2", "--overwrite"])
         assert_refused(r, "is being written by pid 4242 on elsewhere", str(out))
@@ -95,7 +135,18 @@ def test_dashboard_text_with_acts_is_refused_before_writing(store, tmp_path):
     from safetensors.torch import save_file
 
     save_file({"acts": torch.rand(128, 5)}, str(tmp_path / "acts.safetensors"))
-    r = invoke(["dashboard", "--store", store, "--acts", tmp_path / "acts.safetensors", "--text", "hello",
-                "--out", tmp_path / "dash"])
+    r = invoke(
+        [
+            "dashboard",
+            "--store",
+            store,
+            "--acts",
+            tmp_path / "acts.safetensors",
+            "--text",
+            "hello",
+            "--out",
+            tmp_path / "dash",
+        ]
+    )
     assert_refused(r, "--text needs --hook")
     assert not (tmp_path / "dash").exists()

@@ -21,9 +21,28 @@ def test_disk_full_during_a_checkpoint_is_one_line_and_the_last_checkpoint_resum
         return real(*a, **k)
 
     monkeypatch.setattr(C, "save_file", filling)
-    args = ["sae", "train", "--store", tmp_path / "store", "--arch", "topk", "--d-sae", "16", "--k", "2",
-            "--out", tmp_path / "run", "--max-tokens", "2048", "--batch-size", "64", "--checkpoint-every", "4",
-            "--exclude", "none"]
+    args = [
+        "sae",
+        "train",
+        "--store",
+        tmp_path / "store",
+        "--arch",
+        "topk",
+        "--d-sae",
+        "16",
+        "--k",
+        "2",
+        "--out",
+        tmp_path / "run",
+        "--max-tokens",
+        "2048",
+        "--batch-size",
+        "64",
+        "--checkpoint-every",
+        "4",
+        "--exclude",
+        "none",
+    ]
     assert_refused(invoke(args), "disk full")
     assert (tmp_path / "run" / "checkpoint" / "cfg.json").is_file()
     assert not (tmp_path / "run" / "checkpoint.tmp").exists()

@@ -66,7 +66,20 @@ def test_interp_cache_on_a_crafted_gguf_is_one_error_line(tmp_path, case):
     path = tmp_path / "m.gguf"
     path.write_bytes(CASES[case])
     before = snapshot(tmp_path)
-    r = invoke(["cache", "--model", path, "--hooks", "blocks.0.hook_resid_post", "--data", "synthetic",
-                "--max-tokens", "64", "--out", tmp_path / "store"])
+    r = invoke(
+        [
+            "cache",
+            "--model",
+            path,
+            "--hooks",
+            "blocks.0.hook_resid_post",
+            "--data",
+            "synthetic",
+            "--max-tokens",
+            "64",
+            "--out",
+            tmp_path / "store",
+        ]
+    )
     assert_refused(r, str(path))
     assert snapshot(tmp_path) == before

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_contrib_run_without_scikit_learn_is_one_line(monkeypatch):
     for name in ["sklearn", *(m for m in sys.modules if m.startswith("sklearn."))]:
         monkeypatch.setitem(sys.modules, name, None)  # `import sklearn(.x)` now fails as if it were not installed
-    line = assert_refused(invoke(["contrib", "run", "FI-Bagging", "--quick"]), "scikit-learn", 'pip install -e ".[contrib]"')
+    line = assert_refused(
+        invoke(["contrib", "run", "FI-Bagging", "--quick"]), "scikit-learn", 'pip install -e ".[contrib]"'
+    )
     assert str(ROOT) in line
 
 
@@ -30,6 +32,8 @@ def test_the_ray_hint_installs_from_the_checkout(monkeypatch):
 
 
 def test_no_hint_names_a_package_no_index_has():
-    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    bad = [f for f in files if not f.startswith("tests/") and 'interp-toolkit[' in (ROOT / f).read_text()]
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    bad = [f for f in files if not f.startswith("tests/") and "interp-toolkit[" in (ROOT / f).read_text()]
     assert not bad, bad

@@ -59,8 +59,9 @@ def _env():
 
 @pytest.mark.parametrize("spec", ["file:{r}/doc.txt", "jsonl:{r}/doc.jsonl", "csv:{r}/doc.csv:text"])
 def test_peak_memory_of_a_long_document_is_bounded(files, spec):
-    out = subprocess.run([sys.executable, "-c", MEASURE, spec.format(r=files)], env=_env(), capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, spec.format(r=files)], env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     grew = int(out.stdout.split()[-1])
     assert grew < 100e6 + BOUND_BYTES_PER_CHAR * CHARS, f"peak memory grew by {grew / 1e6:.0f} MB"
@@ -78,13 +79,35 @@ def test_pieces_give_the_tokens_of_the_whole_document():
 
 
 def test_interp_cache_on_a_long_document_stops_at_max_tokens(files, tmp_path):
-    code = ("import resource, runpy, sys; sys.argv = ['interp'] + sys.argv[1:]\n"
-            "try:\n    runpy.run_module('interp', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
-            "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024); sys.exit(code)")
-    out = subprocess.run([sys.executable, "-c", code, "cache", "--model", "pythia-14m-init", "--data",
-                          f"jsonl:{files}/doc.jsonl", "--hooks", "blocks.0.hook_resid_post", "--max-tokens", "256",
-                          "--ctx-len", "64", "--out", str(tmp_path / "store")], env=_env(), capture_output=True,
-                         text=True, timeout=300)
+    code = (
+        "import resource, runpy, sys; sys.argv = ['interp'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('interp', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024); sys.exit(code)"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "cache",
+            "--model",
+            "pythia-14m-init",
+            "--data",
+            f"jsonl:{files}/doc.jsonl",
+            "--hooks",
+            "blocks.0.hook_resid_post",
+            "--max-tokens",
+            "256",
+            "--ctx-len",
+            "64",
+            "--out",
+            str(tmp_path / "store"),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     peak = int(out.stdout.split("maxrss")[-1])
     assert peak < 1.2e9, f"peak RSS {peak / 1e9:.2f} GB"  # the interpreter, torch and the model take ~0.6 GB

@@ -5,7 +5,6 @@ test_user_files.py; truncated result.json: test_attribute_show.py; broken SAE cf
 from __future__ import annotations
 
 import errno
-import json
 
 import pytest
 
@@ -29,11 +28,14 @@ def test_stream_sinks_that_are_not_numbers_name_the_option(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
-@pytest.mark.parametrize("filename, shown", [
-    ("/runs/dash/.index.html.tmp-123-abcd1234", "/runs/dash/index.html"),
-    ("/runs/dash/.features.partial/3.html", "/runs/dash/features/3.html"),
-    ("/runs/sae/checkpoint.tmp/cfg.json", "/runs/sae/checkpoint/cfg.json"),
-])
+@pytest.mark.parametrize(
+    "filename, shown",
+    [
+        ("/runs/dash/.index.html.tmp-123-abcd1234", "/runs/dash/index.html"),
+        ("/runs/dash/.features.partial/3.html", "/runs/dash/features/3.html"),
+        ("/runs/sae/checkpoint.tmp/cfg.json", "/runs/sae/checkpoint/cfg.json"),
+    ],
+)
 def test_messages_name_the_users_path_not_the_temporary_one(filename, shown):
     from interp.cli.errors import describe
 
@@ -45,9 +47,13 @@ def test_circuit_titles_are_escaped_once():
     from circuits.format.circuit import Circuit, Node
     from circuits.format.graph_html import page_data, to_html
 
-    c = Circuit([Node(0, "head", 1)], [], {"n_nodes": 1},
-                {"model": {"spec": "it's \"m\" & co"}, "task": "<b>t</b>", "method": "eap"})
+    c = Circuit(
+        [Node(0, "head", 1)],
+        [],
+        {"n_nodes": 1},
+        {"model": {"spec": 'it\'s "m" & co'}, "task": "<b>t</b>", "method": "eap"},
+    )
     title = page_data(c)["title"]
-    assert title == "eap circuit of &lt;b&gt;t&lt;/b&gt; in it's \"m\" &amp; co", title  # Plotly decodes these
+    assert title == 'eap circuit of &lt;b&gt;t&lt;/b&gt; in it\'s "m" &amp; co', title  # Plotly decodes these
     page = to_html(c, include_plotlyjs=False)
     assert "&amp;amp;" not in page and "&amp;quot;" not in page and "<b>t</b>" not in page

@@ -26,8 +26,9 @@ def test_a_converted_gguf_folder_loaded_by_path_keeps_its_quantisation(tmp_path)
     from tests.tiny import tiny_hf
 
     tiny_hf("llama").save_pretrained(tmp_path / "conv")
-    (tmp_path / "conv" / "interp_source.json").write_text(json.dumps(
-        {"gguf": "/x/SmolLM2.Q4_1.gguf", "gguf_sha256": "ab" * 32, "quantization": "Q4_1"}))
+    (tmp_path / "conv" / "interp_source.json").write_text(
+        json.dumps({"gguf": "/x/SmolLM2.Q4_1.gguf", "gguf_sha256": "ab" * 32, "quantization": "Q4_1"})
+    )
     prov = interp.load_model(str(tmp_path / "conv")).provenance
     assert prov["quantization"] == "Q4_1" and prov["weights"].startswith("Q4_1 GGUF dequantised")
     assert prov["gguf_sha256"] == "ab" * 32
@@ -56,7 +57,18 @@ def test_the_pythia_hint_uses_hf_download_and_maps_revisions(tmp_path, monkeypat
 
 @pytest.mark.parametrize("hub_id", ["EleutherAI/pythia-70m", "gpt2"])
 def test_a_hub_id_says_the_toolkit_is_offline_and_how_to_make_a_folder(tmp_path, hub_id):
-    r = invoke(["cache", "--model", hub_id, "--hooks", "blocks.0.hook_resid_post", "--max-tokens", "64",
-                "--out", tmp_path / "s"])
+    r = invoke(
+        [
+            "cache",
+            "--model",
+            hub_id,
+            "--hooks",
+            "blocks.0.hook_resid_post",
+            "--max-tokens",
+            "64",
+            "--out",
+            tmp_path / "s",
+        ]
+    )
     assert_refused(r, "offline", f"hf download {hub_id} --local-dir DIR")
     assert not (tmp_path / "s").exists()

@@ -54,8 +54,22 @@ def test_remote_code_folders_are_refused_in_one_line(folder, tmp_path, config_fi
     cfg = json.loads(path.read_text()) if path.exists() else {}
     cfg["auto_map"] = {"AutoModelForCausalLM": "evil.Model", "AutoTokenizer": ["evil.Tok", None]}
     path.write_text(json.dumps(cfg))
-    r = runner.invoke(app, ["cache", "--model", str(folder), "--out", str(tmp_path / "store"), "--max-tokens", "64",
-                            "--ctx-len", "16", "--data", "synthetic:repeat"])
+    r = runner.invoke(
+        app,
+        [
+            "cache",
+            "--model",
+            str(folder),
+            "--out",
+            str(tmp_path / "store"),
+            "--max-tokens",
+            "64",
+            "--ctx-len",
+            "16",
+            "--data",
+            "synthetic:repeat",
+        ],
+    )
     assert r.exit_code == 2, r.output
     lines = [x for x in r.output.strip().splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "auto_map" in lines[0], r.output

@@ -27,8 +27,9 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("readers")
     store = write_store(root / "store", _rows(), rows_per_shard=512)
     write_store(root / "foreign", _rows(seed=1), rows_per_shard=512)
-    train_sae(store, TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=256), root / "sae",
-              progress=False)
+    train_sae(
+        store, TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=256), root / "sae", progress=False
+    )
     return root
 
 
@@ -49,11 +50,18 @@ def _swap(store, root):
 
 
 COMMANDS = {
-    "sae eval": lambda root, st, out: (sae_app, ["eval", "--sae", str(root / "sae"), "--store", str(st), "--out", str(out)]),
-    "sae dashboard": lambda root, st, out: (sae_app, ["dashboard", "--sae", str(root / "sae"), "--store", str(st),
-                                                      "--out", str(out), "--top", "2"]),
-    "dashboard": lambda root, st, out: (interp_app, ["dashboard", "--store", str(st), "--hook", "synthetic.hook_x",
-                                                     "--out", str(out), "--top", "2"]),
+    "sae eval": lambda root, st, out: (
+        sae_app,
+        ["eval", "--sae", str(root / "sae"), "--store", str(st), "--out", str(out)],
+    ),
+    "sae dashboard": lambda root, st, out: (
+        sae_app,
+        ["dashboard", "--sae", str(root / "sae"), "--store", str(st), "--out", str(out), "--top", "2"],
+    ),
+    "dashboard": lambda root, st, out: (
+        interp_app,
+        ["dashboard", "--store", str(st), "--hook", "synthetic.hook_x", "--out", str(out), "--top", "2"],
+    ),
 }
 
 

@@ -18,8 +18,30 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("mismatch")
     token_store(root / "store", model="pythia-14m-init", also=(H1,))
     token_store(root / "other_model", model="smollm2-135m")
-    r = invoke(["sae", "train", "--store", root / "store", "--hook", H0, "--arch", "topk", "--d-sae", "16", "--k", "2",
-                "--out", root / "sae", "--max-tokens", "256", "--batch-size", "64", "--exclude", "none"])
+    r = invoke(
+        [
+            "sae",
+            "train",
+            "--store",
+            root / "store",
+            "--hook",
+            H0,
+            "--arch",
+            "topk",
+            "--d-sae",
+            "16",
+            "--k",
+            "2",
+            "--out",
+            root / "sae",
+            "--max-tokens",
+            "256",
+            "--batch-size",
+            "64",
+            "--exclude",
+            "none",
+        ]
+    )
     assert r.exit_code == 0, r.output
     return root
 
@@ -34,10 +56,13 @@ def test_the_recorded_hook_is_scored(trained):
     assert json.loads(r.output)["hook"] == H0
 
 
-@pytest.mark.parametrize("store, extra, needle", [
-    ("store", ["--hook", H1], f"trained on '{H0}', not '{H1}'"),
-    ("other_model", [], "trained on activations of 'pythia-14m-init'"),
-])
+@pytest.mark.parametrize(
+    "store, extra, needle",
+    [
+        ("store", ["--hook", H1], f"trained on '{H0}', not '{H1}'"),
+        ("other_model", [], "trained on activations of 'pythia-14m-init'"),
+    ],
+)
 def test_another_hook_or_model_is_refused(trained, store, extra, needle):
     before = snapshot(trained)
     assert_refused(_eval(trained, store, *extra), needle, "--allow-other-hook")

@@ -29,9 +29,15 @@ def _damage(kind, good, folder):
 
     shutil.copytree(good, folder)
     cfg, weights = folder / "cfg.json", folder / "sae_weights.safetensors"
-    edit = {"d_in_string": {"d_in": "12"}, "d_sae_zero": {"d_sae": 0}, "unknown_arch": {"architecture": "evil"},
-            "k_string": {"k": "2"}, "k_huge": {"k": 1000}, "metadata_list": {"metadata": []},
-            "shape_mismatch": {"d_in": 13}}
+    edit = {
+        "d_in_string": {"d_in": "12"},
+        "d_sae_zero": {"d_sae": 0},
+        "unknown_arch": {"architecture": "evil"},
+        "k_string": {"k": "2"},
+        "k_huge": {"k": 1000},
+        "metadata_list": {"metadata": []},
+        "shape_mismatch": {"d_in": 13},
+    }
     if kind in edit:
         cfg.write_text(json.dumps({**_cfg(good), **edit[kind]}))
     elif kind == "cfg_list":
@@ -56,9 +62,23 @@ def _damage(kind, good, folder):
     return folder
 
 
-KINDS = ["d_in_string", "d_sae_zero", "unknown_arch", "k_string", "k_huge", "metadata_list", "shape_mismatch",
-         "cfg_list", "cfg_truncated", "cfg_binary", "weights_garbage", "weights_truncated", "weights_symlink_loop",
-         "weights_symlink_dir", "weights_dangling"]
+KINDS = [
+    "d_in_string",
+    "d_sae_zero",
+    "unknown_arch",
+    "k_string",
+    "k_huge",
+    "metadata_list",
+    "shape_mismatch",
+    "cfg_list",
+    "cfg_truncated",
+    "cfg_binary",
+    "weights_garbage",
+    "weights_truncated",
+    "weights_symlink_loop",
+    "weights_symlink_dir",
+    "weights_dangling",
+]
 
 
 @pytest.mark.parametrize("kind", KINDS)

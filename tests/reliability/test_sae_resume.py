@@ -23,8 +23,10 @@ def _data(n=2048, d=16, seed=0):
 @contextmanager
 def deadline(seconds):
     """Fail (instead of hanging the suite) when the block runs longer than `seconds`."""
+
     def boom(*_):
         raise TimeoutError(f"still running after {seconds} s")
+
     old = signal.signal(signal.SIGALRM, boom)
     signal.alarm(seconds)
     try:
@@ -36,6 +38,7 @@ def deadline(seconds):
 
 def _kill_at_step(monkeypatch, n):
     import sae_lens.training.sae_trainer as st
+
     real, calls = st.SAETrainer.step, {"n": 0}
 
     def dying_step(self, batch):
@@ -52,8 +55,15 @@ def _kill_at_step(monkeypatch, n):
 def test_killed_and_resumed_c2r_run_is_bitwise_the_uninterrupted_one(tmp_path, monkeypatch, arch):
     store = write_store(tmp_path / "store", _data(), rows_per_shard=512)
     # interval 1: the permutation is drawn every step; chunk 8 < d_sae: the permutation matters.
-    cfg = TrainConfig(arch=arch, d_sae=32, k=4, total_tokens=128 * 10, batch_size=128, checkpoint_every=3,
-                      settings={"c2r_interval": 1, "c2r_chunk_size": 8, "c2r_lambda": 1.0})
+    cfg = TrainConfig(
+        arch=arch,
+        d_sae=32,
+        k=4,
+        total_tokens=128 * 10,
+        batch_size=128,
+        checkpoint_every=3,
+        settings={"c2r_interval": 1, "c2r_chunk_size": 8, "c2r_lambda": 1.0},
+    )
     full, _ = train_sae(store, cfg, tmp_path / "full", progress=False)
     restore = _kill_at_step(monkeypatch, 8)
     with pytest.raises(KeyboardInterrupt):
@@ -103,6 +113,7 @@ def test_a_kill_between_the_two_renames_resumes_from_the_old_checkpoint(tmp_path
     full, _ = train_sae(store, cfg, tmp_path / "full", progress=False)
     run = tmp_path / "run"
     import sae.checkpoint as T
+
     real_replace, n = os.replace, {"swaps": 0}
 
     def dying_replace(src, dst):
@@ -161,17 +172,20 @@ def test_checkpoints_hold_no_pickle(tmp_path):
     assert not [n for n in names if n.endswith((".pt", ".pth", ".pkl", ".bin"))], names
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"k": 0}, "k must be"),
-    ({"k": -3}, "k must be"),
-    ({"k": 64}, "k must be"),  # more active latents than latents
-    ({"lr": 0.0}, "lr"),
-    ({"lr": float("nan")}, "lr"),
-    ({"outlier_norm_multiple": 0.0}, "outlier_norm_multiple"),
-    ({"settings": {"c2r_lambda": "abc"}}, "c2r_lambda"),
-    ({"settings": {"c2r_lambda": -1.0}}, "c2r_lambda"),
-    ({"settings": {"no_such_field": 1}}, "no_such_field"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"k": 0}, "k must be"),
+        ({"k": -3}, "k must be"),
+        ({"k": 64}, "k must be"),  # more active latents than latents
+        ({"lr": 0.0}, "lr"),
+        ({"lr": float("nan")}, "lr"),
+        ({"outlier_norm_multiple": 0.0}, "outlier_norm_multiple"),
+        ({"settings": {"c2r_lambda": "abc"}}, "c2r_lambda"),
+        ({"settings": {"c2r_lambda": -1.0}}, "c2r_lambda"),
+        ({"settings": {"no_such_field": 1}}, "no_such_field"),
+    ],
+)
 def test_invalid_options_fail_in_the_config_and_write_nothing(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
         TrainConfig(**{"arch": "c2r", "d_sae": 32, **kwargs})
@@ -181,11 +195,19 @@ def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_the_correc
     store = write_store(tmp_path / "store", _data(1024), rows_per_shard=512)
     restore = _kill_at_step(monkeypatch, 1)  # dies in the first step: nothing worth protecting on disk
     with pytest.raises(KeyboardInterrupt):
-        train_sae(store, TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=128), tmp_path / "run",
-                  progress=False)
+        train_sae(
+            store,
+            TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=128),
+            tmp_path / "run",
+            progress=False,
+        )
     restore()
-    train_sae(store, TrainConfig(arch="topk", d_sae=16, k=3, total_tokens=512, batch_size=128), tmp_path / "run",
-              progress=False)
+    train_sae(
+        store,
+        TrainConfig(arch="topk", d_sae=16, k=3, total_tokens=512, batch_size=128),
+        tmp_path / "run",
+        progress=False,
+    )
 
 
 def test_running_out_of_memory_is_advice_naming_the_options(tmp_path, monkeypatch):
@@ -193,11 +215,18 @@ def test_running_out_of_memory_is_advice_naming_the_options(tmp_path, monkeypatc
     import sae_lens.training.sae_trainer as st
 
     def no_memory(self, batch):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
-                           "you tried to allocate 10737418240 bytes. Error code 12 (Cannot allocate memory)")
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 10737418240 bytes. Error code 12 (Cannot allocate memory)"
+        )
 
     monkeypatch.setattr(st.SAETrainer, "step", no_memory)
     from interp.infra.oom import OutOfMemoryAdvice
+
     with pytest.raises(OutOfMemoryAdvice, match=r"CPU memory asking for 10.00 GiB.*--batch-size \(now 128\)"):
-        train_sae(store, TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=128), tmp_path / "run",
-                  progress=False)
+        train_sae(
+            store,
+            TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=512, batch_size=128),
+            tmp_path / "run",
+            progress=False,
+        )

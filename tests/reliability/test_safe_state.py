@@ -13,8 +13,15 @@ def test_round_trip_keeps_types_keys_and_tensors(tmp_path):
     opt.zero_grad()
     opt.param_groups[0]["params"][0].sum().backward()
     opt.step()
-    state = {"optimizer": opt.state_dict(), "n": 7, "flag": False, "none": None, "inf": float("inf"),
-             "pair": (1, 2.5), "list": [torch.arange(3), "x"]}
+    state = {
+        "optimizer": opt.state_dict(),
+        "n": 7,
+        "flag": False,
+        "none": None,
+        "inf": float("inf"),
+        "pair": (1, 2.5),
+        "list": [torch.arange(3), "x"],
+    }
     save_state(tmp_path, "s", state)
     back = load_state(tmp_path, "s")
     assert back["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.999)

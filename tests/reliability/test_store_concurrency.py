@@ -24,8 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _python(code: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def _holder(folder: Path) -> subprocess.Popen:
@@ -74,6 +80,7 @@ def test_a_writer_that_waits_resumes_from_what_the_first_committed(tmp_path):
         first = ActivationStore.open(tmp_path / "s")
         first._manifest.shards[2] = extra
         from interp.store.manifest import write_manifest
+
         write_manifest(first.path, first._manifest)
         holder.stdin.close()
 
@@ -138,7 +145,9 @@ WRITER = """
 @pytest.mark.slow
 def test_a_writer_killed_with_sigkill_resumes_with_no_row_lost_or_doubled(tmp_path):
     sizes = [30] * 8
-    code = WRITER.replace("sys.argv[1]", repr(str(tmp_path / "s"))).replace("sys.argv[2]", repr(",".join(map(str, sizes))))
+    code = WRITER.replace("sys.argv[1]", repr(str(tmp_path / "s"))).replace(
+        "sys.argv[2]", repr(",".join(map(str, sizes)))
+    )
     p = _python(code)
     assert p.stdout.readline().strip() == "0"
     p.stdout.readline()

@@ -90,8 +90,9 @@ def test_a_file_that_is_not_safetensors_is_named(tmp_path):
         _read_all_ways(ActivationStore.open(tmp_path / "s"))
 
 
-@pytest.mark.parametrize("target", ["../outside.safetensors", "/etc/hostname", "shard_00000.safetensors",
-                                    "sub/shard_00001.safetensors"])
+@pytest.mark.parametrize(
+    "target", ["../outside.safetensors", "/etc/hostname", "shard_00000.safetensors", "sub/shard_00001.safetensors"]
+)
 def test_manifest_file_names_are_fixed_by_index_never_outside_the_store(tmp_path, target):
     build(tmp_path / "s")
     shutil.copy(tmp_path / "s" / "shard_00001.safetensors", tmp_path / "outside.safetensors")
@@ -109,11 +110,13 @@ def _mutations():
     def shard(key, value):
         def f(raw):
             raw["shards"][0][key] = value
+
         return f
 
     def meta(key, value):
         def f(raw):
             raw["meta"][key] = value
+
         return f
 
     return {
@@ -176,6 +179,7 @@ def test_each_shard_is_hashed_once_per_process(tmp_path, monkeypatch):
     build(tmp_path / "s")
     import os
     import time
+
     old = time.time() - 60  # files older than the timestamp granularity window
     for p in (tmp_path / "s").iterdir():
         os.utime(p, (old, old))

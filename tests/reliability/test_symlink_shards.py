@@ -40,8 +40,28 @@ def test_commands_on_a_looping_shard_exit_2(tmp_path, command):
     if command == "dashboard":
         r = invoke(["dashboard", "--store", store, "--hook", HOOK, "--out", tmp_path / "d", "--top", "2"])
     elif command == "sae train":
-        r = invoke(["sae", "train", "--store", store, "--arch", "topk", "--d-sae", "16", "--k", "2",
-                    "--out", tmp_path / "run", "--max-tokens", "256", "--batch-size", "64", "--exclude", "none"])
+        r = invoke(
+            [
+                "sae",
+                "train",
+                "--store",
+                store,
+                "--arch",
+                "topk",
+                "--d-sae",
+                "16",
+                "--k",
+                "2",
+                "--out",
+                tmp_path / "run",
+                "--max-tokens",
+                "256",
+                "--batch-size",
+                "64",
+                "--exclude",
+                "none",
+            ]
+        )
     else:
         r = invoke(["inspect", store, "--verify"])
     assert_refused(r, "shard_00000.safetensors")

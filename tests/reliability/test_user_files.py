@@ -65,8 +65,23 @@ def test_interp_cache_on_a_bad_user_file_exits_2_and_writes_nothing(tmp_path, ca
     else:
         spec, needle = _bad_bytes(tmp_path, case.split("_")[0])
     before = snapshot(tmp_path)
-    r = invoke(["cache", "--model", "pythia-14m-init", "--data", spec, "--hooks", "blocks.0.hook_resid_post",
-                "--max-tokens", "64", "--ctx-len", "16", "--out", tmp_path / "store"])
+    r = invoke(
+        [
+            "cache",
+            "--model",
+            "pythia-14m-init",
+            "--data",
+            spec,
+            "--hooks",
+            "blocks.0.hook_resid_post",
+            "--max-tokens",
+            "64",
+            "--ctx-len",
+            "16",
+            "--out",
+            tmp_path / "store",
+        ]
+    )
     assert_refused(r, needle)
     assert snapshot(tmp_path) == before
 
@@ -100,7 +115,19 @@ def test_circuits_extract_refuses_a_bad_prompts_file_before_writing(tmp_path, ca
         path.write_bytes(json.dumps({**ROW, "answer": " A", "wrong": " B"}).encode() + b"\n\xff\xfe\n")
         needle = f"{path}:2 is not UTF-8"
     before = snapshot(tmp_path)
-    r = invoke(["circuits", "extract", "--task", f"prompts:{path}", "--model", "pythia-14m-init", "--method", "eap",
-                "--out", tmp_path / "circ"])
+    r = invoke(
+        [
+            "circuits",
+            "extract",
+            "--task",
+            f"prompts:{path}",
+            "--model",
+            "pythia-14m-init",
+            "--method",
+            "eap",
+            "--out",
+            tmp_path / "circ",
+        ]
+    )
     assert_refused(r, needle)
     assert snapshot(tmp_path) == before

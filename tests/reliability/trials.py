@@ -55,13 +55,18 @@ print(report["resumed_from_step"])
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
 def _spawn(code: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _reference_rows():
@@ -92,7 +97,14 @@ def store_trial(folder: Path, rng: random.Random) -> dict:
     store = ActivationStore.open(folder)
     want, got = _reference_rows(), store.get_rows(slice(None))
     ok = q.returncode == 0 and store.complete and store.verify().ok and all(torch.equal(got[k], want[k]) for k in want)
-    return {"kind": "store", "delay_s": round(delay, 2), "killed": killed, "shards_committed_at_kill": at_kill, "ok": bool(ok), "stderr": err[-300:] if not ok else ""}
+    return {
+        "kind": "store",
+        "delay_s": round(delay, 2),
+        "killed": killed,
+        "shards_committed_at_kill": at_kill,
+        "ok": bool(ok),
+        "stderr": err[-300:] if not ok else "",
+    }
 
 
 def sae_trial(root: Path, rng: random.Random, reference: dict) -> dict:
@@ -134,8 +146,14 @@ def writers_trial(folder: Path, rng: random.Random) -> dict:
     clean = store.complete and store.verify().ok
     # without --wait at most one may be refused (the loser); with it both must succeed
     ok = clean and (all(c == 0 for c in codes) if wait else all(c == 0 or r for c, r in zip(codes, refused)))
-    return {"kind": "writers", "wait": wait, "exit_codes": codes, "refused": refused, "ok": bool(ok),
-            "stderr": (ea + eb)[-300:] if not ok else ""}
+    return {
+        "kind": "writers",
+        "wait": wait,
+        "exit_codes": codes,
+        "refused": refused,
+        "ok": bool(ok),
+        "stderr": (ea + eb)[-300:] if not ok else "",
+    }
 
 
 def main() -> None:
@@ -154,14 +172,20 @@ def main() -> None:
     if a.kind == "sae":
         import torch
 
-        from sae.synthetic import write_store
         from sae import load_sae
+        from sae.synthetic import write_store
 
         g = torch.Generator().manual_seed(0)
-        write_store(root / "store", torch.relu(torch.randn(4096, 48, generator=g)) @ torch.randn(48, 32, generator=g),
-                    rows_per_shard=1024).close()
-        subprocess.run([sys.executable, "-c", SAE_RUN.format(store=str(root / "store"), out=str(root / "reference"))],
-                       env=_env(), check=True)
+        write_store(
+            root / "store",
+            torch.relu(torch.randn(4096, 48, generator=g)) @ torch.randn(48, 32, generator=g),
+            rows_per_shard=1024,
+        ).close()
+        subprocess.run(
+            [sys.executable, "-c", SAE_RUN.format(store=str(root / "store"), out=str(root / "reference"))],
+            env=_env(),
+            check=True,
+        )
         reference = load_sae(root / "reference").state_dict()
     results = []
     for t in range(a.trials):

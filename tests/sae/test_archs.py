@@ -23,8 +23,11 @@ def _settings(arch):
 def test_trains_with_sae_lens_and_round_trips(arch, tmp_path):
     sae = make_sae(arch, 12, 48, seed=0, **_settings(arch))
     g = torch.Generator().manual_seed(0)
-    trainer = SAETrainer(cfg=SAETrainerConfig(total_training_samples=64 * 6, train_batch_size_samples=64, lr_end=3e-4),
-                         sae=sae, data_provider=iter(lambda: torch.randn(64, 12, generator=g), None))
+    trainer = SAETrainer(
+        cfg=SAETrainerConfig(total_training_samples=64 * 6, train_batch_size_samples=64, lr_end=3e-4),
+        sae=sae,
+        data_provider=iter(lambda: torch.randn(64, 12, generator=g), None),
+    )
     trainer.fit()
     for p in sae.parameters():
         assert torch.isfinite(p).all()
@@ -32,10 +35,11 @@ def test_trains_with_sae_lens_and_round_trips(arch, tmp_path):
     back = load_sae(tmp_path, inference=False)
     assert type(back) is type(sae) and arch_name(back) == arch
     x = torch.randn(32, 12)
-    sae.eval(); back.eval()
+    sae.eval()
+    back.eval()
     assert torch.allclose(sae(x), back(x), atol=1e-6)
     inf = load_sae(tmp_path)  # the inference form: per-row codes; equal to the training forward unless batch-level
-    one_by_one = torch.cat([inf(x[i:i + 1]) for i in range(len(x))])
+    one_by_one = torch.cat([inf(x[i : i + 1]) for i in range(len(x))])
     assert torch.allclose(inf(x), one_by_one, atol=1e-5)
     if not hasattr(sae, "topk_threshold"):
         assert torch.allclose(inf(x), sae(x), atol=1e-5)

@@ -49,10 +49,13 @@ def test_gradcheck_and_dead_latents_have_finite_grads():
     g = torch.Generator().manual_seed(1)
     F = torch.rand(5, 16, generator=g, dtype=torch.float64)
     W = torch.randn(16, 6, generator=g, dtype=torch.float64)
-    F.requires_grad_(True); W.requires_grad_(True)
+    F.requires_grad_(True)
+    W.requires_grad_(True)
     gen = lambda: torch.Generator().manual_seed(3)  # noqa: E731  same chunk order each call
     assert torch.autograd.gradcheck(lambda f, w: c2r_loss(f, w, generator=gen(), chunk_size=16), (F, W))
-    F2 = F.detach().clone(); F2[:, :3] = 0; F2.requires_grad_(True)  # three latents dead in the batch
+    F2 = F.detach().clone()
+    F2[:, :3] = 0
+    F2.requires_grad_(True)  # three latents dead in the batch
     c2r_loss(F2, W).backward()
     assert torch.isfinite(F2.grad).all() and torch.isfinite(W.grad).all()
 

@@ -13,7 +13,9 @@ runner = CliRunner()
 
 
 def _store(path, n_seq=64, ctx=8, d=16):
-    meta = StoreMeta(model="synthetic", model_sha256="-", hooks={"h": [d]}, dtype="float32", tokenizer="-", ctx_len=ctx, data={})
+    meta = StoreMeta(
+        model="synthetic", model_sha256="-", hooks={"h": [d]}, dtype="float32", tokenizer="-", ctx_len=ctx, data={}
+    )
     st = ActivationStore.open_or_create(path, meta, n_shards_planned=2)
     g = torch.Generator().manual_seed(0)
     half = n_seq * ctx // 2
@@ -22,23 +24,77 @@ def _store(path, n_seq=64, ctx=8, d=16):
         x[::ctx] *= 80  # position 0: an attention-sink row with a massive norm
         x[5::37] *= 30  # and a few massive rows elsewhere
         seq = torch.arange(i * half, (i + 1) * half) // ctx
-        st.commit_shard(write_shard_file(st.path, i, {"h": x, "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32),
-                                                      "seq": seq, "pos": (torch.arange(half) % ctx).int()}))
+        st.commit_shard(
+            write_shard_file(
+                st.path,
+                i,
+                {
+                    "h": x,
+                    "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32),
+                    "seq": seq,
+                    "pos": (torch.arange(half) % ctx).int(),
+                },
+            )
+        )
     return st
 
 
 def test_header_equals_sae_eval_with_special_rows(tmp_path):
     _store(tmp_path / "store")
-    r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "batchtopk", "--out", str(tmp_path / "sae"),
-                            "--d-sae", "32", "--k", "4", "--max-tokens", "2048", "--batch-size", "128"])
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            "--store",
+            str(tmp_path / "store"),
+            "--arch",
+            "batchtopk",
+            "--out",
+            str(tmp_path / "sae"),
+            "--d-sae",
+            "32",
+            "--k",
+            "4",
+            "--max-tokens",
+            "2048",
+            "--batch-size",
+            "128",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--max-rows", "200",
-                            "--out", str(tmp_path / "m")])
+    r = runner.invoke(
+        app,
+        [
+            "eval",
+            "--sae",
+            str(tmp_path / "sae"),
+            "--store",
+            str(tmp_path / "store"),
+            "--max-rows",
+            "200",
+            "--out",
+            str(tmp_path / "m"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert m["rows_excluded"] > 0 and m["rows"] == 200
-    r = runner.invoke(app, ["dashboard", "--sae", str(tmp_path / "sae"), "--store", str(tmp_path / "store"), "--max-rows", "200",
-                            "--out", str(tmp_path / "d"), "--top", "3"])
+    r = runner.invoke(
+        app,
+        [
+            "dashboard",
+            "--sae",
+            str(tmp_path / "sae"),
+            "--store",
+            str(tmp_path / "store"),
+            "--max-rows",
+            "200",
+            "--out",
+            str(tmp_path / "d"),
+            "--top",
+            "3",
+        ],
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "d" / "dashboard.json").read_text())
     assert s["header"]["rows rule"] == m["row_rule"]["exclude"] == "positions:0+norm-outliers:10"

@@ -35,8 +35,9 @@ def synthetic_store(tmp_path_factory):
 
 @pytest.mark.parametrize("arch", ["batchtopk", "matryoshka"])
 def test_defaults_train_a_live_sae_whose_shipped_codes_match_the_batch_codes(arch, synthetic_store, tmp_path):
-    cfg = TrainConfig(arch=arch, d_sae=64, k=3, total_tokens=300 * 1024, batch_size=1024, holdout_shards=1,
-                      exclude="none")
+    cfg = TrainConfig(
+        arch=arch, d_sae=64, k=3, total_tokens=300 * 1024, batch_size=1024, holdout_shards=1, exclude="none"
+    )
     _, rep = train_sae(synthetic_store, cfg, tmp_path / arch, progress=False)
     shipped, batch = rep["heldout_eval"], rep["batch_codes_eval"]
     assert shipped["split"] == "heldout" and shipped["rows"] == 16_384
@@ -87,8 +88,17 @@ torch.save({"arch": s.cfg.architecture(), "out": s(x).detach(), "codes": s.encod
 """
 
 
-@pytest.mark.parametrize("arch, plain", [("batchtopk", "jumprelu"), ("matryoshka", "jumprelu"), ("c2r", "jumprelu"),
-                                         ("topk", "topk"), ("relu", "standard"), ("coh_topk", "topk")])
+@pytest.mark.parametrize(
+    "arch, plain",
+    [
+        ("batchtopk", "jumprelu"),
+        ("matryoshka", "jumprelu"),
+        ("c2r", "jumprelu"),
+        ("topk", "topk"),
+        ("relu", "standard"),
+        ("coh_topk", "topk"),
+    ],
+)
 def test_run_folders_load_in_plain_sae_lens_as_the_same_model(arch, plain, tmp_path):
     g = torch.Generator().manual_seed(0)
     x = torch.relu(torch.randn(4096, 32, generator=g)) @ torch.randn(32, 16, generator=g)
@@ -100,8 +110,12 @@ def test_run_folders_load_in_plain_sae_lens_as_the_same_model(arch, plain, tmp_p
     xt = x[:64]
     torch.save(xt, tmp_path / "x.pt")
     # -I: isolated mode, so neither PYTHONPATH nor the working folder can put our package on the path
-    subprocess.run([sys.executable, "-I", "-c", PLAIN, str(tmp_path / "run"), str(tmp_path / "x.pt"), str(tmp_path / "o.pt")],
-                   check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, "-I", "-c", PLAIN, str(tmp_path / "run"), str(tmp_path / "x.pt"), str(tmp_path / "o.pt")],
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+    )
     got = torch.load(tmp_path / "o.pt")
     assert got["arch"] == plain
     with torch.no_grad():

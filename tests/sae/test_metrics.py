@@ -24,8 +24,10 @@ def test_spliced_loss_identity_recovers_everything_and_zero_ablation_nothing():
 def test_reconstruction_and_probe_and_w1():
     sae = make_sae("topk", 8, 16, seed=0, k=16, rescale_acts_by_decoder_norm=False)
     with torch.no_grad():  # an exact autoencoder for non-negative inputs in the first 8 latents
-        sae.W_enc.zero_(); sae.W_enc[:, :8] = torch.eye(8)
-        sae.W_dec.zero_(); sae.W_dec[:8] = torch.eye(8)
+        sae.W_enc.zero_()
+        sae.W_enc[:, :8] = torch.eye(8)
+        sae.W_dec.zero_()
+        sae.W_dec[:8] = torch.eye(8)
     x = torch.rand(100, 8)
     r = M.reconstruction(sae, [x[:50], x[50:]])
     assert r["fvu"] < 1e-10 and r["l0"] == 8 and r["dead_frac"] == 0.5
@@ -43,7 +45,9 @@ def test_ground_truth_absorption_on_a_hand_made_sae():
     syn = hierarchical_split(n=4000, seed=0)
     sae = make_sae("relu", 64, syn.directions.shape[0], seed=0, l1_coefficient=0.0)
     with torch.no_grad():
-        sae.W_dec.copy_(syn.directions); sae.b_dec.zero_(); sae.b_enc.zero_()
+        sae.W_dec.copy_(syn.directions)
+        sae.b_dec.zero_()
+        sae.b_enc.zero_()
     z = syn.active.clone()
     parents, children = syn.info["parents"], syn.info["children"]
     z[:, parents[0]] *= ~(syn.active[:, children[0]] > 0).any(1)  # parent 0 is silent whenever a child fires

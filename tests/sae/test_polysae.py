@@ -12,14 +12,15 @@ from sae import make_sae
 def _poly(n=12, d=8, r=(6, 3, 3), **kw):
     sae = make_sae("poly", d, n, seed=0, k=3, rank1=r[0], rank2=r[1], rank3=r[2], dtype="float64", **kw)
     with torch.no_grad():
-        sae.lambda2.fill_(-0.7); sae.lambda3.fill_(0.4)
+        sae.lambda2.fill_(-0.7)
+        sae.lambda3.fill_(0.4)
     return sae
 
 
 def test_decode_equals_explicit_sum_over_atoms():
     sae = _poly()
     z = torch.rand(3, 12, dtype=torch.float64)
-    U, (_, r2, r3) = sae.U, sae.ranks
+    U, (_, _, r3) = sae.U, sae.ranks
     A = sae.linear_atoms()
     want = sae.b_dec + z @ A
     for b in range(3):
@@ -33,7 +34,8 @@ def test_decode_equals_explicit_sum_over_atoms():
 def test_zero_coefficients_give_a_linear_sae():
     sae = _poly(lambda2_init=0.0, lambda3_init=0.0)
     with torch.no_grad():
-        sae.lambda2.zero_(); sae.lambda3.zero_()
+        sae.lambda2.zero_()
+        sae.lambda3.zero_()
     z = torch.rand(4, 12, dtype=torch.float64)
     assert torch.allclose(sae.decode(z), z @ (sae.U @ sae.C1.T) + sae.b_dec)
 
@@ -47,8 +49,11 @@ def test_interaction_strength_is_lambda2_times_pair_atom_norm():
 
 def test_u_stays_orthonormal_through_sae_lens_training_and_grads_are_finite():
     sae = make_sae("poly", 16, 64, seed=0, k=4, rank2=8, rank3=8)
-    trainer = SAETrainer(cfg=SAETrainerConfig(total_training_samples=64 * 12, train_batch_size_samples=64, lr=1e-2, lr_end=1e-2),
-                         sae=sae, data_provider=iter(lambda: torch.randn(64, 16), None))
+    trainer = SAETrainer(
+        cfg=SAETrainerConfig(total_training_samples=64 * 12, train_batch_size_samples=64, lr=1e-2, lr_end=1e-2),
+        sae=sae,
+        data_provider=iter(lambda: torch.randn(64, 16), None),
+    )
     out = trainer.step(torch.randn(64, 16))
     for p in sae.parameters():
         assert p.grad is None or torch.isfinite(p.grad).all()
@@ -70,6 +75,7 @@ def test_no_retraction_ablation_leaves_u_alone():
         sae.U.mul_(2.0)
     before = sae.U.detach().clone()
     from sae_lens.saes.sae import TrainStepInput
+
     sae.training_forward_pass(TrainStepInput(torch.randn(4, 8), {}, None, 0, False))
     assert torch.equal(sae.U, before)
 

@@ -4,9 +4,8 @@ import pytest
 import torch
 
 from interp.cache.rows import DEFAULT_EXCLUDE, RowFilter, RowRule
-from sae import load_sae, make_sae
+from sae import make_sae
 from sae.inference import ThresholdReLU, to_inference
-from sae.synthetic import write_store
 from sae.train import TrainConfig, train_on_tensor, train_sae
 
 
@@ -30,7 +29,7 @@ def test_filter_is_per_row_and_uses_a_fixed_reference():
     assert f.reference_norm == pytest.approx(2.0)
     assert f.keep_tensor(x, pos).tolist() == [False, True, True, False, False, True]
     # one row at a time gives the same answer: nothing depends on the batch
-    assert [bool(f.keep_tensor(x[i:i + 1], pos[i:i + 1])) for i in range(6)] == f.keep_tensor(x, pos).tolist()
+    assert [bool(f.keep_tensor(x[i : i + 1], pos[i : i + 1])) for i in range(6)] == f.keep_tensor(x, pos).tolist()
     assert RowFilter.from_config(f.config()) == f
     with pytest.raises(ValueError, match="positions"):
         f.keep_tensor(x, None)
@@ -46,13 +45,30 @@ def _seq_store(tmp_path):
     x = torch.relu(torch.randn(n, 24, generator=g)) @ torch.randn(24, 12, generator=g)
     pos = torch.arange(n) % ctx
     x[pos == 0] *= 80
-    meta = StoreMeta(model="synthetic", model_sha256="-", hooks={"h": [12]}, dtype="float32", tokenizer="-",
-                     ctx_len=ctx, data={"name": "t"})
+    meta = StoreMeta(
+        model="synthetic",
+        model_sha256="-",
+        hooks={"h": [12]},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=ctx,
+        data={"name": "t"},
+    )
     st = ActivationStore.open_or_create(tmp_path / "store", meta, n_shards_planned=4)
     for i in range(4):
         sl = slice(i * 512, (i + 1) * 512)
-        st.commit_shard(write_shard_file(st.path, i, {"h": x[sl].contiguous(), "tokens": torch.zeros(512, dtype=torch.int32),
-                                                       "seq": torch.arange(n)[sl] // ctx, "pos": pos[sl].to(torch.int32)}))
+        st.commit_shard(
+            write_shard_file(
+                st.path,
+                i,
+                {
+                    "h": x[sl].contiguous(),
+                    "tokens": torch.zeros(512, dtype=torch.int32),
+                    "seq": torch.arange(n)[sl] // ctx,
+                    "pos": pos[sl].to(torch.int32),
+                },
+            )
+        )
     return st
 
 
@@ -80,7 +96,9 @@ def test_training_eval_and_dashboard_score_the_same_rows_the_same_way(tmp_path, 
     rows = st.get_rows(st.shard_rows([3]), hooks="h")
     assert int((~sae_row_filter(tmp_path / "sae", st, "h").keep(rows)).sum()) == ev["rows_excluded"]
     # a bad rule is one clear error, exit 2
-    bad = CliRunner().invoke(app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(st.path), "--exclude", "posn:0"])
+    bad = CliRunner().invoke(
+        app, ["eval", "--sae", str(tmp_path / "sae"), "--store", str(st.path), "--exclude", "posn:0"]
+    )
     assert bad.exit_code == 2 and "row rule" in bad.output
 
 
@@ -93,7 +111,7 @@ def test_threshold_codes_do_not_depend_on_the_chunk():
         inf = to_inference(s)
         with torch.no_grad():
             whole = inf.encode(x)
-            singles = torch.cat([inf.encode(x[i:i + 1]) for i in range(0, 8192, 97)])
+            singles = torch.cat([inf.encode(x[i : i + 1]) for i in range(0, 8192, 97)])
         assert torch.allclose(whole[::97], singles, atol=1e-5), arch
 
 

@@ -18,9 +18,11 @@ from sae import metrics as M
 from sae.saebench import saebench_records
 from tests.tiny import tiny_hf
 
-SCHEMAS = {"core": "core/eval_output_schema_core.json",
-           "absorption_first_letter": "absorption/eval_output_schema_absorption_first_letter.json",
-           "sparse_probing": "sparse_probing/eval_output_schema_sparse_probing.json"}
+SCHEMAS = {
+    "core": "core/eval_output_schema_core.json",
+    "absorption_first_letter": "absorption/eval_output_schema_absorption_first_letter.json",
+    "sparse_probing": "sparse_probing/eval_output_schema_sparse_probing.json",
+}
 
 
 def _schema_dir() -> Path:

@@ -93,7 +93,9 @@ def test_coh_summed_loss_matches_a_hand_computed_case():
     t = coh_normalised(M)
     k_r, k_c = math.ceil(0.5 * 4), math.ceil(2 / 3 * 3)
     h = lambda x: (x - 0.01).clamp_min(0)  # noqa: E731
-    by_hand = sum(h(t[n]).topk(k).values.sum() for n, k in (("var_r", k_r), ("cov_r", k_r), ("var_c", k_c), ("cov_c", k_c)))
+    by_hand = sum(
+        h(t[n]).topk(k).values.sum() for n, k in (("var_r", k_r), ("cov_r", k_r), ("var_c", k_c), ("cov_c", k_c))
+    )
     got = coh_loss(M, tau=0.01, row_frac=0.5, col_frac=2 / 3)
     assert torch.allclose(got, by_hand)
     mean = coh_loss(M, tau=0.01, row_frac=0.5, col_frac=2 / 3, reduction="mean")

@@ -22,6 +22,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, monkeypatch):
     assert (tmp_path / "full" / "cfg.json").exists() and rep["steps"] == 10
 
     import sae_lens.training.sae_trainer as st
+
     real, calls = st.SAETrainer.step, {"n": 0}
 
     def dying_step(self, batch):
@@ -43,17 +44,32 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, monkeypatch):
 
 def test_other_settings_in_the_same_folder_are_refused(tmp_path):
     store = write_store(tmp_path / "store", _data(1024), rows_per_shard=1024)
-    train_sae(store, TrainConfig(arch="relu", d_sae=16, total_tokens=512, batch_size=256), tmp_path / "run", progress=False)
+    train_sae(
+        store, TrainConfig(arch="relu", d_sae=16, total_tokens=512, batch_size=256), tmp_path / "run", progress=False
+    )
     with pytest.raises(ValueError, match="other settings"):
-        train_sae(store, TrainConfig(arch="relu", d_sae=24, total_tokens=512, batch_size=256), tmp_path / "run", progress=False)
+        train_sae(
+            store,
+            TrainConfig(arch="relu", d_sae=24, total_tokens=512, batch_size=256),
+            tmp_path / "run",
+            progress=False,
+        )
 
 
 def test_nan_in_activations_stops_with_clear_error_and_keeps_good_checkpoint(tmp_path):
     x = _data(4096)
     x[3000:3100] = float("nan")
     store = write_store(tmp_path / "store", x, rows_per_shard=1024)
-    cfg = TrainConfig(arch="c2r", d_sae=32, k=4, total_tokens=256 * 40, batch_size=256, checkpoint_every=1,
-                      exclude="none", normalize=False)
+    cfg = TrainConfig(
+        arch="c2r",
+        d_sae=32,
+        k=4,
+        total_tokens=256 * 40,
+        batch_size=256,
+        checkpoint_every=1,
+        exclude="none",
+        normalize=False,
+    )
     with pytest.raises(NonFiniteError, match="non-finite activations"):
         train_sae(store, cfg, tmp_path / "run", progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
@@ -66,8 +82,13 @@ def test_nan_in_activations_stops_with_clear_error_and_keeps_good_checkpoint(tmp
 def test_store_hook_and_shape_checks(tmp_path):
     store = write_store(tmp_path / "store", _data(512), rows_per_shard=512)
     with pytest.raises(ValueError, match="not in the store"):
-        train_sae(store, TrainConfig(arch="topk", d_sae=8, k=2, hook="blocks.0.hook_resid_post", total_tokens=256, batch_size=256), tmp_path / "r")
+        train_sae(
+            store,
+            TrainConfig(arch="topk", d_sae=8, k=2, hook="blocks.0.hook_resid_post", total_tokens=256, batch_size=256),
+            tmp_path / "r",
+        )
     from sae.train import _check_shapes
+
     with pytest.raises(ValueError, match="d_model 16 but the SAE expects d_in 32"):
         _check_shapes(store, "synthetic.hook_x", 32)
     assert json.loads((tmp_path / "store" / "manifest.json").read_text())  # store untouched and readable
@@ -86,12 +107,21 @@ def test_held_out_shards_are_never_trained_on_and_eval_scores_on_them(tmp_path):
     assert split == "heldout" and rows.tolist() == list(range(3072, 4096))
     assert eval_rows(tmp_path / "run", store, "all")[1].numel() == 4096
     with pytest.raises(ValueError, match="leaves nothing to train on"):
-        train_sae(store, TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256, holdout_shards=4),
-                  tmp_path / "r2", progress=False)
+        train_sae(
+            store,
+            TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256, holdout_shards=4),
+            tmp_path / "r2",
+            progress=False,
+        )
     assert not (tmp_path / "r2").exists()  # refused before anything was written
     with pytest.raises(ValueError, match="without held-out shards"):
         x2 = write_store(tmp_path / "clean", _data(1024), rows_per_shard=512)
-        train_sae(x2, TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256), tmp_path / "r4", progress=False)
+        train_sae(
+            x2,
+            TrainConfig(arch="topk", d_sae=8, k=2, total_tokens=256, batch_size=256),
+            tmp_path / "r4",
+            progress=False,
+        )
         eval_rows(tmp_path / "r4", x2, "heldout")
 
 

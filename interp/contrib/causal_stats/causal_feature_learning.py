@@ -37,7 +37,9 @@ def _check(x: np.ndarray, y: np.ndarray, env: np.ndarray | None) -> None:
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"X must be [n, d] with n >= 2; got shape {x.shape}")
     if y.ndim != 2 or y.shape[0] != x.shape[0]:
-        raise ValueError(f"Y must be [n, k] with the same n as X ({x.shape[0]}); got {y.shape} (reshape a 1-D target to [n, 1])")
+        raise ValueError(
+            f"Y must be [n, k] with the same n as X ({x.shape[0]}); got {y.shape} (reshape a 1-D target to [n, 1])"
+        )
     if env is not None and (env.shape != (x.shape[0],)):
         raise ValueError(f"env must give one environment id per row: [{x.shape[0]}]; got {env.shape}")
 

@@ -30,7 +30,7 @@ import math
 
 import torch
 from torch import Tensor
-from torch.distributions import Beta, Binomial, Gamma, Normal, Poisson
+from torch.distributions import Binomial, Normal, Poisson
 
 
 def gamma_entropy(k: Tensor, rate: Tensor) -> Tensor:
@@ -50,7 +50,10 @@ class PoissonGamma:
     def __init__(self, alpha: float, beta: float):
         if alpha <= 0 or beta <= 0:
             raise ValueError(f"Gamma prior needs alpha > 0 and beta > 0; got {alpha}, {beta}")
-        self.alpha, self.beta = torch.tensor(float(alpha), dtype=torch.float64), torch.tensor(float(beta), dtype=torch.float64)
+        self.alpha, self.beta = (
+            torch.tensor(float(alpha), dtype=torch.float64),
+            torch.tensor(float(beta), dtype=torch.float64),
+        )
 
     def _check(self, xi: float) -> None:
         if xi <= 0:
@@ -78,8 +81,13 @@ class PoissonGamma:
         ymax = 50
         while True:
             y = torch.arange(ymax + 1, dtype=torch.float64)
-            logp = (torch.lgamma(self.alpha + y) - torch.lgamma(self.alpha) - torch.lgamma(y + 1)
-                    + self.alpha * math.log(1 - p) + y * math.log(p))
+            logp = (
+                torch.lgamma(self.alpha + y)
+                - torch.lgamma(self.alpha)
+                - torch.lgamma(y + 1)
+                + self.alpha * math.log(1 - p)
+                + y * math.log(p)
+            )
             if float(logp.exp().sum()) > 1 - tol or ymax > 10**6:
                 break
             ymax *= 2
@@ -121,7 +129,13 @@ class BetaBinomial:
         y = torch.arange(int(xi) + 1, dtype=torch.float64)
         a, b = self.a, self.b
         lnb = lambda u, v: torch.lgamma(u) + torch.lgamma(v) - torch.lgamma(u + v)  # noqa: E731
-        logp = torch.lgamma(torch.tensor(xi + 1.0)) - torch.lgamma(y + 1) - torch.lgamma(xi - y + 1) + lnb(a + y, b + xi - y) - lnb(a, b)
+        logp = (
+            torch.lgamma(torch.tensor(xi + 1.0))
+            - torch.lgamma(y + 1)
+            - torch.lgamma(xi - y + 1)
+            + lnb(a + y, b + xi - y)
+            - lnb(a, b)
+        )
         return self.prior_entropy() - float((logp.exp() * self.posterior_entropy(y, xi)).sum())
 
 

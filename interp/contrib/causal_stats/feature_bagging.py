@@ -33,7 +33,6 @@ from torch import Tensor
 from interp.contrib.common.ridge import ridge_gram
 
 
-
 def _check(x: Tensor, y: Tensor, lam: float) -> None:
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(f"X must be a non-empty [n, d] matrix; got {tuple(x.shape)}")
@@ -98,7 +97,9 @@ class BaggedRidge:
         d = x.shape[1]
         k = max(1, math.ceil(q * d))
         g = torch.Generator().manual_seed(seed)
-        subsets = [torch.randperm(d, generator=g)[:k].sort().values if k < d else torch.arange(d) for _ in range(n_bags)]
+        subsets = [
+            torch.randperm(d, generator=g)[:k].sort().values if k < d else torch.arange(d) for _ in range(n_bags)
+        ]
         return cls([Ridge.fit(x, y, lam, s) for s in subsets], d)
 
     def predict(self, x: Tensor) -> Tensor:
@@ -116,7 +117,9 @@ def feature_instability(model: BaggedRidge, x_test: Tensor) -> Tensor:
     return torch.stack([(model.drop_feature(j).predict(x_test) - base).abs().mean() for j in range(model.d)])
 
 
-def instance_instability(model: BaggedRidge, x: Tensor, y: Tensor, x_test: Tensor, rows: Tensor | None = None) -> Tensor:
+def instance_instability(
+    model: BaggedRidge, x: Tensor, y: Tensor, x_test: Tensor, rows: Tensor | None = None
+) -> Tensor:
     """II_i = mean_x |f(x) - f^{(-i)}(x)| for training rows i (all, or `rows`): [len(rows)]."""
     rows = torch.arange(x.shape[0]) if rows is None else rows
     base = model.predict(x_test)

@@ -37,7 +37,6 @@ from torch import Tensor
 from interp.contrib.common.ridge import ridge_gram
 
 
-
 def _check_rows(x: Tensor, name: str, d: int | None = None) -> None:
     if x.ndim != 2 or x.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty [n, d] matrix; got shape {tuple(x.shape)}")
@@ -123,7 +122,9 @@ def spiked_covariance(d: int, n_spikes: int, spike: float, bulk: float) -> Tenso
     return torch.diag(ev)
 
 
-def direction_retention(traj: SelfTrainTrajectory, cov: Tensor, beta_star: Tensor, n_spikes: int) -> tuple[float, float]:
+def direction_retention(
+    traj: SelfTrainTrajectory, cov: Tensor, beta_star: Tensor, n_spikes: int
+) -> tuple[float, float]:
     """How much of β* the last iterate keeps along strong (spiked) vs weak eigendirections of a diagonal Σ:
     (|β_T[strong]|·|β*[strong]| projection ratio, same for weak). Signal forgetting hits the weak ones first."""
     b = traj.betas[-1]

@@ -34,7 +34,9 @@ class RandomFourier:
 
     def __init__(self, d_in: int, n_features: int, lengthscale: float, seed: int = 0):
         if d_in < 1 or n_features < 1 or lengthscale <= 0:
-            raise ValueError(f"need d_in >= 1, n_features >= 1, lengthscale > 0; got {d_in}, {n_features}, {lengthscale}")
+            raise ValueError(
+                f"need d_in >= 1, n_features >= 1, lengthscale > 0; got {d_in}, {n_features}, {lengthscale}"
+            )
         rng = np.random.default_rng(seed)
         self.w = rng.normal(scale=1 / lengthscale, size=(d_in, n_features))
         self.b = rng.uniform(0, 2 * math.pi, size=n_features)
@@ -121,8 +123,9 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - css[rho] / (rho + 1), 0)
 
 
-def balance_weights(phi: np.ndarray, target: np.ndarray, alpha: float = 1e-3, init: np.ndarray | None = None,
-                    iters: int = 500) -> np.ndarray:
+def balance_weights(
+    phi: np.ndarray, target: np.ndarray, alpha: float = 1e-3, init: np.ndarray | None = None, iters: int = 500
+) -> np.ndarray:
     """w on the simplex minimising |φᵀw - target|² + α |w|², by accelerated projected gradient from `init`
     (default uniform)."""
     k = len(phi)
@@ -145,8 +148,15 @@ def balance_weights(phi: np.ndarray, target: np.ndarray, alpha: float = 1e-3, in
 class StreamATE:
     """The streaming estimator: one coreset per arm and the running mean embedding of all units."""
 
-    def __init__(self, d_in: int, n_features: int = 128, block: int = 64, lengthscale: float = 2.0,
-                 alpha: float = 1e-3, seed: int = 0):
+    def __init__(
+        self,
+        d_in: int,
+        n_features: int = 128,
+        block: int = 64,
+        lengthscale: float = 2.0,
+        alpha: float = 1e-3,
+        seed: int = 0,
+    ):
         self.rff = RandomFourier(d_in, n_features, lengthscale, seed)
         self.arms = (HalvingCoreset(block), HalvingCoreset(block))
         self.mean = np.zeros(n_features)

@@ -35,8 +35,9 @@ from torch import Tensor, nn
 OptimizerName = Literal["adam", "adamw", "sgd"]
 
 
-def make_optimizer(params, lr: float, name: OptimizerName = "adam", weight_decay: float = 0.0,
-                   momentum: float = 0.0) -> torch.optim.Optimizer:
+def make_optimizer(
+    params, lr: float, name: OptimizerName = "adam", weight_decay: float = 0.0, momentum: float = 0.0
+) -> torch.optim.Optimizer:
     """torch's Adam / AdamW / SGD over `params` with these settings (AdamW's default decay is torch's, 0.01,
     only when `weight_decay` is left at 0: pass it explicitly to be sure)."""
     if name == "adam":
@@ -53,8 +54,9 @@ def as_generator(seed: int | torch.Generator) -> torch.Generator:
     return seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
 
 
-def epoch_batches(n: int, batch: int, epochs: int, seed: int | torch.Generator, min_size: int = 1,
-                  with_epoch: bool = False) -> Iterator[Tensor] | Iterator[tuple[int, Tensor]]:
+def epoch_batches(
+    n: int, batch: int, epochs: int, seed: int | torch.Generator, min_size: int = 1, with_epoch: bool = False
+) -> Iterator[Tensor] | Iterator[tuple[int, Tensor]]:
     """Index batches of a fresh random permutation of range(n) each epoch (the last batch may be short;
     batches under `min_size` are skipped). The permutation is drawn when the epoch's first batch is asked for.
     `with_epoch`: yield (epoch, indices) pairs instead, for losses that change with the epoch."""
@@ -89,10 +91,20 @@ class FitResult:
     """True when `patience` evaluations passed without a better score, or the callback asked to stop."""
 
 
-def fit(opt: torch.optim.Optimizer, loss_fn: Callable[[Any], Tensor], batches: Iterable, *,
-        schedule: Literal["cosine"] | None = None, total_steps: int | None = None, record_losses: bool = False,
-        evaluate: Callable[[], float] | None = None, every: int = 1, patience: int | None = None,
-        restore: nn.Module | None = None, callback: Callable[[int, Tensor], bool | None] | None = None) -> FitResult:
+def fit(
+    opt: torch.optim.Optimizer,
+    loss_fn: Callable[[Any], Tensor],
+    batches: Iterable,
+    *,
+    schedule: Literal["cosine"] | None = None,
+    total_steps: int | None = None,
+    record_losses: bool = False,
+    evaluate: Callable[[], float] | None = None,
+    every: int = 1,
+    patience: int | None = None,
+    restore: nn.Module | None = None,
+    callback: Callable[[int, Tensor], bool | None] | None = None,
+) -> FitResult:
     """Train: for each item of `batches`, zero the gradients, back-propagate `loss_fn(item)`, step.
 
     - `schedule="cosine"`: cosine annealing of the learning rate over `total_steps` (needed then);

@@ -19,9 +19,16 @@ from torch import Tensor, nn
 from interp.contrib.common.fit import fit, make_optimizer
 
 
-def train_linear_probe(x: Tensor, y: Tensor, n_classes: int, steps: int = 300, lr: float = 0.1,
-                       weight_decay: float = 1e-4, init: Literal["small", "linear"] | tuple[Tensor, Tensor] = "small",
-                       seed: int = 0) -> tuple[Tensor, Tensor]:
+def train_linear_probe(
+    x: Tensor,
+    y: Tensor,
+    n_classes: int,
+    steps: int = 300,
+    lr: float = 0.1,
+    weight_decay: float = 1e-4,
+    init: Literal["small", "linear"] | tuple[Tensor, Tensor] = "small",
+    seed: int = 0,
+) -> tuple[Tensor, Tensor]:
     """(W [C, d], b [C]) minimising the cross-entropy of x @ Wᵀ + b against `y`, `steps` full-batch Adam steps."""
     if isinstance(init, tuple):
         w, b = (t.detach().clone().requires_grad_() for t in init)
@@ -39,8 +46,15 @@ def train_linear_probe(x: Tensor, y: Tensor, n_classes: int, steps: int = 300, l
     return w.detach(), b.detach()
 
 
-def probe_accuracy(x_train: Tensor, y_train: Tensor, x_test: Tensor, y_test: Tensor, n_classes: int,
-                   standardise: bool = False, **kwargs) -> float:
+def probe_accuracy(
+    x_train: Tensor,
+    y_train: Tensor,
+    x_test: Tensor,
+    y_test: Tensor,
+    n_classes: int,
+    standardise: bool = False,
+    **kwargs,
+) -> float:
     """Test accuracy of `train_linear_probe` (its options in `kwargs`), features optionally standardised by
     the training rows' mean and standard deviation."""
     if standardise:

@@ -34,7 +34,6 @@ from torch import Tensor
 
 from interp.contrib.common.ridge import ridge
 
-
 DEFAULT_LAMBDAS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 DEFAULT_KAPPAS = (0.0, 1.0)
 
@@ -57,14 +56,17 @@ class CoupledFit:
         return x.double() @ self.alpha
 
 
-def _check(x_l: Tensor, w_l: Tensor, y: Tensor, x_u: Tensor, w_u: Tensor, lam: float, ridge: float,
-           kappa: float = 0.0) -> None:
+def _check(
+    x_l: Tensor, w_l: Tensor, y: Tensor, x_u: Tensor, w_u: Tensor, lam: float, ridge: float, kappa: float = 0.0
+) -> None:
     if not 0.0 <= kappa <= 1.0:
         raise ValueError(f"kappa={kappa} must lie in [0, 1]")
     if x_l.ndim != 2 or w_l.ndim != 2 or x_u.ndim != 2 or w_u.ndim != 2 or y.ndim != 1:
         raise ValueError("x_l, w_l, x_u, w_u must be 2-D [rows, features] and y 1-D [rows]")
     if not (len(x_l) == len(w_l) == len(y)) or len(x_u) != len(w_u):
-        raise ValueError(f"row counts differ: x_l {len(x_l)}, w_l {len(w_l)}, y {len(y)}; x_u {len(x_u)}, w_u {len(w_u)}")
+        raise ValueError(
+            f"row counts differ: x_l {len(x_l)}, w_l {len(w_l)}, y {len(y)}; x_u {len(x_u)}, w_u {len(w_u)}"
+        )
     if x_l.shape[1] != x_u.shape[1] or w_l.shape[1] != w_u.shape[1]:
         raise ValueError("labeled and unlabeled rows must have the same feature counts")
     if len(y) == 0:
@@ -90,8 +92,9 @@ def coupled_closed_form(x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, r
     return CoupledFit(sol[:dx], sol[dx:], lam, kappa)
 
 
-def fit_coupled(x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, rho: float = 1e-3, iters: int = 500,
-                tol: float = 1e-12) -> CoupledFit:
+def fit_coupled(
+    x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, rho: float = 1e-3, iters: int = 500, tol: float = 1e-12
+) -> CoupledFit:
     """Alternating ridge updates: the f-step (ridge on labeled y plus λ-weighted pseudo-responses g(x_u)),
     then the g-step (labeled y plus κλ-weighted f(x_u)); converges to `coupled_closed_form`'s fixed point."""
     _check(x_l, w_l, y, x_u, w_u, lam, rho, kappa)
@@ -124,8 +127,18 @@ def fit_two_step(x_l, w_l, y, x_u, w_u, rho: float = 1e-3) -> CoupledFit:
     return CoupledFit(ridge(x_u.double(), pseudo, rho, mean=True), beta, float("nan"))
 
 
-def fit_coupled_cv(x_l, w_l, y, x_u, w_u, lambdas=DEFAULT_LAMBDAS, kappas=DEFAULT_KAPPAS, folds: int = 5,
-                   rho: float = 1e-3, seed: int = 0) -> CoupledFit:
+def fit_coupled_cv(
+    x_l,
+    w_l,
+    y,
+    x_u,
+    w_u,
+    lambdas=DEFAULT_LAMBDAS,
+    kappas=DEFAULT_KAPPAS,
+    folds: int = 5,
+    rho: float = 1e-3,
+    seed: int = 0,
+) -> CoupledFit:
     """`coupled_closed_form` with (λ, κ) chosen by K-fold CV of f's squared error on the labeled rows."""
     _check(x_l, w_l, y, x_u, w_u, 0.0, rho)
     if not 2 <= folds <= len(y):
@@ -136,7 +149,7 @@ def fit_coupled_cv(x_l, w_l, y, x_u, w_u, lambdas=DEFAULT_LAMBDAS, kappas=DEFAUL
     parts = order.chunk(folds)
     best, best_err = (0.0, 0.0), float("inf")
     for lam in lambdas:
-        for kappa in (kappas if lam > 0 else (0.0,)):
+        for kappa in kappas if lam > 0 else (0.0,):
             err = 0.0
             for k, held in enumerate(parts):
                 train = torch.cat([p for j, p in enumerate(parts) if j != k])

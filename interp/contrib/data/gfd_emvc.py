@@ -38,8 +38,10 @@ def last_layer_gradients(logits: Tensor, labels: Tensor, feats: Tensor) -> Tenso
     """Per-sample ∂CE/∂W of a last linear layer logits = W z + b: (softmax(logits) - onehot(y)) ⊗ z,
     flattened to [n, K * d]."""
     if logits.ndim != 2 or feats.ndim != 2 or len(logits) != len(feats) or labels.shape != (len(logits),):
-        raise ValueError(f"need logits [n, K], feats [n, d], labels [n]; got {tuple(logits.shape)}, "
-                         f"{tuple(feats.shape)}, {tuple(labels.shape)}")
+        raise ValueError(
+            f"need logits [n, K], feats [n, d], labels [n]; got {tuple(logits.shape)}, "
+            f"{tuple(feats.shape)}, {tuple(labels.shape)}"
+        )
     err = F.softmax(logits.double(), -1) - F.one_hot(labels, logits.shape[1]).double()
     return torch.einsum("nk,nd->nkd", err, feats.double()).flatten(1)
 
@@ -119,8 +121,9 @@ def fused_accuracy(weights: Tensor, view_logits: Sequence[Tensor], labels: Tenso
     return float((fused.argmax(-1) == labels).float().mean())
 
 
-def evolve_fusion(view_logits: Sequence[Tensor], labels: Tensor, pop: int = 20, gens: int = 10, sigma: float = 0.3,
-                  seed: int = 0) -> tuple[Tensor, list[tuple[Tensor, float]]]:
+def evolve_fusion(
+    view_logits: Sequence[Tensor], labels: Tensor, pop: int = 20, gens: int = 10, sigma: float = 0.3, seed: int = 0
+) -> tuple[Tensor, list[tuple[Tensor, float]]]:
     """(best non-negative fusion weights [V], every evaluated (weights, fitness)): a (μ + λ) evolution,
     fitness = accuracy of Σ_v w_v log softmax(logits_v) against `labels`."""
     if pop < 2 or gens < 1 or not view_logits:
@@ -140,5 +143,3 @@ def evolve_fusion(view_logits: Sequence[Tensor], labels: Tensor, pop: int = 20, 
         best = allf.argsort(descending=True)[:pop]
         popu, fit = allp[best], allf[best]
     return popu[0], history
-
-

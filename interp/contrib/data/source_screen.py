@@ -12,7 +12,8 @@ Screening (our reconstruction of the selection rule; the paper proves minimax op
 subset, the greedy rule here is ours): order sources greedily by D-optimal design on noise-weighted
 heads (each step adds the head with the largest log det gain), then keep the prefix that maximises the
 Davis-Kahan proxy λ_k(Σ_S θθᵀ) / sqrt(Σ_S (|θ_s|² + σ²)²) (pooled eigengap over the sampling noise the
-sources bring: a source's moment noise grows with its head norm), or a fixed fraction. Genie-aided screening uses the true heads; empirical screening uses heads from a pilot
+sources bring: a source's moment noise grows with its head norm), or a fixed fraction. Genie-aided screening uses the
+true heads; empirical screening uses heads from a pilot
 fit (full-pool B̂, then per-source least squares).
 
     B_hat = mom_subspace(xs, ys, k)                 # lists of [n_s, d] and [n_s]
@@ -31,15 +32,15 @@ from torch import Tensor
 from interp.contrib.common.ridge import ridge as ridge_weights
 
 
-
 def _check_sources(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> int:
     if len(xs) == 0 or len(xs) != len(ys):
         raise ValueError(f"need one y per x source and at least one source; got {len(xs)} x and {len(ys)} y")
     d = xs[0].shape[-1]
     for s, (x, y) in enumerate(zip(xs, ys)):
         if x.ndim != 2 or y.ndim != 1 or len(x) != len(y) or x.shape[1] != d or len(x) == 0:
-            raise ValueError(f"source {s}: x must be [n_s, {d}] and y [n_s] with n_s >= 1; got "
-                             f"{tuple(x.shape)} and {tuple(y.shape)}")
+            raise ValueError(
+                f"source {s}: x must be [n_s, {d}] and y [n_s] with n_s >= 1; got {tuple(x.shape)} and {tuple(y.shape)}"
+            )
     return d
 
 
@@ -108,8 +109,9 @@ def screening_score(heads: Tensor, subset: Sequence[int], k: int, noise_var: flo
     return float(lam[k - 1]) * len(subset) / float(noise.clamp_min(1e-12))
 
 
-def screen_sources(heads: Tensor, k: int, frac: float | None = None, min_sources: int | None = None,
-                   noise_var: float = 0.0) -> list[int]:
+def screen_sources(
+    heads: Tensor, k: int, frac: float | None = None, min_sources: int | None = None, noise_var: float = 0.0
+) -> list[int]:
     """Indices of the screened sources: the greedy prefix with the best score, or its first ceil(frac n).
     `noise_var` is the label-noise variance σ² (0 if unknown)."""
     if heads.ndim != 2 or not 1 <= k <= heads.shape[1]:

@@ -103,8 +103,8 @@ def threshold_allocation(est: np.ndarray) -> np.ndarray:
     v1, v2 = est[0, order], est[1, order]
     c1 = np.concatenate([[0.0], np.cumsum(v1)])  # v̂_1 of the first k goods
     c2 = np.concatenate([[0.0], np.cumsum(v2)])
-    m1 = 2 * c1 - c1[-1]                          # v̂_1(A_1) - v̂_1(A_2)
-    m2 = (c2[-1] - c2) - c2                       # v̂_2(A_2) - v̂_2(A_1)
+    m1 = 2 * c1 - c1[-1]  # v̂_1(A_1) - v̂_1(A_2)
+    m2 = (c2[-1] - c2) - c2  # v̂_2(A_2) - v̂_2(A_1)
     k = int(np.argmax(np.minimum(m1, m2)))
     a1 = np.zeros(est.shape[1], dtype=bool)
     a1[order[:k]] = True

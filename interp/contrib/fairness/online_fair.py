@@ -99,7 +99,8 @@ def running_normalised(v: np.ndarray) -> np.ndarray:
 
 def mms(values, n: int, exact_up_to: int = 10) -> float:
     """Maximin share of one agent: the best over partitions into n bundles of the worst bundle. Exact by
-    enumeration for at most `exact_up_to` goods (n^(goods-1) partitions); otherwise a lower bound (largest-first greedy, then single-good
+    enumeration for at most `exact_up_to` goods (n^(goods-1) partitions); otherwise a lower bound (largest-first greedy,
+    then single-good
     moves and pairwise swaps that raise the worst bundle)."""
     x = np.sort(np.asarray(values, dtype=float))[::-1]
     if n < 1:
@@ -125,11 +126,19 @@ def mms(values, n: int, exact_up_to: int = 10) -> float:
             if b == lo:
                 continue
             if load[b] - x[j] > load[lo]:  # move good j to the worst bundle
-                load[b] -= x[j]; load[lo] += x[j]; lab[j] = lo; improved = True; break
+                load[b] -= x[j]
+                load[lo] += x[j]
+                lab[j] = lo
+                improved = True
+                break
             for k in np.flatnonzero(lab == lo):  # swap a bigger good in, a smaller one out
                 d = x[j] - x[k]
                 if d > 0 and load[b] - d > load[lo]:
-                    load[b] -= d; load[lo] += d; lab[j], lab[k] = lo, b; improved = True; break
+                    load[b] -= d
+                    load[lo] += d
+                    lab[j], lab[k] = lo, b
+                    improved = True
+                    break
             if improved:
                 break
     return float(load.min())

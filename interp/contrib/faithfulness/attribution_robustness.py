@@ -96,12 +96,20 @@ def random_robustness(
         u = (torch.rand(x.shape, generator=gen) * 2 - 1) * eps
         other = attribution(f, x + u, target).detach()
         tk.append(topk_intersection(base, other, k)), sp.append(spearman(base, other)), co.append(cosine(base, other))
-    return {"topk": float(torch.cat(tk).mean()), "spearman": float(torch.cat(sp).mean()),
-            "cosine": float(torch.cat(co).mean())}
+    return {
+        "topk": float(torch.cat(tk).mean()),
+        "spearman": float(torch.cat(sp).mean()),
+        "cosine": float(torch.cat(co).mean()),
+    }
 
 
 def topk_attack(
-    f: Model, x: Tensor, eps: float, k: int, steps: int = 10, step_size: float | None = None,
+    f: Model,
+    x: Tensor,
+    eps: float,
+    k: int,
+    steps: int = 10,
+    step_size: float | None = None,
     attribution: Callable = saliency,
 ) -> tuple[Tensor, dict[str, float]]:
     """PGD in the L-inf ball that lowers the share of |attribution| on the original top-k features.
@@ -128,8 +136,11 @@ def topk_attack(
         x_adv = torch.where(keep.view(-1, *[1] * (x.ndim - 1)), cand, x_adv)
     adv = attribution(f, x_adv, target).detach()
     base_attr = attribution(f, x, target).detach()
-    return x_adv, {"topk": float(topk_intersection(base_attr, adv, k).mean()),
-                   "spearman": float(spearman(base_attr, adv).mean()), "cosine": float(cosine(base_attr, adv).mean())}
+    return x_adv, {
+        "topk": float(topk_intersection(base_attr, adv, k).mean()),
+        "spearman": float(spearman(base_attr, adv).mean()),
+        "cosine": float(cosine(base_attr, adv).mean()),
+    }
 
 
 def input_hessian_norm(f: Model, x: Tensor, y: Tensor, n_probes: int = 8, seed: int = 0) -> float:

@@ -79,8 +79,9 @@ def sufficiency(verdicts: Sequence[object | None], gold: Sequence[object]) -> fl
 
 def _logits_of(model, ids: Tensor, mask: Tensor) -> Tensor:
     if hasattr(model, "hf_model"):  # a HookedModel: run the real HF model with the mask
-        return model.hf_model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                              use_cache=False).logits
+        return model.hf_model(
+            input_ids=ids.to(model.device), attention_mask=mask.to(model.device), use_cache=False
+        ).logits
     return model(ids, mask)
 
 
@@ -131,5 +132,10 @@ def truncation_report(p: Tensor) -> dict:
     """CIR, its absolute variant and the curve, from `answer_probabilities` output [W+1]."""
     if p.numel() < 2:
         raise ValueError("need at least one reasoning word: p has W+1 entries, W >= 1")
-    return {"p_full": float(p[-1]), "p_no_reasoning": float(p[0]), "cir": cir(p[-1], p[:-1]),
-            "cir_abs": cir_abs(p[-1], p[:-1]), "curve": [round(float(x), 4) for x in p]}
+    return {
+        "p_full": float(p[-1]),
+        "p_no_reasoning": float(p[0]),
+        "cir": cir(p[-1], p[:-1]),
+        "cir_abs": cir_abs(p[-1], p[:-1]),
+        "curve": [round(float(x), 4) for x in p],
+    }

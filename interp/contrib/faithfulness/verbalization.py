@@ -33,7 +33,6 @@ from torch import Tensor
 from interp.contrib.common.ridge import ridge as ridge_weights
 
 
-
 def embed_patch_hook(positions: Tensor, vectors: Tensor):
     """A hook for `hook_embed` [batch, pos, d] writing `vectors[b]` at `positions[b]`.
 
@@ -45,15 +44,19 @@ def embed_patch_hook(positions: Tensor, vectors: Tensor):
     if vectors.ndim == 2:
         vectors = vectors[:, None]
     if vectors.shape[:2] != positions.shape:
-        raise ValueError(f"vectors {tuple(vectors.shape)} do not match positions {tuple(positions.shape)}: "
-                         "need one d-vector per (sequence, slot)")
+        raise ValueError(
+            f"vectors {tuple(vectors.shape)} do not match positions {tuple(positions.shape)}: "
+            "need one d-vector per (sequence, slot)"
+        )
 
     def hook(emb: Tensor, point) -> Tensor:
         if emb.shape[0] != positions.shape[0]:
             raise ValueError(f"the patch holds {positions.shape[0]} sequences but the batch has {emb.shape[0]}")
         if vectors.shape[-1] != emb.shape[-1]:
-            raise ValueError(f"patch vectors have width {vectors.shape[-1]}, the embedding {emb.shape[-1]}; "
-                             "map them with an adapter first (fit_linear_map)")
+            raise ValueError(
+                f"patch vectors have width {vectors.shape[-1]}, the embedding {emb.shape[-1]}; "
+                "map them with an adapter first (fit_linear_map)"
+            )
         out = emb.clone()
         rows = torch.arange(emb.shape[0])[:, None].expand_as(positions)
         out[rows, positions.to(emb.device)] = vectors.to(emb.device, emb.dtype)
@@ -117,15 +120,19 @@ def choose_answer(
 
 
 def follow_rates(answers: Tensor, target_facts: Tensor, verbalizer_facts: Tensor) -> dict[str, float]:
-    """Knowledge-conflict control: how often the verbalized answer matches the target's fact, the verbalizer's, neither."""
+    """Knowledge-conflict control: how often the verbalized answer matches the target's fact, the verbalizer's,
+    neither."""
     answers, t, v = map(torch.as_tensor, (answers, target_facts, verbalizer_facts))
     if not (answers.shape == t.shape == v.shape):
         raise ValueError("answers, target_facts and verbalizer_facts must have the same shape (one per question)")
     if answers.numel() == 0:
         raise ValueError("follow_rates needs at least one question")
     ft, fv = (answers == t).float(), (answers == v).float()
-    return {"follows_target": float(ft.mean()), "follows_verbalizer": float(fv.mean()),
-            "neither": float(((1 - ft) * (1 - fv)).mean())}
+    return {
+        "follows_target": float(ft.mean()),
+        "follows_verbalizer": float(fv.mean()),
+        "neither": float(((1 - ft) * (1 - fv)).mean()),
+    }
 
 
 def privileged_information_score(acc_with_activations: float, *control_accs: float) -> float:

@@ -1,1 +1,2 @@
-"""interp.contrib.generative: stochastic binary coding (SBC), timestep rescheduling for DDIM inversion (TRDI), information in diffusion models (DiffInfo)."""
+"""interp.contrib.generative: stochastic binary coding (SBC), timestep rescheduling for DDIM inversion (TRDI),
+information in diffusion models (DiffInfo)."""

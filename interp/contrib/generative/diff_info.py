@@ -52,7 +52,7 @@ def gaussian_mmse(cov: Tensor, snr: Tensor, proj: Tensor | None = None) -> Tenso
     lam, U = torch.linalg.eigh(cov.double())
     lam = lam.clamp_min(0)
     P = torch.eye(len(cov), dtype=torch.float64) if proj is None else proj.double()
-    w = ((P @ U) ** 2).sum(0)                                 # weight of each eigen-direction in P
+    w = ((P @ U) ** 2).sum(0)  # weight of each eigen-direction in P
     snr = torch.as_tensor(snr, dtype=torch.float64).reshape(-1, 1)
     return ((lam / (1 + snr * lam)) * w).sum(1)
 
@@ -68,8 +68,9 @@ def integrate_logsnr(gamma: Tensor, values: Tensor) -> float:
 
 
 @torch.no_grad()
-def mmse_curve(denoise: Denoiser, x: Tensor, gammas: Tensor, projs: dict[str, Tensor], n_noise: int = 1,
-               seed: int = 0) -> dict[str, Tensor]:
+def mmse_curve(
+    denoise: Denoiser, x: Tensor, gammas: Tensor, projs: dict[str, Tensor], n_noise: int = 1, seed: int = 0
+) -> dict[str, Tensor]:
     """E‖P(x - x̂)‖² per log-snr γ, for each named projection P. y = √snr x + n, snr = e^γ."""
     if x.ndim != 2 or len(x) == 0:
         raise ValueError(f"x must be [n, d] with n >= 1; got {tuple(x.shape)}")
@@ -87,8 +88,8 @@ def mmse_curve(denoise: Denoiser, x: Tensor, gammas: Tensor, projs: dict[str, Te
 class HiddenTap:
     """Records the outputs of chosen submodules during forward passes (removed on exit).
 
-        with HiddenTap({"h1": net.layer1}) as tap:
-            net(x); acts = tap.acts["h1"]
+    with HiddenTap({"h1": net.layer1}) as tap:
+        net(x); acts = tap.acts["h1"]
     """
 
     def __init__(self, modules: dict[str, nn.Module]):
@@ -98,7 +99,9 @@ class HiddenTap:
 
     def __enter__(self):
         for name, m in self.modules.items():
-            self._handles.append(m.register_forward_hook(lambda mod, inp, out, name=name: self.acts.__setitem__(name, out.detach())))
+            self._handles.append(
+                m.register_forward_hook(lambda mod, inp, out, name=name: self.acts.__setitem__(name, out.detach()))
+            )
         return self
 
     def __exit__(self, *exc):

@@ -76,8 +76,8 @@ def ecsq_gaussian(step: float, span: float = 12.0) -> tuple[float, float]:
     P = Phi(hi) - Phi(lo)
     keep = P > 1e-300
     P, lo, hi = P[keep], lo[keep], hi[keep]
-    m1 = phi(lo) - phi(hi)                                   # ∫ z φ over the cell
-    m2 = P + lo * phi(lo) - hi * phi(hi)                     # ∫ z² φ over the cell
+    m1 = phi(lo) - phi(hi)  # ∫ z φ over the cell
+    m2 = P + lo * phi(lo) - hi * phi(hi)  # ∫ z² φ over the cell
     mse = float((m2 - m1**2 / P).sum())
     rate = float(-(P * torch.log2(P)).sum())
     return rate, mse
@@ -95,9 +95,9 @@ def pfr_select(logq: Tensor, logp: Tensor, n_candidates: int, gen: torch.Generat
     if n_candidates <= 0:
         raise ValueError(f"n_candidates must be positive; got {n_candidates}")
     B, m, _ = logq.shape
-    p1 = logp[..., 1].exp()                                                 # [B, m]
+    p1 = logp[..., 1].exp()  # [B, m]
     u = torch.rand(B, n_candidates, m, generator=gen, dtype=p1.dtype)
-    cand = (u < p1.unsqueeze(1)).long()                                     # [B, K, m] ~ p
+    cand = (u < p1.unsqueeze(1)).long()  # [B, K, m] ~ p
     lr = (logq - logp).unsqueeze(1).expand(B, n_candidates, m, 2).gather(3, cand.unsqueeze(3)).squeeze(3).sum(2)
     tau = torch.cumsum(-torch.log(torch.rand(B, n_candidates, generator=gen, dtype=p1.dtype)), 1)
     k = torch.argmin(torch.log(tau) - lr, 1)
@@ -108,7 +108,7 @@ def index_code_bits(k: Tensor) -> Tensor:
     """Length in bits of the Elias-delta code of positive integers k (what sending the PFR index costs)."""
     if (k < 1).any():
         raise ValueError("indices must be >= 1")
-    n = torch.floor(torch.log2(k.double())) + 1                              # bits of k
+    n = torch.floor(torch.log2(k.double())) + 1  # bits of k
     return n - 1 + 2 * torch.floor(torch.log2(n)) + 1
 
 
@@ -133,7 +133,7 @@ class SBC(nn.Module):
         logits = self.enc(x)
         q = torch.sigmoid(logits)
         hard = (torch.rand_like(q) < q).float()
-        b = hard + q - q.detach()                     # straight-through: forward a true sample
+        b = hard + q - q.detach()  # straight-through: forward a true sample
         rate = bernoulli_kl_bits(q, torch.sigmoid(self.prior_logit).expand_as(q)).sum(1)
         return self.dec(b), rate
 
@@ -193,7 +193,9 @@ class NTC(nn.Module):
         return float(((xh - x) ** 2).mean()), float(rate.mean()) / self.cfg.dim
 
 
-def train_codec(model: nn.Module, lam: float, steps: int, batch: int = 512, lr: float = 2e-3, seed: int = 0) -> list[float]:
+def train_codec(
+    model: nn.Module, lam: float, steps: int, batch: int = 512, lr: float = 2e-3, seed: int = 0
+) -> list[float]:
     """Minimise MSE + lam · rate (bits per sample) on fresh N(0, I) blocks; returns the loss trace."""
     if lam <= 0 or steps <= 0 or batch <= 0:
         raise ValueError(f"lam, steps and batch must be positive; got {lam}, {steps}, {batch}")
@@ -205,5 +207,11 @@ def train_codec(model: nn.Module, lam: float, steps: int, batch: int = 512, lr: 
         xh, rate = model(x)
         return ((xh - x) ** 2).mean() + lam * rate.mean() / dim
 
-    return fit(make_optimizer(model.parameters(), lr=lr), loss_fn, range(steps), schedule="cosine", total_steps=steps,
-               record_losses=True).losses
+    return fit(
+        make_optimizer(model.parameters(), lr=lr),
+        loss_fn,
+        range(steps),
+        schedule="cosine",
+        total_steps=steps,
+        record_losses=True,
+    ).losses

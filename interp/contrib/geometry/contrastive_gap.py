@@ -48,8 +48,12 @@ def centroid_gap(x: Tensor, y: Tensor) -> dict[str, float]:
     x, y = _pair(x, y, paired=False)
     cx, cy = x.mean(0), y.mean(0)
     cos = F.cosine_similarity(cx, cy, dim=0).clamp(-1, 1)
-    return {"geodesic": float(torch.arccos(cos)), "euclidean": float((cx - cy).norm()),
-            "norm_x": float(cx.norm()), "norm_y": float(cy.norm())}
+    return {
+        "geodesic": float(torch.arccos(cos)),
+        "euclidean": float((cx - cy).norm()),
+        "norm_x": float(cx.norm()),
+        "norm_y": float(cy.norm()),
+    }
 
 
 def alignment(x: Tensor, y: Tensor, alpha: float = 2.0) -> float:

@@ -75,7 +75,9 @@ class InfoGlobe:
         q = self.embed(p)
         return (_paired_fr(p[i], p[j]) - _paired_fr(q[i], q[j])).pow(2).mean()
 
-    def fit(self, p: Tensor, steps: int = 400, pairs: int = 2048, lr: float = 0.1, temperature_decay: bool = True) -> InfoGlobe:
+    def fit(
+        self, p: Tensor, steps: int = 400, pairs: int = 2048, lr: float = 0.1, temperature_decay: bool = True
+    ) -> InfoGlobe:
         """Adam on the logits; each step samples `pairs` random row pairs. Returns self."""
         if steps < 1 or pairs < 1 or len(p) < 2:
             raise ValueError(f"need steps >= 1, pairs >= 1 and at least two rows; got {steps}, {pairs}, {len(p)}")
@@ -102,13 +104,16 @@ def angle_distances(x: Tensor) -> Tensor:
     return torch.arccos((z @ z.T).clamp(-1 + 1e-7, 1 - 1e-7))
 
 
-def modular_counts(n_cells: int, n_genes: int, n_modules: int, n_types: int, depth: int, seed: int
-                   ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def modular_counts(
+    n_cells: int, n_genes: int, n_modules: int, n_types: int, depth: int, seed: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(counts [n, G], true proportions [n, G], cell type [n], gene module [G]): cell types draw module
     activities from their own Dirichlet; genes share their module's activity by fixed weights; counts are
     multinomial with `depth` reads per cell (depth varies x0.5-1.5)."""
     if n_genes < n_modules or n_cells < 1 or depth < 1:
-        raise ValueError(f"need n_genes >= n_modules, n_cells >= 1 and depth >= 1; got {n_genes}, {n_modules}, {n_cells}, {depth}")
+        raise ValueError(
+            f"need n_genes >= n_modules, n_cells >= 1 and depth >= 1; got {n_genes}, {n_modules}, {n_cells}, {depth}"
+        )
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # the Gamma/Dirichlet/multinomial samplers use the global stream
     module = torch.arange(n_genes) % n_modules

@@ -38,13 +38,17 @@ def _check_feats(feats: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, int]:
         raise ValueError(f"feats must be a 2-D tensor [n_samples, d]; got {getattr(feats, 'shape', type(feats))}")
     labels = torch.as_tensor(labels)
     if labels.shape != (feats.shape[0],) or labels.dtype.is_floating_point:
-        raise ValueError(f"labels must be integer class ids of shape ({feats.shape[0]},); got {labels.dtype} {tuple(labels.shape)}")
+        raise ValueError(
+            f"labels must be integer class ids of shape ({feats.shape[0]},); got {labels.dtype} {tuple(labels.shape)}"
+        )
     if labels.min() < 0:
         raise ValueError("labels must be non-negative class ids 0..K-1")
     k = int(labels.max()) + 1
     counts = torch.bincount(labels, minlength=k)
     if (counts == 0).any():
-        raise ValueError(f"classes {torch.nonzero(counts == 0).ravel().tolist()} have no samples; relabel to 0..K-1 without gaps")
+        raise ValueError(
+            f"classes {torch.nonzero(counts == 0).ravel().tolist()} have no samples; relabel to 0..K-1 without gaps"
+        )
     if k < 2:
         raise ValueError("need at least 2 classes")
     return feats.double(), labels.long(), k

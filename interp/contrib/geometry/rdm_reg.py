@@ -71,8 +71,9 @@ def sliced_w2(a: Tensor, b: Tensor, n_proj: int = 1024, generator: torch.Generat
     return (pa - pb).pow(2).mean()
 
 
-def rdmreg_loss(z: Tensor, p: float = 1.0, mu: float = 0.0, n_proj: int = 1024,
-                generator: torch.Generator | None = None) -> Tensor:
+def rdmreg_loss(
+    z: Tensor, p: float = 1.0, mu: float = 0.0, n_proj: int = 1024, generator: torch.Generator | None = None
+) -> Tensor:
     """RDMReg: sliced W2 between features z [batch, d] and as many RGG(μ, p) samples."""
     target = sample_rgg(z.shape, p, mu, generator).to(z)
     return sliced_w2(z, target, n_proj, generator)
@@ -88,9 +89,11 @@ def vicreg_loss(z1: Tensor, z2: Tensor, lam: float = 25.0, mu: float = 25.0, nu:
     inv = (z1 - z2).pow(2).mean()
     std = lambda z: torch.sqrt(z.var(0) + 1e-4)  # noqa: E731
     var = torch.relu(1 - std(z1)).mean() + torch.relu(1 - std(z2)).mean()
+
     def cov(z):
         c = (z - z.mean(0)).T @ (z - z.mean(0)) / (len(z) - 1)
         return (c.pow(2).sum() - c.diagonal().pow(2).sum()) / z.shape[1]
+
     return lam * inv + mu * var + nu * (cov(z1) + cov(z2))
 
 
@@ -105,8 +108,14 @@ def l1_sparsity(z: Tensor, eps: float = 1e-12) -> float:
     return float(((z.abs().sum(1) / (z.norm(dim=1) + eps)).pow(2) / d).mean())
 
 
-def rgg_fit(acts: Tensor, p: float = 1.0, mus=(-2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0), n_proj: int = 256,
-            max_rows: int = 4096, seed: int = 0) -> dict[str, float]:
+def rgg_fit(
+    acts: Tensor,
+    p: float = 1.0,
+    mus=(-2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0),
+    n_proj: int = 256,
+    max_rows: int = 4096,
+    seed: int = 0,
+) -> dict[str, float]:
     """Score a cached activation distribution [n, d] against the RGG family (read-only diagnostic).
 
     Each feature is scaled to unit RMS; for each μ the RGG samples are scaled to unit RMS too; the best μ
@@ -131,6 +140,9 @@ def rgg_fit(acts: Tensor, p: float = 1.0, mus=(-2.0, -1.5, -1.0, -0.5, 0.0, 0.5,
         d = float(sliced_w2(x, t, n_proj, torch.Generator().manual_seed(seed + 1)))
         best = min(best, (d, mu))
     gauss = x.mean(0) + x.std(0) * torch.randn(x.shape, generator=g, dtype=torch.float64)
-    return {"mu": best[1], "distance": best[0],
-            "gaussian_distance": float(sliced_w2(x, gauss, n_proj, torch.Generator().manual_seed(seed + 1))),
-            "l0": l0_fraction(acts, tol=1e-6 * float(acts.abs().max()))}
+    return {
+        "mu": best[1],
+        "distance": best[0],
+        "gaussian_distance": float(sliced_w2(x, gauss, n_proj, torch.Generator().manual_seed(seed + 1))),
+        "l0": l0_fraction(acts, tol=1e-6 * float(acts.abs().max())),
+    }

@@ -217,8 +217,14 @@ def ricci_flow(
     )
 
 
-def states_from_cache(cache, kind: str = "resid_post", layers: list[int] | None = None,
-                      max_points: int | None = 1000, seed: int = 0, skip_first_position: bool = True) -> list[Tensor]:
+def states_from_cache(
+    cache,
+    kind: str = "resid_post",
+    layers: list[int] | None = None,
+    max_points: int | None = 1000,
+    seed: int = 0,
+    skip_first_position: bool = True,
+) -> list[Tensor]:
     """Per-layer [n, d_model] states of the same (unpadded) tokens from an `ActivationCache`.
 
     The first position of each sequence is dropped by default: in many LMs it carries massive
@@ -228,7 +234,9 @@ def states_from_cache(cache, kind: str = "resid_post", layers: list[int] | None 
     if not layers:
         raise KeyError(f"no cached layers of {kind!r}; cache holds {list(cache)}")
     ref = cache[kind, layers[0]]
-    mask = cache.attention_mask.bool() if cache.attention_mask is not None else torch.ones(ref.shape[:2], dtype=torch.bool)
+    mask = (
+        cache.attention_mask.bool() if cache.attention_mask is not None else torch.ones(ref.shape[:2], dtype=torch.bool)
+    )
     if skip_first_position:
         mask = mask.clone()
         mask[:, 0] = False

@@ -1,1 +1,2 @@
-"""interp.contrib.graphs: hypergraph active learning (HIAL), Haar spectral filtering (HMH-lite), learnable connectivity (BRep)."""
+"""interp.contrib.graphs: hypergraph active learning (HIAL), Haar spectral filtering (HMH-lite), learnable connectivity
+(BRep)."""

@@ -50,7 +50,9 @@ class PearsonMLP(nn.Module):
         super().__init__()
         if n_regions < 2 or n_classes < 2:
             raise ValueError(f"need n_regions >= 2 and n_classes >= 2; got {n_regions}, {n_classes}")
-        self.head = nn.Sequential(nn.Linear(n_regions * (n_regions - 1) // 2, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
+        self.head = nn.Sequential(
+            nn.Linear(n_regions * (n_regions - 1) // 2, hidden), nn.ReLU(), nn.Linear(hidden, n_classes)
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(_triu(pearson_connectivity(x)).float())
@@ -59,7 +61,9 @@ class PearsonMLP(nn.Module):
 class BRep(nn.Module):
     """Learnable order-2 correlation kernels φ_θ shared across region pairs, then an MLP head."""
 
-    def __init__(self, n_regions: int, n_classes: int = 2, n_kernels: int = 4, kernel_hidden: int = 16, hidden: int = 64):
+    def __init__(
+        self, n_regions: int, n_classes: int = 2, n_kernels: int = 4, kernel_hidden: int = 16, hidden: int = 64
+    ):
         super().__init__()
         if n_regions < 2 or n_classes < 2 or n_kernels < 1 or kernel_hidden < 1:
             raise ValueError("need n_regions >= 2, n_classes >= 2, n_kernels >= 1 and kernel_hidden >= 1")
@@ -75,8 +79,8 @@ class BRep(nn.Module):
         if z.shape[2] != self.n_regions:
             raise ValueError(f"x has {z.shape[2]} regions; the model was built for {self.n_regions}")
         i, j = torch.triu_indices(self.n_regions, self.n_regions, 1)
-        pairs = torch.stack([z[:, :, i], z[:, :, j]], -1)          # [B, T, P, 2]
-        return self.phi(pairs).mean(1).transpose(1, 2)             # [B, K, P]
+        pairs = torch.stack([z[:, :, i], z[:, :, j]], -1)  # [B, T, P, 2]
+        return self.phi(pairs).mean(1).transpose(1, 2)  # [B, K, P]
 
     def connectivity(self, x: Tensor) -> Tensor:
         """[batch, K, R, R] symmetric learned connectivity (zero diagonal)."""
@@ -90,16 +94,28 @@ class BRep(nn.Module):
         return self.head(self.norm(self.pair_features(x).flatten(1)))
 
 
-def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, batch: int = 32, lr: float = 3e-3,
-                     seed: int = 0, weight_decay: float = 1e-4) -> list[float]:
+def train_classifier(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    epochs: int = 30,
+    batch: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+    weight_decay: float = 1e-4,
+) -> list[float]:
     """Adam on cross-entropy; returns the per-epoch mean loss."""
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"x and y must have the same non-zero length; got {len(x)}, {len(y)}")
     if epochs <= 0 or batch <= 0:
         raise ValueError("epochs and batch must be positive")
     opt = make_optimizer(model.parameters(), lr=lr, name="adamw", weight_decay=weight_decay)
-    res = fit(opt, lambda idx: nn.functional.cross_entropy(model(x[idx]), y[idx]),
-              epoch_batches(len(x), batch, epochs, seed), record_losses=True)
+    res = fit(
+        opt,
+        lambda idx: nn.functional.cross_entropy(model(x[idx]), y[idx]),
+        epoch_batches(len(x), batch, epochs, seed),
+        record_losses=True,
+    )
     sizes = [min(batch, len(x) - k) for k in range(0, len(x), batch)]
     losses = []
     for e in range(epochs):

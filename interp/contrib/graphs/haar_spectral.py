@@ -72,7 +72,7 @@ def spectral_embedding(A: Tensor, dims: int = 8, both_ends: bool = True) -> Tens
     _, vec = torch.linalg.eigh(S.double())
     k = min(dims, len(A))
     if both_ends:
-        return torch.cat([vec[:, -((k + 1) // 2):], vec[:, : k // 2]], 1)
+        return torch.cat([vec[:, -((k + 1) // 2) :], vec[:, : k // 2]], 1)
     return vec[:, -k:]
 
 
@@ -110,6 +110,6 @@ class HaarFilterNet(nn.Module):
 
     def forward(self, X: Tensor) -> Tensor:
         H = self.enc(X)
-        coef = self.Phi.T @ H                                  # Haar coefficients [n, c]
-        filt = self.Phi @ (coef * self.gain[self.level])       # filtered signal
+        coef = self.Phi.T @ H  # Haar coefficients [n, c]
+        filt = self.Phi @ (coef * self.gain[self.level])  # filtered signal
         return self.head(torch.cat([H * self.skip, filt], 1))

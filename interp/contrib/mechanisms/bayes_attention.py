@@ -95,7 +95,8 @@ class Family:
         return torch.poisson(mu[:, None].expand(b, n, d).contiguous(), generator=generator)
 
     def log_likelihood(self, x: Tensor, mu: Tensor) -> Tensor:
-        """Exact sum_i log p(x_i | mu_k) (with base measure) via torch.distributions: x [B, n, d], mu [B, K, d] -> [B, K]."""
+        """Exact sum_i log p(x_i | mu_k) (with base measure) via torch.distributions: x [B, n, d], mu [B, K, d] -> [B,
+        K]."""
         x, mu = x.double()[:, None], mu.double()[:, :, None]
         if self.name == "gaussian":
             dist = torch.distributions.MultivariateNormal(mu, covariance_matrix=self.cov.double())
@@ -116,7 +117,9 @@ def bayes_head(fam: Family, x: Tensor, mus: Tensor, log_prior: Tensor | None = N
     b, n, _ = x.shape
     k = mus.shape[1]
     lp = torch.full((k,), -math.log(k), dtype=torch.float64) if log_prior is None else log_prior.double()
-    q = torch.cat([x.double().sum(1), torch.full((b, 1), float(n), dtype=torch.float64), torch.ones(b, 1, dtype=torch.float64)], 1)
+    q = torch.cat(
+        [x.double().sum(1), torch.full((b, 1), float(n), dtype=torch.float64), torch.ones(b, 1, dtype=torch.float64)], 1
+    )
     keys = torch.cat([fam.natural(mus), -fam.log_partition(mus)[..., None], lp.expand(b, k)[..., None]], -1)
     post = torch.einsum("bj,bkj->bk", q, keys).softmax(-1)
     return post, torch.einsum("bk,bkd->bd", post, mus.double())
@@ -133,7 +136,9 @@ def default_family(name: str, d: int = 4, seed: int = 0) -> Family:
     return Family(name, cov)
 
 
-def make_task(fam: Family, n_symbols: int, n_obs: int, batch: int, d: int, generator: torch.Generator) -> dict[str, Tensor]:
+def make_task(
+    fam: Family, n_symbols: int, n_obs: int, batch: int, d: int, generator: torch.Generator
+) -> dict[str, Tensor]:
     """In-context estimation: per sequence, fresh candidates mu_1..mu_K, a uniform symbol, n_obs draws.
 
     Candidate priors: Gaussian N(0, 4 I); Bernoulli U(0.05, 0.95); Poisson U(0.5, 8).
@@ -183,8 +188,17 @@ class MetricHeads(nn.Module):
         return torch.einsum("hed,bhd->be", self.out, heads)
 
 
-def train_heads(fam: Family, n_heads: int, d: int = 4, n_symbols: int = 8, n_range: tuple[int, int] = (4, 64),
-                steps: int = 1500, batch: int = 256, lr: float = 3e-2, seed: int = 0) -> MetricHeads:
+def train_heads(
+    fam: Family,
+    n_heads: int,
+    d: int = 4,
+    n_symbols: int = 8,
+    n_range: tuple[int, int] = (4, 64),
+    steps: int = 1500,
+    batch: int = 256,
+    lr: float = 3e-2,
+    seed: int = 0,
+) -> MetricHeads:
     """Fit MetricHeads by MSE to the exact posterior mean, with n drawn from n_range per batch."""
     g = torch.Generator().manual_seed(seed)
     model = MetricHeads(d, n_heads, seed)
@@ -201,11 +215,15 @@ def train_heads(fam: Family, n_heads: int, d: int = 4, n_symbols: int = 8, n_ran
 def fisher_alignment(metric: Tensor, fisher: Tensor) -> dict[str, float]:
     """Frobenius cosine between sym(metric) and fisher, and the least-squares scale c in metric ~ c fisher."""
     if metric.shape != fisher.shape or metric.ndim != 2:
-        raise ValueError(f"metric and fisher must be square and the same shape; got {tuple(metric.shape)} and {tuple(fisher.shape)}")
+        raise ValueError(
+            f"metric and fisher must be square and the same shape; got {tuple(metric.shape)} and {tuple(fisher.shape)}"
+        )
     m = (metric.double() + metric.double().T) / 2
     f = fisher.double()
-    return {"cosine": float((m * f).sum() / (m.norm() * f.norm()).clamp_min(1e-300)),
-            "scale": float((m * f).sum() / f.pow(2).sum().clamp_min(1e-300))}
+    return {
+        "cosine": float((m * f).sum() / (m.norm() * f.norm()).clamp_min(1e-300)),
+        "scale": float((m * f).sum() / f.pow(2).sum().clamp_min(1e-300)),
+    }
 
 
 # ---------------------------------------------------------------- real models
@@ -223,11 +241,17 @@ def qk_metrics(model, layer: int) -> Tensor:
         wq, wk = blk.self_attn.q_proj.weight.detach().double(), blk.self_attn.k_proj.weight.detach().double()
         g = blk.input_layernorm.weight.detach().double()
     except AttributeError as e:
-        raise ValueError(f"qk_metrics reads llama-style attention (q_proj/k_proj/input_layernorm); {type(model.hf_model).__name__} has none: {e}") from None
+        raise ValueError(
+            f"qk_metrics reads llama-style attention (q_proj/k_proj/input_layernorm); {type(model.hf_model).__name__} "
+            f"has none: {e}"
+        ) from None
     if not 0 <= layer < model.n_layers:
         raise ValueError(f"layer must be in 0..{model.n_layers - 1}; got {layer}")
     if getattr(blk.self_attn, "q_norm", None) is not None:
-        raise ValueError("this model normalises q and k per head (q_norm/k_norm), so its scores are not a bilinear form of the residual; qk_metrics does not apply")
+        raise ValueError(
+            "this model normalises q and k per head (q_norm/k_norm), so its scores are not a bilinear form of the "
+            "residual; qk_metrics does not apply"
+        )
     nh, nkv, dh = model.n_heads, model.n_kv_heads, model.d_head
     q = wq.reshape(nh, dh, -1) * g
     k = wk.reshape(nkv, dh, -1) * g
@@ -235,7 +259,9 @@ def qk_metrics(model, layer: int) -> Tensor:
     return torch.einsum("hei,hej->hij", q, k)
 
 
-def qk_precision_alignment(metrics: Tensor, inputs: Tensor, ridge: float = 1e-3, n_random: int = 20, seed: int = 0) -> dict:
+def qk_precision_alignment(
+    metrics: Tensor, inputs: Tensor, ridge: float = 1e-3, n_random: int = 20, seed: int = 0
+) -> dict:
     """Cosine of each head's symmetric QK metric with the precision of the cached head inputs (a Gaussian
     Fisher information), against the same metric randomly rotated (same spectrum, random orientation)."""
     if inputs.ndim != 2 or inputs.shape[1] != metrics.shape[-1]:
@@ -251,5 +277,8 @@ def qk_precision_alignment(metrics: Tensor, inputs: Tensor, ridge: float = 1e-3,
         for _ in range(n_random // len(metrics) + 1):
             r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
             rand.append(fisher_alignment(r @ m @ r.T, prec)["cosine"])
-    return {"head_cosine": real, "random_rotation_cosine_mean": float(torch.tensor(rand).mean()),
-            "random_rotation_cosine_std": float(torch.tensor(rand).std())}
+    return {
+        "head_cosine": real,
+        "random_rotation_cosine_mean": float(torch.tensor(rand).mean()),
+        "random_rotation_cosine_std": float(torch.tensor(rand).std()),
+    }

@@ -72,8 +72,9 @@ def phase_task(n: int, N: int, beta: float, seed: int, phase_noise: float = 0.5)
     return x, y
 
 
-def mixed_task(n: int, N: int, beta: float, seed: int, delta_beta: float = 0.5, phase_noise: float = 0.5,
-               probe: str | None = None) -> tuple[Tensor, Tensor]:
+def mixed_task(
+    n: int, N: int, beta: float, seed: int, delta_beta: float = 0.5, phase_noise: float = 0.5, probe: str | None = None
+) -> tuple[Tensor, Tensor]:
     """Both cues: label 1 has spectrum slope β + Δβ and coupled phases, label 0 slope β and random phases.
 
     probe="amplitude_only": random phases for all, class amplitudes; probe="phase_only": the mean of the two

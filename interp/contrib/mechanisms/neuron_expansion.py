@@ -36,11 +36,21 @@ from interp.contrib.common.fit import fit, make_optimizer, random_batches
 class MaskedMLP(nn.Module):
     """One-hidden-layer ReLU MLP whose weights are multiplied by fixed 0/1 masks."""
 
-    def __init__(self, W1: Tensor, b1: Tensor, W2: Tensor, b2: Tensor, M1: Tensor | None = None, M2: Tensor | None = None):
+    def __init__(
+        self, W1: Tensor, b1: Tensor, W2: Tensor, b2: Tensor, M1: Tensor | None = None, M2: Tensor | None = None
+    ):
         super().__init__()
-        if W1.ndim != 2 or W2.ndim != 2 or W2.shape[1] != W1.shape[0] or b1.shape != (W1.shape[0],) or b2.shape != (W2.shape[0],):
-            raise ValueError(f"shapes must be W1 [m, n_in], b1 [m], W2 [n_out, m], b2 [n_out]; got "
-                             f"{tuple(W1.shape)}, {tuple(b1.shape)}, {tuple(W2.shape)}, {tuple(b2.shape)}")
+        if (
+            W1.ndim != 2
+            or W2.ndim != 2
+            or W2.shape[1] != W1.shape[0]
+            or b1.shape != (W1.shape[0],)
+            or b2.shape != (W2.shape[0],)
+        ):
+            raise ValueError(
+                f"shapes must be W1 [m, n_in], b1 [m], W2 [n_out, m], b2 [n_out]; got "
+                f"{tuple(W1.shape)}, {tuple(b1.shape)}, {tuple(W2.shape)}, {tuple(b2.shape)}"
+            )
         self.W1, self.b1 = nn.Parameter(W1.clone().float()), nn.Parameter(b1.clone().float())
         self.W2, self.b2 = nn.Parameter(W2.clone().float()), nn.Parameter(b2.clone().float())
         self.register_buffer("M1", torch.ones_like(self.W1) if M1 is None else M1.clone().float())
@@ -49,8 +59,12 @@ class MaskedMLP(nn.Module):
     @classmethod
     def dense(cls, n_in: int, n_hidden: int, n_out: int = 1, seed: int = 0) -> MaskedMLP:
         g = torch.Generator().manual_seed(seed)
-        return cls(torch.randn(n_hidden, n_in, generator=g) / math.sqrt(n_in), torch.zeros(n_hidden),
-                   torch.randn(n_out, n_hidden, generator=g) / math.sqrt(n_hidden), torch.zeros(n_out))
+        return cls(
+            torch.randn(n_hidden, n_in, generator=g) / math.sqrt(n_in),
+            torch.zeros(n_hidden),
+            torch.randn(n_out, n_hidden, generator=g) / math.sqrt(n_hidden),
+            torch.zeros(n_out),
+        )
 
     def hidden(self, x: Tensor) -> Tensor:
         return F.relu(x @ (self.W1 * self.M1).T + self.b1)
@@ -113,8 +127,11 @@ def expand_neurons(mlp: MaskedMLP, alpha: int = 2, partition: str = "random", se
         inputs = torch.nonzero(M1[j] * (W1[j] != 0)).ravel()
         if len(inputs) < alpha:
             raise ValueError(f"neuron {j} has {len(inputs)} nonzero inputs; cannot split it into {alpha} children")
-        groups = (_balanced_split(inputs, alpha, g) if partition == "random"
-                  else [inputs[gr] for gr in _balanced_clusters(profile[inputs], alpha, g)])
+        groups = (
+            _balanced_split(inputs, alpha, g)
+            if partition == "random"
+            else [inputs[gr] for gr in _balanced_clusters(profile[inputs], alpha, g)]
+        )
         for grp in groups:
             mask = torch.zeros(n_in)
             mask[grp] = 1.0
@@ -135,7 +152,7 @@ def expand_neurons(mlp: MaskedMLP, alpha: int = 2, partition: str = "random", se
         keep = torch.ones_like(live)
         keep[drop] = 0.0
         M1n = M1n * keep[: M1n.numel()].reshape(M1n.shape)
-        M2n = M2n * keep[M1n.numel():].reshape(M2n.shape)
+        M2n = M2n * keep[M1n.numel() :].reshape(M2n.shape)
     return MaskedMLP(W1n * M1n, torch.stack(biases), W2n * M2n, mlp.b2.detach(), M1n, M2n)
 
 
@@ -170,7 +187,9 @@ def polysemanticity(acts: Tensor, features: Tensor, threshold: float = 0.5) -> T
     feature f when the response is >= threshold * its largest response (and positive). Dead neurons get 0.
     """
     if acts.ndim != 2 or features.ndim != 2 or acts.shape[0] != features.shape[0]:
-        raise ValueError(f"acts [N, m] and features [N, F] must share N; got {tuple(acts.shape)} and {tuple(features.shape)}")
+        raise ValueError(
+            f"acts [N, m] and features [N, F] must share N; got {tuple(acts.shape)} and {tuple(features.shape)}"
+        )
     on = features.double()
     n_on = on.sum(0)
     if ((n_on == 0) | (n_on == len(on))).any():
@@ -193,8 +212,9 @@ class DNFTask:
     literals: list[list[tuple[int, int]]]  # per clause: (bit, sign)
 
 
-def make_dnf(n_bits: int = 32, n_clauses: int = 8, literals: tuple[int, int] = (3, 4), n_samples: int = 20000,
-             seed: int = 0) -> DNFTask:
+def make_dnf(
+    n_bits: int = 32, n_clauses: int = 8, literals: tuple[int, int] = (3, 4), n_samples: int = 20000, seed: int = 0
+) -> DNFTask:
     """Random DNF: each clause is an AND of 3-4 literals on distinct random bits; label = OR of the clauses."""
     if n_bits < literals[1] or n_clauses < 1 or n_samples < 2:
         raise ValueError("need n_bits >= the clause width, n_clauses >= 1, n_samples >= 2")
@@ -211,12 +231,15 @@ def make_dnf(n_bits: int = 32, n_clauses: int = 8, literals: tuple[int, int] = (
     return DNFTask(bits.float() * 2 - 1, clauses.max(1).values, clauses, lits)
 
 
-def train_mlp(mlp: MaskedMLP, x: Tensor, y: Tensor, steps: int = 3000, lr: float = 1e-2, batch: int = 512,
-              seed: int = 0) -> MaskedMLP:
+def train_mlp(
+    mlp: MaskedMLP, x: Tensor, y: Tensor, steps: int = 3000, lr: float = 1e-2, batch: int = 512, seed: int = 0
+) -> MaskedMLP:
     """Adam on binary cross-entropy; masked-out weights stay zero (the mask multiplies them in forward)."""
-    fit(make_optimizer(mlp.parameters(), lr=lr),
+    fit(
+        make_optimizer(mlp.parameters(), lr=lr),
         lambda idx: F.binary_cross_entropy_with_logits(mlp(x[idx]).squeeze(-1), y[idx]),
-        random_batches(len(x), batch, steps, seed))
+        random_batches(len(x), batch, steps, seed),
+    )
     with torch.no_grad():
         mlp.W1.mul_(mlp.M1)
         mlp.W2.mul_(mlp.M2)

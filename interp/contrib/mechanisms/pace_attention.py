@@ -50,7 +50,9 @@ def rate_reduction(z: Tensor, labels: Tensor, eps: float = 0.5) -> dict[str, flo
     return {"R": r, "Rc": rc, "dR": r - rc}
 
 
-def coding_rate_gradient(z: Tensor, eps: float = 0.5, sketch: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+def coding_rate_gradient(
+    z: Tensor, eps: float = 0.5, sketch: int | None = None, generator: torch.Generator | None = None
+) -> Tensor:
     """∇_Z R(Z) = α Z (I + α ZᵀZ)⁻¹ for token sets z [batch, n, d]; with `sketch` = m, ZᵀZ is estimated
     as (SZ)ᵀ(SZ) with a Gaussian S [m, n] of variance 1/m (unbiased; cost linear in n)."""
     b, n, d = z.shape
@@ -112,7 +114,9 @@ class PACEAttention(nn.Module):
         return self.mssa.last_attn
 
     def forward(self, z: Tensor) -> Tensor:
-        return self.a * self.mssa(z) + self.b * coding_rate_gradient(z, self.eps, self.sketch if self.training else None)
+        return self.a * self.mssa(z) + self.b * coding_rate_gradient(
+            z, self.eps, self.sketch if self.training else None
+        )
 
 
 class PACEViT(nn.Module):
@@ -121,11 +125,25 @@ class PACEViT(nn.Module):
     Gram, 8 rows) or "pace_exact" (exact Gram);
     `mlp_hidden` (default 2d) lets the tied-weight attentions spend the parameters softmax MHSA uses."""
 
-    def __init__(self, attention: str, patch: int, image: int, d: int, depth: int, heads: int, n_classes: int,
-                 channels: int = 1, mlp_hidden: int | None = None):
+    def __init__(
+        self,
+        attention: str,
+        patch: int,
+        image: int,
+        d: int,
+        depth: int,
+        heads: int,
+        n_classes: int,
+        channels: int = 1,
+        mlp_hidden: int | None = None,
+    ):
         super().__init__()
-        makers = {"softmax": SoftmaxAttention, "mssa": SubspaceAttention, "pace": PACEAttention,
-                  "pace_exact": lambda d, h: PACEAttention(d, h, sketch=None)}
+        makers = {
+            "softmax": SoftmaxAttention,
+            "mssa": SubspaceAttention,
+            "pace": PACEAttention,
+            "pace_exact": lambda d, h: PACEAttention(d, h, sketch=None),
+        }
         if attention not in makers:
             raise ValueError(f"attention must be one of {sorted(makers)}; got {attention!r}")
         if image % patch:

@@ -51,7 +51,9 @@ class Top1MoE(nn.Module):
     def __init__(self, d_in: int, d_out: int, d_expert: int, n_experts: int):
         super().__init__()
         if min(d_in, d_out, d_expert) < 1 or n_experts < 2:
-            raise ValueError(f"need d_in, d_out, d_expert >= 1 and n_experts >= 2; got {d_in}, {d_out}, {d_expert}, {n_experts}")
+            raise ValueError(
+                f"need d_in, d_out, d_expert >= 1 and n_experts >= 2; got {d_in}, {d_out}, {d_expert}, {n_experts}"
+            )
         self.router = nn.Linear(d_in, n_experts, bias=False)
         self.w1 = nn.Parameter(torch.randn(n_experts, d_expert, d_in) * d_in**-0.5)
         self.b1 = nn.Parameter(torch.zeros(n_experts, d_expert))
@@ -89,13 +91,16 @@ class ModularTask:
     """Orthonormal basis of each module's signal subspace (mean direction included) [K, d, r + 1]."""
 
 
-def modular_task(n: int, sigma: float, seed: int, n_modules: int = 4, d: int = 32, r: int = 4,
-                 spec_seed: int | None = None) -> ModularTask:
+def modular_task(
+    n: int, sigma: float, seed: int, n_modules: int = 4, d: int = 32, r: int = 4, spec_seed: int | None = None
+) -> ModularTask:
     """x = 2 μ_m + U_m z + σ ξ, y = 2 tanh(v_mᵀ z) (z ~ N(0, I_r), ξ ~ N(0, I_d)); μ_m, U_m mutually
     orthogonal. `spec_seed` fixes the modules (μ, U, v) so that train and test share them."""
     if n < 1 or sigma < 0 or n_modules < 1 or n_modules * (r + 1) > d:
-        raise ValueError(f"need n >= 1, sigma >= 0 and n_modules * (r + 1) <= d; got n={n}, sigma={sigma}, "
-                         f"n_modules={n_modules}, r={r}, d={d}")
+        raise ValueError(
+            f"need n >= 1, sigma >= 0 and n_modules * (r + 1) <= d; got n={n}, sigma={sigma}, "
+            f"n_modules={n_modules}, r={r}, d={d}"
+        )
     gs = torch.Generator().manual_seed(seed if spec_seed is None else spec_seed)
     q, _ = torch.linalg.qr(torch.randn(d, d, generator=gs))
     bases = q[:, : n_modules * (r + 1)].T.reshape(n_modules, r + 1, d).transpose(1, 2)  # [K, d, r+1]

@@ -41,8 +41,9 @@ def _check_experts(gate_w: Tensor, up_w: Tensor, down_w: Tensor, router_w: Tenso
     if down_w.shape != (n, d, h):
         raise ValueError(f"down_w must be [n_experts, d_model, d_hidden] = {(n, d, h)}; got {tuple(down_w.shape)}")
     if router_w.shape != (n, d):
-        raise ValueError(f"router_w must be [n_experts, d_model] = {(n, d)} (the gate Linear's weight); "
-                         f"got {tuple(router_w.shape)}")
+        raise ValueError(
+            f"router_w must be [n_experts, d_model] = {(n, d)} (the gate Linear's weight); got {tuple(router_w.shape)}"
+        )
     return n, h, d
 
 
@@ -90,8 +91,10 @@ def mixed_routing(
     if not 0.0 <= c <= 1.0:
         raise ValueError(f"the mixing ratio c={c} must lie in [0, 1]")
     if router_logits.shape != spectral_logits.shape:
-        raise ValueError(f"router logits {tuple(router_logits.shape)} and SSMoE logits "
-                         f"{tuple(spectral_logits.shape)} must have the same shape [..., n_experts]")
+        raise ValueError(
+            f"router logits {tuple(router_logits.shape)} and SSMoE logits "
+            f"{tuple(spectral_logits.shape)} must have the same shape [..., n_experts]"
+        )
     n = router_logits.shape[-1]
     if not 1 <= top_k <= n:
         raise ValueError(f"top_k={top_k} must be between 1 and the number of experts {n}")

@@ -57,7 +57,9 @@ def sample_weights(rewards: Tensor, probs: Tensor, method: str, outcomes: Tensor
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     if rewards.shape != probs.shape:
-        raise ValueError(f"rewards {tuple(rewards.shape)} and probs {tuple(probs.shape)} must have the same [..., G] shape")
+        raise ValueError(
+            f"rewards {tuple(rewards.shape)} and probs {tuple(probs.shape)} must have the same [..., G] shape"
+        )
     if method in ("ips", "ips-adv") and bool((probs <= 0).any()):
         raise ValueError("inverse probability scaling needs every sampled outcome's probability > 0")
     if method in ("ips", "ips-group") and bool((rewards < 0).any()):
@@ -105,8 +107,9 @@ def coverage(p: Tensor, rewards: Tensor, good: float, min_mass: float = 0.05) ->
     return int(((rewards >= good) & (p >= min_mass)).sum())
 
 
-def train_bandit(rewards: Tensor, method: str, group: int = 16, steps: int = 3000, lr: float = 0.05,
-                 seed: int = 0) -> Tensor:
+def train_bandit(
+    rewards: Tensor, method: str, group: int = 16, steps: int = 3000, lr: float = 0.05, seed: int = 0
+) -> Tensor:
     """Train a softmax policy over len(rewards) terminal outcomes (logits start at 0) with GRPO-style
     groups of `group` samples and SGD on -mean_i w_i log π(o_i); returns the final distribution."""
     if group < 2 or steps < 0 or lr <= 0:
@@ -166,8 +169,15 @@ def sum_rewards(sums: Tensor, n_digits: int = 10) -> Tensor:
     return ((a + b).unsqueeze(0) == sums.unsqueeze(1)).float()
 
 
-def train_sum_policy(method: str, sums: Tensor, group: int = 16, steps: int = 400, lr: float = 0.05,
-                     seed: int = 0, ips_floor: float = 1e-3) -> tuple[SumPolicy, Tensor]:
+def train_sum_policy(
+    method: str,
+    sums: Tensor,
+    group: int = 16,
+    steps: int = 400,
+    lr: float = 0.05,
+    seed: int = 0,
+    ips_floor: float = 1e-3,
+) -> tuple[SumPolicy, Tensor]:
     """Train SumPolicy with groups of `group` answers per prompt (every prompt each step, Adam).
     π in the IPS weights is floored at `ips_floor` (a rare sample would otherwise get a weight of 1/π ~ 1e4
     and one Adam step would blow the logits up; our safeguard, reported). Returns (policy, rewards table)."""

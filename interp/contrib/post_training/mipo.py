@@ -126,16 +126,18 @@ def cross_logprobs(lm, prompts: Tensor, responses: Tensor, batch: int = 16) -> T
     responses [P, Lr] token ids (equal lengths, so no padding enters). PMI_i = L[i, i] - logmeanexp_j L[i, j]
     estimates log π(y_i|x_i) - log π(y_i) with the P prompts as the prompt distribution."""
     if prompts.ndim != 2 or responses.ndim != 2 or len(prompts) != len(responses) or len(prompts) < 2:
-        raise ValueError(f"prompts [P, Lp] and responses [P, Lr] with the same P >= 2; got {tuple(prompts.shape)}, "
-                         f"{tuple(responses.shape)}")
+        raise ValueError(
+            f"prompts [P, Lp] and responses [P, Lr] with the same P >= 2; got {tuple(prompts.shape)}, "
+            f"{tuple(responses.shape)}"
+        )
     p, lp = prompts.shape
     pairs = [(i, j) for i in range(p) for j in range(p)]
     out = torch.empty(p, p, dtype=torch.float64)
     for s in range(0, len(pairs), batch):
-        chunk = pairs[s:s + batch]
+        chunk = pairs[s : s + batch]
         ids = torch.stack([torch.cat([prompts[j], responses[i]]) for i, j in chunk])
         logits = lm(ids).double()
-        lsm = torch.log_softmax(logits[:, lp - 1:-1], -1)
+        lsm = torch.log_softmax(logits[:, lp - 1 : -1], -1)
         tok = ids[:, lp:]
         lps = lsm.gather(2, tok.unsqueeze(2).to(lsm.device)).squeeze(2).sum(1)
         for (i, j), v in zip(chunk, lps.tolist()):

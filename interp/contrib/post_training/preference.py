@@ -6,7 +6,6 @@ reference:  -log σ(β [(log π(y_w|x) - log π_ref(y_w|x)) - (log π(y_l|x) - l
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 

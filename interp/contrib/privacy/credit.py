@@ -100,15 +100,24 @@ def ksg_mi(x: np.ndarray, y: np.ndarray, k: int = 5, repo_variant: bool = True) 
     return float(digamma(k) - bias + digamma(n) - (digamma(nx + 1).mean() + digamma(ny + 1).mean()))
 
 
-def credit_score(owner: np.ndarray, suspect: np.ndarray, k: int = 5, n_perm: int = 1,
-                 temperature: float = 0.02, rng: np.random.Generator | None = None) -> float:
+def credit_score(
+    owner: np.ndarray,
+    suspect: np.ndarray,
+    k: int = 5,
+    n_perm: int = 1,
+    temperature: float = 0.02,
+    rng: np.random.Generator | None = None,
+) -> float:
     """softplus_T(KSG(owner, suspect) - mean KSG(owner, permuted suspect))."""
     if temperature <= 0 or n_perm < 0:
         raise ValueError(f"temperature ({temperature}) must be positive and n_perm ({n_perm}) >= 0")
     rng = rng or np.random.default_rng(0)
     raw = ksg_mi(owner, suspect, k)
-    null = float(np.mean([ksg_mi(owner, np.asarray(suspect)[rng.permutation(len(suspect))], k)
-                          for _ in range(n_perm)])) if n_perm else 0.0
+    null = (
+        float(np.mean([ksg_mi(owner, np.asarray(suspect)[rng.permutation(len(suspect))], k) for _ in range(n_perm)]))
+        if n_perm
+        else 0.0
+    )
     x = (raw - null) / temperature
     return float(temperature * (np.logaddexp(0.0, x)))
 

@@ -121,8 +121,9 @@ def random_masks(params: list[Tensor], sparsity: float, gen: torch.Generator) ->
     return masks
 
 
-def adjust_mask(w: Tensor, mask: Tensor, grad: Tensor, fisher: Tensor, n_swap: int, rule: str,
-                damping: float) -> Tensor:
+def adjust_mask(
+    w: Tensor, mask: Tensor, grad: Tensor, fisher: Tensor, n_swap: int, rule: str, damping: float
+) -> Tensor:
     """Prune n_swap active weights and grow n_swap inactive ones by the rule's scores; the count of
     active weights is unchanged."""
     active, inactive = mask.bool().flatten(), ~mask.bool().flatten()
@@ -138,7 +139,7 @@ def adjust_mask(w: Tensor, mask: Tensor, grad: Tensor, fisher: Tensor, n_swap: i
     prune_s = prune_s.flatten().masked_fill(~active, math.inf)
     grow_s = grow_s.flatten().masked_fill(~inactive, -math.inf)
     new = mask.flatten().clone()
-    new[torch.topk(grow_s, n_swap).indices] = 1   # grow first: only inactive weights can be chosen
+    new[torch.topk(grow_s, n_swap).indices] = 1  # grow first: only inactive weights can be chosen
     new[torch.topk(-prune_s, n_swap).indices] = 0  # prune among the weights that were active
     return new.view_as(mask)
 
@@ -162,8 +163,9 @@ def accuracy(params: list[Tensor], x: Tensor, y: Tensor) -> float:
         return float((forward(params, x)[0].argmax(-1) == y).float().mean())
 
 
-def federated_train(clients: list[tuple[Tensor, Tensor]], test: tuple[Tensor, Tensor], dims: tuple[int, ...],
-                    cfg: FedConfig) -> tuple[float, list[float]]:
+def federated_train(
+    clients: list[tuple[Tensor, Tensor]], test: tuple[Tensor, Tensor], dims: tuple[int, ...], cfg: FedConfig
+) -> tuple[float, list[float]]:
     """FedAvg over `clients` [(x, y), ...] with a sparse mask managed by `cfg.rule`; returns (final test
     accuracy, accuracy after each round)."""
     if not clients or any(len(x) == 0 for x, _ in clients):
@@ -181,8 +183,12 @@ def federated_train(clients: list[tuple[Tensor, Tensor]], test: tuple[Tensor, Te
     for r in range(1, cfg.rounds + 1):
         local = [_local(params, masks, x, y, cfg, gen) for x, y in clients]
         params = [sum(w * l[i] for w, l in zip(wts, local)) for i in range(len(params))]
-        adjust = (masks is not None and cfg.rule != "static" and r % cfg.adjust_every == 0
-                  and r <= cfg.adjust_until * cfg.rounds)
+        adjust = (
+            masks is not None
+            and cfg.rule != "static"
+            and r % cfg.adjust_every == 0
+            and r <= cfg.adjust_until * cfg.rounds
+        )
         if adjust:
             stats = [layer_fisher(params, x, y) for x, y in clients]
             frac = cfg.prune_frac * 0.5 * (1 + math.cos(math.pi * r / cfg.rounds))

@@ -145,8 +145,10 @@ def fit_transform(
         with torch.no_grad():
             ref = decode(forget_z, torch.arange(len(forget_z)))
         if len(forget_label_set) >= ref.shape[-1]:
-            raise ValueError("forget_only distils the classes other than the forgotten labels, but the forget set "
-                             "covers every class; use regime='retain_forget' for random-subset forgetting")
+            raise ValueError(
+                "forget_only distils the classes other than the forgotten labels, but the forget set "
+                "covers every class; use regime='retain_forget' for random-subset forgetting"
+            )
     gen = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     transform.train()
@@ -178,8 +180,12 @@ def fit_transform(
             logits = decode(t, fi)
             keep = torch.ones(logits.shape[-1], dtype=torch.bool)
             keep[forget_label_set] = False
-            distill = F.kl_div(F.log_softmax(logits[:, keep], -1), F.log_softmax(ref[fi][:, keep], -1),
-                               log_target=True, reduction="batchmean")
+            distill = F.kl_div(
+                F.log_softmax(logits[:, keep], -1),
+                F.log_softmax(ref[fi][:, keep], -1),
+                log_target=True,
+                reduction="batchmean",
+            )
             l2 = (mu_f - forget_z[fi]).pow(2).sum(-1).mean() / d
             loss = loss + distill + cfg.l2 * l2
             log.update(distill=float(distill.detach()), l2=float(l2.detach()))

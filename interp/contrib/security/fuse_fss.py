@@ -36,8 +36,8 @@ What is here, exactly, in Python (the CUDA compiler, its key formats and its spe
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class FixedPoint:
             raise ValueError(f"arith_frac={self.arith_frac} must lie in [frac={self.frac}, 24]")
 
     @classmethod
-    def from_range(cls, lo: float, hi: float, bits: int = 16, arith_frac: int = 16) -> "FixedPoint":
+    def from_range(cls, lo: float, hi: float, bits: int = 16, arith_frac: int = 16) -> FixedPoint:
         """The most fractional bits such that [lo, hi] fits in the signed `bits`-bit input domain
         (values in [-2^(bits-1-frac), 2^(bits-1-frac)))."""
         if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
@@ -87,7 +87,9 @@ class FixedPoint:
 
     def encode(self, x) -> np.ndarray:
         """Round to the grid, saturate to the domain, and embed as signed integers in Z_{2^64}."""
-        q = np.clip(np.round(np.asarray(x, dtype=float) * 2**self.frac), -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1)
+        q = np.clip(
+            np.round(np.asarray(x, dtype=float) * 2**self.frac), -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
+        )
         return q.astype(np.int64).view(U64)
 
     def decode(self, y: np.ndarray) -> np.ndarray:
@@ -129,8 +131,16 @@ class Spec:
         return np.searchsorted(self.int_breakpoints(), x_int, side="right")
 
 
-def fit_spec(fn: Callable[[np.ndarray], np.ndarray], lo: float, hi: float, pieces: int, degree: int,
-             fp: FixedPoint, grid: int = 4096, spacing: str = "linear") -> Spec:
+def fit_spec(
+    fn: Callable[[np.ndarray], np.ndarray],
+    lo: float,
+    hi: float,
+    pieces: int,
+    degree: int,
+    fp: FixedPoint,
+    grid: int = 4096,
+    spacing: str = "linear",
+) -> Spec:
     """Least-squares polynomial per interval of [lo, hi] (equal width, or equal ratio with
     `spacing="log"` for positive ranges such as rsqrt's); inputs outside use the edge pieces.
     Breakpoints are rounded to the fixed-point grid so that float and fixed evaluations agree."""
@@ -158,6 +168,7 @@ def fit_spec(fn: Callable[[np.ndarray], np.ndarray], lo: float, hi: float, piece
 
 # ----------------------------------------------------------------------------- sharing primitives
 
+
 def share(x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Additive shares over Z_{2^64} of uint64 values."""
     x = np.asarray(x, dtype=U64)
@@ -183,7 +194,7 @@ class TableGate:
     """XOR sharing (packed bits) instead of additive sharing."""
 
     @classmethod
-    def deal(cls, table: np.ndarray, r: int, rng: np.random.Generator, boolean: bool = False) -> "TableGate":
+    def deal(cls, table: np.ndarray, r: int, rng: np.random.Generator, boolean: bool = False) -> TableGate:
         table = np.roll(np.asarray(table, dtype=U64), r, axis=0)  # index x̂ reads entry (x̂ - r) mod 2^n
         k0 = rng.integers(0, 2**64, size=table.shape, dtype=U64)
         return cls(k0, (table ^ k0) if boolean else (table - k0), boolean)
@@ -322,8 +333,10 @@ def plain_fixed_eval(spec: Spec, x_enc: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- the paper's operators
 
+
 def gelu(x):
     from math import erf
+
     return 0.5 * x * (1 + np.vectorize(erf)(np.asarray(x) / math.sqrt(2)))
 
 

@@ -68,11 +68,11 @@ class ToolAgent:
         words = [f"w{i}" for i in rng.permutation(self.vocab_size)]
         self.keyword = {}
         for t, tool in enumerate(TOOLS):
-            for w in words[t * self.words_per_tool:(t + 1) * self.words_per_tool]:
+            for w in words[t * self.words_per_tool : (t + 1) * self.words_per_tool]:
                 self.keyword[w] = tool
         start = len(TOOLS) * self.words_per_tool
         # the filter knows a few trigger words of the target's tools and some plain words
-        self.refused = set(words[start:start + self.flagged // 2])
+        self.refused = set(words[start : start + self.flagged // 2])
         for tool in TARGET:
             trig = [w for w, t in self.keyword.items() if t == tool]
             self.refused.update(trig[: self.flagged // (2 * len(TARGET))])

@@ -22,12 +22,11 @@ from torch import Tensor
 from interp.contrib.common.ridge import ridge as ridge_weights
 
 
-
 def delay_pairs(w: Tensor, m: int) -> tuple[Tensor, Tensor]:
     """Windows [N, L] -> (S [N, L-m, m], S_next [N, L-m, m]) of consecutive delay vectors."""
     if w.ndim != 2 or w.shape[1] <= m or m < 1:
         raise ValueError(f"windows must be [N, L] with L > m >= 1; got {tuple(w.shape)}, m={m}")
-    S = w.unfold(1, m, 1)                      # [N, L-m+1, m]
+    S = w.unfold(1, m, 1)  # [N, L-m+1, m]
     return S[:, :-1], S[:, 1:]
 
 
@@ -76,7 +75,7 @@ class GlobalKoopman:
             raise ValueError(f"need m >= 1 and ridge >= 0; got {m}, {ridge}")
         self.m, self.ridge, self.A = m, ridge, None
 
-    def fit(self, series: Tensor) -> "GlobalKoopman":
+    def fit(self, series: Tensor) -> GlobalKoopman:
         """series [C, T] (channels share the operator)."""
         S, S1 = delay_pairs(series.double(), self.m)
         S, S1 = S.reshape(-1, self.m), S1.reshape(-1, self.m)
@@ -107,7 +106,7 @@ class DLinear:
         t = moving_average(w.double(), self.kernel)
         return torch.cat([t, w.double() - t, torch.ones(len(w), 1, dtype=torch.float64)], 1)
 
-    def fit(self, w: Tensor, y: Tensor) -> "DLinear":
+    def fit(self, w: Tensor, y: Tensor) -> DLinear:
         if len(w) != len(y) or len(w) == 0:
             raise ValueError("windows and targets must have the same non-zero length")
         X = self._features(w)
@@ -131,7 +130,7 @@ class KoopmanResidual:
         X = torch.cat([local_residual(w, self.m), w.double(), torch.ones(len(w), 1, dtype=torch.float64)], 1)
         return base, X
 
-    def fit(self, w: Tensor, y: Tensor) -> "KoopmanResidual":
+    def fit(self, w: Tensor, y: Tensor) -> KoopmanResidual:
         base, X = self._parts(w, y.shape[1])
         self.W = ridge_weights(X, y.double() - base, self.ridge)
         return self

@@ -28,7 +28,6 @@ from torch import Tensor
 from interp.contrib.common.ridge import ridge, with_bias
 
 
-
 @dataclass
 class ParalESNConfig:
     """Hyper-parameters of a (deep) ParalESN reservoir."""
@@ -180,8 +179,12 @@ class ParalESN:
         x = x.double().reshape(len(x), -1) if x.ndim == 1 else x.double()
         if x.ndim != 2 or x.shape[1] != self.d_in or len(x) == 0:
             raise ValueError(f"x must be [T, {self.d_in}] with T >= 1; got {tuple(x.shape)}")
-        run = {True: chunked_scan_linear, "chunked": chunked_scan_linear, "doubling": scan_linear,
-               False: sequential_linear}.get(parallel)
+        run = {
+            True: chunked_scan_linear,
+            "chunked": chunked_scan_linear,
+            "doubling": scan_linear,
+            False: sequential_linear,
+        }.get(parallel)
         if run is None:
             raise ValueError(f"parallel must be True, False, 'chunked' or 'doubling'; got {parallel!r}")
         feats, z = [], x
@@ -196,8 +199,9 @@ class ClassicESN:
     """The baseline: leaky tanh ESN, x_t = (1-a)x_{t-1} + a tanh(W x_{t-1} + W_in u_t + b), W dense random
     rescaled to spectral radius rho. Inherently sequential (the nonlinearity blocks a scan)."""
 
-    def __init__(self, n_units: int, d_in: int, rho: float = 0.9, leak: float = 1.0, input_scaling: float = 1.0,
-                 seed: int = 0):
+    def __init__(
+        self, n_units: int, d_in: int, rho: float = 0.9, leak: float = 1.0, input_scaling: float = 1.0, seed: int = 0
+    ):
         if n_units <= 0 or d_in <= 0 or not 0 < leak <= 1 or rho <= 0:
             raise ValueError("need n_units, d_in, rho > 0 and leak in (0, 1]")
         g = torch.Generator().manual_seed(seed)
@@ -220,7 +224,9 @@ class ClassicESN:
         return out
 
 
-def mackey_glass(n: int, tau: int = 17, dt: float = 0.1, sample: int = 10, seed: int = 0, washout: int = 1000) -> Tensor:
+def mackey_glass(
+    n: int, tau: int = 17, dt: float = 0.1, sample: int = 10, seed: int = 0, washout: int = 1000
+) -> Tensor:
     """The Mackey-Glass series dx/dt = 0.2 x(t-τ) / (1 + x(t-τ)^10) - 0.1 x (Euler, step dt, one sample every
     `sample` steps = 1 time unit), n samples after `washout` samples, from a random constant history."""
     if n <= 0 or tau <= 0 or dt <= 0 or sample <= 0:
@@ -241,8 +247,9 @@ def nrmse(pred: Tensor, target: Tensor) -> float:
     return float(((pred.reshape(-1) - target.reshape(-1)) ** 2).mean().sqrt() / target.std())
 
 
-def memory_capacity(features_fn, T: int = 3000, max_delay: int = 100, washout: int = 200, seed: int = 0,
-                    alpha: float = 1e-6) -> float:
+def memory_capacity(
+    features_fn, T: int = 3000, max_delay: int = 100, washout: int = 200, seed: int = 0, alpha: float = 1e-6
+) -> float:
     """Jaeger's MC = Σ_k r²(u_{t-k}, ŷ_k(t)), inputs uniform in [-0.8, 0.8], linear readouts trained on the first
     half and scored on the second half."""
     g = torch.Generator().manual_seed(seed)

@@ -24,8 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from interp.contrib.common.fit import fit, make_optimizer, random_batches
-from interp.contrib.common.ridge import ridge as ridge_weights, with_bias
-
+from interp.contrib.common.ridge import ridge as ridge_weights
+from interp.contrib.common.ridge import with_bias
 
 
 @dataclass
@@ -61,9 +61,18 @@ class SWM(nn.Module):
 
     def _check(self, b: Tensor, e: Tensor) -> None:
         K, D = self.cfg.n_series, self.cfg.d_event
-        if b.ndim != 3 or b.shape[2] != K or e.ndim != 3 or e.shape[2] != D or e.shape[:2] != b.shape[:2] or b.shape[1] == 0:
-            raise ValueError(f"beliefs must be [B, T, {K}] and events [B, T, {D}] with the same B, T >= 1; "
-                             f"got {tuple(b.shape)}, {tuple(e.shape)}")
+        if (
+            b.ndim != 3
+            or b.shape[2] != K
+            or e.ndim != 3
+            or e.shape[2] != D
+            or e.shape[:2] != b.shape[:2]
+            or b.shape[1] == 0
+        ):
+            raise ValueError(
+                f"beliefs must be [B, T, {K}] and events [B, T, {D}] with the same B, T >= 1; "
+                f"got {tuple(b.shape)}, {tuple(e.shape)}"
+            )
 
     def prior_mean(self, z: Tensor, e: Tensor) -> Tensor:
         return z + self.trans(torch.cat([z, e], -1))
@@ -89,7 +98,9 @@ class SWM(nn.Module):
         e_all[:, t:t+horizon]. Returns [B, horizon, K]."""
         t = b_hist.shape[1]
         if horizon < 1 or e_all.shape[1] < t + horizon:
-            raise ValueError(f"need horizon >= 1 and events for t + horizon = {t + horizon} steps; got {e_all.shape[1]}")
+            raise ValueError(
+                f"need horizon >= 1 and events for t + horizon = {t + horizon} steps; got {e_all.shape[1]}"
+            )
         self._check(b_hist, e_all[:, :t])
         h, _ = self.gru(torch.cat([b_hist, e_all[:, :t]], -1))
         z = self.q(h[:, -1]).chunk(2, -1)[0]
@@ -100,13 +111,19 @@ class SWM(nn.Module):
         return torch.stack(out, 1)
 
 
-def train_swm(model: SWM, b: Tensor, e: Tensor, steps: int, batch: int = 32, lr: float = 3e-3, seed: int = 0) -> list[float]:
+def train_swm(
+    model: SWM, b: Tensor, e: Tensor, steps: int, batch: int = 32, lr: float = 3e-3, seed: int = 0
+) -> list[float]:
     """Adam on -ELBO over random minibatches of whole sequences; returns the ELBO trace."""
     if steps <= 0 or batch <= 0:
         raise ValueError("steps and batch must be positive")
     model._check(b, e)
-    res = fit(make_optimizer(model.parameters(), lr=lr), lambda i: -model.elbo(b[i], e[i]),
-              random_batches(len(b), min(batch, len(b)), steps, seed), record_losses=True)
+    res = fit(
+        make_optimizer(model.parameters(), lr=lr),
+        lambda i: -model.elbo(b[i], e[i]),
+        random_batches(len(b), min(batch, len(b)), steps, seed),
+        record_losses=True,
+    )
     return [-loss for loss in res.losses]
 
 
@@ -126,7 +143,7 @@ def fit_ar(b: Tensor, p: int = 3, ridge: float = 1e-3) -> Tensor:
 
 def ar_forecast(b_hist: Tensor, coef: Tensor, horizon: int) -> Tensor:
     p = len(coef) - 1
-    d = b_hist.diff(dim=1)[:, -p:]           # [B, p, K]
+    d = b_hist.diff(dim=1)[:, -p:]  # [B, p, K]
     level = b_hist[:, -1]
     out = []
     for _ in range(horizon):

@@ -1,1 +1,2 @@
-"""interp.contrib.uncertainty_ood: evidential OOD probes (GEM), subspace-energy open-set rejection (SAFER), active feature acquisition (L2M)."""
+"""interp.contrib.uncertainty_ood: evidential OOD probes (GEM), subspace-energy open-set rejection (SAFER), active
+feature acquisition (L2M)."""

@@ -95,8 +95,12 @@ def edl_loss(alpha: Tensor, y: Tensor, kl_weight: float) -> Tensor:
     nll = (onehot * (torch.digamma(s) - torch.digamma(alpha))).sum(-1)
     at = onehot + (1 - onehot) * alpha
     st = at.sum(-1)
-    kl = (torch.lgamma(st) - torch.lgamma(torch.tensor(float(k), dtype=alpha.dtype)) - torch.lgamma(at).sum(-1)
-          + ((at - 1) * (torch.digamma(at) - torch.digamma(st).unsqueeze(-1))).sum(-1))
+    kl = (
+        torch.lgamma(st)
+        - torch.lgamma(torch.tensor(float(k), dtype=alpha.dtype))
+        - torch.lgamma(at).sum(-1)
+        + ((at - 1) * (torch.digamma(at) - torch.digamma(st).unsqueeze(-1))).sum(-1)
+    )
     return nll + kl_weight * kl
 
 
@@ -123,5 +127,3 @@ def gem_loss(out: GEMOutput, y: Tensor, kl_weight: float = 0.0, fisher_weight: f
 def brier(prob: Tensor, y: Tensor) -> float:
     """Mean Σ_k (p_k - 1[y = k])²."""
     return float((prob - F.one_hot(y, prob.shape[-1]).to(prob.dtype)).pow(2).sum(-1).mean())
-
-

@@ -53,8 +53,9 @@ class GaussianLogisticModel:
     """Logistic bias."""
 
     @classmethod
-    def fit(cls, x: Tensor, observed: Tensor, y: Tensor, labeled: Tensor, ridge: float = 1e-2,
-            steps: int = 300) -> GaussianLogisticModel:
+    def fit(
+        cls, x: Tensor, observed: Tensor, y: Tensor, labeled: Tensor, ridge: float = 1e-2, steps: int = 300
+    ) -> GaussianLogisticModel:
         """Fit from retrospective rows x [n, d] (values where `observed`), labels y [n] used where `labeled`."""
         if x.ndim != 2 or observed.shape != x.shape or y.shape != (len(x),) or labeled.shape != (len(x),):
             raise ValueError("x and observed must be [n, d], y and labeled [n]")
@@ -129,8 +130,14 @@ class GaussianLogisticModel:
         return float(binary_entropy(p0) - (_GH_W * binary_entropy(p)).sum())
 
 
-def acquire(model: GaussianLogisticModel, x: Tensor, budget: int, policy: str = "cmi",
-            order: list[int] | None = None, seed: int = 0) -> list[int]:
+def acquire(
+    model: GaussianLogisticModel,
+    x: Tensor,
+    budget: int,
+    policy: str = "cmi",
+    order: list[int] | None = None,
+    seed: int = 0,
+) -> list[int]:
     """Features acquired for one row x [d], in order: "cmi" (greedy CMI), "random", or "fixed" (`order`)."""
     d = x.shape[0]
     if not 0 <= budget <= d:

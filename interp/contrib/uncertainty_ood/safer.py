@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from interp.contrib.common.probe import train_linear_probe
@@ -129,8 +128,9 @@ class SAFER:
         return pred, e.min(1).values
 
 
-def sbm_graph(n: int, n_classes: int, p_in: float, p_out: float, d: int, feat_scale: float, seed: int
-              ) -> tuple[Tensor, Tensor, Tensor]:
+def sbm_graph(
+    n: int, n_classes: int, p_in: float, p_out: float, d: int, feat_scale: float, seed: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """(dense adjacency [n, n], features [n, d], labels [n]): a stochastic block model with
     class-conditional Gaussian features (class means N(0, feat_scale² I), unit noise)."""
     if n < n_classes or not 0 <= p_out <= p_in <= 1:

@@ -28,12 +28,21 @@ def bigram_table(vocab: int = 64, support: int = 4, seed: int = 0) -> torch.Tens
     return table / table.sum(-1, keepdim=True)
 
 
-def bigram_backcopy(n_rows: int, ctx_len: int = 64, vocab: int = 64, n_triggers: int = 3, support: int = 4,
-                    seed: int = 0, table_seed: int = 0) -> torch.Tensor:
+def bigram_backcopy(
+    n_rows: int,
+    ctx_len: int = 64,
+    vocab: int = 64,
+    n_triggers: int = 3,
+    support: int = 4,
+    seed: int = 0,
+    table_seed: int = 0,
+) -> torch.Tensor:
     """[n_rows, ctx_len] token rows: BOS, a uniform first token, then bigram steps with back-copies after
     the trigger tokens (ids 0..n_triggers-1). `table_seed` fixes the language; `seed` the sample."""
     if ctx_len < 3 or vocab <= n_triggers or n_rows < 1:
-        raise ValueError(f"need ctx_len >= 3, vocab > n_triggers and n_rows >= 1 (got {ctx_len}, {vocab}, {n_triggers}, {n_rows})")
+        raise ValueError(
+            f"need ctx_len >= 3, vocab > n_triggers and n_rows >= 1 (got {ctx_len}, {vocab}, {n_triggers}, {n_rows})"
+        )
     table = bigram_table(vocab, support, table_seed)
     g = torch.Generator().manual_seed(seed)
     rows = torch.empty(n_rows, ctx_len, dtype=torch.long)

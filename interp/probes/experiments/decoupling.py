@@ -75,7 +75,9 @@ def corpus_split(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     if cfg.data == "bigram-backcopy":
         rows = bigram_backcopy(cfg.max_tokens // cfg.ctx_len, cfg.ctx_len, seed=cfg.seed)
     else:
-        corpus = resolve_corpus(cfg.data, byte_tokenizer(), ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed)
+        corpus = resolve_corpus(
+            cfg.data, byte_tokenizer(), ctx_len=cfg.ctx_len, max_tokens=cfg.max_tokens, seed=cfg.seed
+        )
         rows = corpus.tokens
         if cfg.bos:
             rows = rows.clone()
@@ -85,8 +87,15 @@ def corpus_split(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     return rows[: -cfg.eval_seqs], rows[-cfg.eval_seqs :]
 
 
-def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, folder: Path,
-                  probe_rows: torch.Tensor | None = None, probe_every: int = 0, device: str = "cpu") -> dict:
+def train_variant(
+    variant: str,
+    cfg: TrainConfig,
+    train_rows: torch.Tensor,
+    folder: Path,
+    probe_rows: torch.Tensor | None = None,
+    probe_every: int = 0,
+    device: str = "cpu",
+) -> dict:
     """Train one variant (or load it when already trained); returns its training log summary. With
     `probe_every`, the probes run on `probe_rows` every that many steps (the emergence curve, in
     `train.json` as "curve"); they do not touch the training randomness. `device` is where it trains
@@ -116,10 +125,17 @@ def train_variant(variant: str, cfg: TrainConfig, train_rows: torch.Tensor, fold
             curve.append(_probe_point(variant, model, probe_rows, step + 1))
             model.train()
     losses = torch.stack(losses).cpu().tolist()
-    summary = {"variant": variant, "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
-               "seconds": round(time.perf_counter() - t0, 1), "loss_every_100": losses[::100], "curve": curve}
+    summary = {
+        "variant": variant,
+        "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "loss_every_100": losses[::100],
+        "curve": curve,
+    }
     (folder / "train.json").write_text(json.dumps(summary, indent=1))
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
+    state = {
+        k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"
+    }  # tied to the embedding
     save_file(state, str(done))
     return summary
 
@@ -129,9 +145,15 @@ def _probe_point(variant: str, model, rows: torch.Tensor, step: int) -> dict:
     from interp.probes.experiments.measure import measure_variant
 
     r = measure_variant(HookedModel(model.eval(), byte_tokenizer()), rows)
-    point = {"step": step, "ppl": round(r["ppl"], 3), "max_ratio": round(r["max_ratio"], 1),
-             "max_ratio_layer": r["max_ratio_layer"], "top1_at_pos0_share": r["top1_at_pos0_share"],
-             "sink_fraction": r["sink_fraction"], "mean_alpha_first": round(r["mean_alpha_first"], 4)}
+    point = {
+        "step": step,
+        "ppl": round(r["ppl"], 3),
+        "max_ratio": round(r["max_ratio"], 1),
+        "max_ratio_layer": r["max_ratio_layer"],
+        "top1_at_pos0_share": r["top1_at_pos0_share"],
+        "sink_fraction": r["sink_fraction"],
+        "mean_alpha_first": round(r["mean_alpha_first"], 4),
+    }
     tqdm.write(f"{variant} {json.dumps(point)}")
     return point
 
@@ -145,7 +167,9 @@ def load_variant(variant: str, cfg: TrainConfig, folder: Path):
     state = load_file(str(folder / "model.safetensors"))
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or [m for m in missing if "lm_head" not in m]:
-        raise ValueError(f"{folder}: weights do not match variant {variant!r} (missing {missing}, unexpected {unexpected})")
+        raise ValueError(
+            f"{folder}: weights do not match variant {variant!r} (missing {missing}, unexpected {unexpected})"
+        )
     return HookedModel(model, byte_tokenizer(), provenance={"spec": f"decoupling-{variant}", "path": str(folder)})
 
 
@@ -169,18 +193,36 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="tiny run (smoke test): small model and corpus")
     parser.add_argument("--train-only", action="store_true", help="train the variants, measure nothing")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
-    parser.add_argument("--device", default="cpu", help="where the variants train: auto, cpu, cuda or cuda:N "
-                        "(the probes then run on the CPU)")
-    parser.add_argument("--probe-every", type=int, default=0, help="run the probes on the held-out rows every N steps "
-                        "while training (the emergence curve, saved in train.json)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the variants train: auto, cpu, cuda or cuda:N (the probes then run on the CPU)",
+    )
+    parser.add_argument(
+        "--probe-every",
+        type=int,
+        default=0,
+        help="run the probes on the held-out rows every N steps "
+        "while training (the emergence curve, saved in train.json)",
+    )
     for f in dataclasses.fields(TrainConfig):
         kind = (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(f.default, bool) else type(f.default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=None)
     args = parser.parse_args(argv)
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if getattr(args, f.name) is not None}
+    overrides = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if getattr(args, f.name) is not None
+    }
     if args.quick:
-        overrides = {"steps": 20, "d_model": 32, "n_layers": 2, "n_heads": 2, "max_tokens": 40_000,
-                     "eval_seqs": 16, "warmup": 5, **overrides}
+        overrides = {
+            "steps": 20,
+            "d_model": 32,
+            "n_layers": 2,
+            "n_heads": 2,
+            "max_tokens": 40_000,
+            "eval_seqs": 16,
+            "warmup": 5,
+            **overrides,
+        }
     cfg = TrainConfig(**overrides)
     out = Path(args.out)
     _check_settings(out, cfg)
@@ -192,7 +234,7 @@ def main(argv=None) -> dict:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if args.train_only:
         return {v: train_variant(v, cfg, train_rows, out / v, eval_rows, args.probe_every, device) for v in variants}
-    from interp.probes.experiments.measure import measure_variant, decoupling_table
+    from interp.probes.experiments.measure import decoupling_table, measure_variant
 
     results = {}
     for v in variants:

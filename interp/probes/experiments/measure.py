@@ -15,10 +15,17 @@ LOW_RATIO = 100.0
 
 def measure_variant(model, eval_rows: torch.Tensor, batch_size: int = 16) -> dict:
     """Held-out perplexity, massive activations (Sun's criterion and ratio-only), Sink_1 and their overlap."""
-    res, mscan, sscan = probe_scan(model, eval_rows, criterion=MassiveCriterion(), batch_size=batch_size,
-                                   progress=False, return_scanners=True)
-    low, mlow, slow = probe_scan(model, eval_rows, criterion=MassiveCriterion(0.0, LOW_RATIO), batch_size=batch_size,
-                                 progress=False, return_scanners=True)
+    res, mscan, sscan = probe_scan(
+        model, eval_rows, criterion=MassiveCriterion(), batch_size=batch_size, progress=False, return_scanners=True
+    )
+    low, mlow, slow = probe_scan(
+        model,
+        eval_rows,
+        criterion=MassiveCriterion(0.0, LOW_RATIO),
+        batch_size=batch_size,
+        progress=False,
+        return_scanners=True,
+    )
     layers = res["massive"]["layers"]
     best = max(layers, key=lambda x: x["ratio"])
     top_pos0 = sum(1 for x in layers for t in x["top"][:1] if t["pos"] == 0) / len(layers)
@@ -43,18 +50,21 @@ def measure_variant(model, eval_rows: torch.Tensor, batch_size: int = 16) -> dic
 
 
 def co_occur(r: dict, sink_min: float = 0.1) -> str:
-    """"both" when heads sink (Sink_1 >= sink_min) and >= 100x spikes sit on the first token; else which one."""
+    """ "both" when heads sink (Sink_1 >= sink_min) and >= 100x spikes sit on the first token; else which one."""
     spikes = r["n_over_100x"] > 0 and (r["over_100x_at_pos0"] or 0) >= 0.5
     sinks = r["sink_fraction"] >= sink_min
-    return {(True, True): "both", (True, False): "spikes only", (False, True): "sinks only",
-            (False, False): "neither"}[(spikes, sinks)]
+    return {(True, True): "both", (True, False): "spikes only", (False, True): "sinks only", (False, False): "neither"}[
+        (spikes, sinks)
+    ]
 
 
 def decoupling_table(results: dict) -> str:
     """A markdown table, one row per variant."""
-    head = ("| variant | held-out ppl | max abs h | max ratio (layer) | entries > 100x (share at pos 0) | "
-            "Sun-massive entries | Sink_1 (eps 0.3) | mean alpha_1 | rho(alpha_1, dist w/o sink) | co-occur |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
+    head = (
+        "| variant | held-out ppl | max abs h | max ratio (layer) | entries > 100x (share at pos 0) | "
+        "Sun-massive entries | Sink_1 (eps 0.3) | mean alpha_1 | rho(alpha_1, dist w/o sink) | co-occur |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     rows = []
     for v, r in results.items():
         share = r["over_100x_at_pos0"]
@@ -62,5 +72,6 @@ def decoupling_table(results: dict) -> str:
             f"| {v} | {r['ppl']:.3f} | {r['max_abs']:.1f} | {r['max_ratio']:.0f} ({r['max_ratio_layer']}) | "
             f"{r['n_over_100x']} ({'-' if share is None else f'{share:.2f}'}) | {r['n_massive']} | "
             f"{100 * r['sink_fraction']:.1f}% | {r['mean_alpha_first']:.3f} | "
-            f"{r['heads']['rho_alpha_vs_distance_no_sink']:.2f} | {co_occur(r)} |")
+            f"{r['heads']['rho_alpha_vs_distance_no_sink']:.2f} | {co_occur(r)} |"
+        )
     return head + "\n".join(rows)

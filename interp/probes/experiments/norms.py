@@ -32,8 +32,13 @@ class PostNormLayer(LlamaDecoderLayer):
     def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None, **kwargs):
         kwargs.pop("cache", None)
         kwargs.pop("use_cache", None)
-        attn, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask,
-                                 position_ids=position_ids, position_embeddings=position_embeddings, **kwargs)
+        attn, _ = self.self_attn(
+            hidden_states=hidden_states,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            position_embeddings=position_embeddings,
+            **kwargs,
+        )
         h = self.post_attention_layernorm(hidden_states + attn)
         return self.input_layernorm(h + self.mlp(h))
 
@@ -44,19 +49,33 @@ class SandwichLayer(LlamaDecoderLayer):
     def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None, **kwargs):
         kwargs.pop("cache", None)
         kwargs.pop("use_cache", None)
-        attn, _ = self.self_attn(hidden_states=self.input_layernorm(hidden_states), attention_mask=attention_mask,
-                                 position_ids=position_ids, position_embeddings=position_embeddings, **kwargs)
+        attn, _ = self.self_attn(
+            hidden_states=self.input_layernorm(hidden_states),
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            position_embeddings=position_embeddings,
+            **kwargs,
+        )
         h = hidden_states + self.post_attn_out_norm(attn)
         return h + self.post_mlp_out_norm(self.mlp(self.post_attention_layernorm(h)))
 
 
-def small_config(vocab_size: int = 257, d_model: int = 128, n_layers: int = 4, n_heads: int = 4,
-                 ctx: int = 128) -> LlamaConfig:
+def small_config(
+    vocab_size: int = 257, d_model: int = 128, n_layers: int = 4, n_heads: int = 4, ctx: int = 128
+) -> LlamaConfig:
     """The shared shape of the experiment's models (byte vocabulary by default)."""
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=d_model, num_hidden_layers=n_layers,
-                         num_attention_heads=n_heads, num_key_value_heads=n_heads, intermediate_size=4 * d_model,
-                         max_position_embeddings=ctx, tie_word_embeddings=True, rms_norm_eps=1e-6,
-                         architectures=["LlamaForCausalLM"])
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        intermediate_size=4 * d_model,
+        max_position_embeddings=ctx,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-6,
+        architectures=["LlamaForCausalLM"],
+    )
     config._attn_implementation = "eager"
     return config
 

@@ -49,7 +49,9 @@ def test_stack_head_results_and_apply_ln_match(pair):
     b, lb = theirs.stack_head_results(-1, incl_remainder=True, pos_slice=(2, 7), apply_ln=True, return_labels=True)
     assert la == lb and rel(a, b) < 1e-4
     stack = ours.decompose_resid(1, mlp_input=True)
-    assert rel(ours.apply_ln_to_stack(stack, 1, mlp_input=True), theirs.apply_ln_to_stack(stack, 1, mlp_input=True)) < 1e-4
+    assert (
+        rel(ours.apply_ln_to_stack(stack, 1, mlp_input=True), theirs.apply_ln_to_stack(stack, 1, mlp_input=True)) < 1e-4
+    )
 
 
 @pytest.mark.parametrize("arch", ["gpt_neox", "llama"])

@@ -19,7 +19,9 @@ def test_weights_reproduce_q_k_v_z_and_mlp(arch):
                 w, b = getattr(model, f"W_{part}")[l], getattr(model, f"b_{part}")[l]
                 got = torch.einsum("bpm,hmd->bphd", x1, w) + b
                 assert rel(got, c[part.lower(), l]) < 1e-5, (l, part)
-            x2 = model.norm_module(f"blocks.{l}.ln2")[0](c["resid_pre" if "resid_mid" not in str(list(c)) else "resid_mid", l])
+            x2 = model.norm_module(f"blocks.{l}.ln2")[0](
+                c["resid_pre" if "resid_mid" not in str(list(c)) else "resid_mid", l]
+            )
             gated = model.adapter.mlp_pre_linear is not None
             pre = x2 @ (model.W_gate if gated else model.W_in)[l] + (model.b_gate if gated else model.b_in)[l]
             assert rel(pre, c["pre", l]) < 1e-5
@@ -48,10 +50,10 @@ def test_grouped_query_heads_and_factored_matrices():
 def test_missing_weights_name_the_reason():
     model = wrap("llama")
     with pytest.raises(MissingWeightError, match="rotary"):
-        model.W_pos
+        _ = model.W_pos
     assert wrap("gpt2").W_pos.shape[1] == 64
     with pytest.raises(MissingWeightError, match="not gated"):
-        wrap("gpt_neox").W_gate
+        _ = wrap("gpt_neox").W_gate
 
 
 def test_tokens_and_the_bos_rule():

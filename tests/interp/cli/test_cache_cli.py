@@ -65,8 +65,19 @@ def test_cache_rows_equal_run_with_cache(reference):
 
 def test_killed_run_resumes_with_no_row_lost_or_duplicated(tmp_path, reference):
     out = tmp_path / "store"
-    args = [sys.executable, "-m", "interp", "cache", *BASE, "--max-tokens", "2048", "--seqs-per-shard", "1",
-            "--out", str(out)]
+    args = [
+        sys.executable,
+        "-m",
+        "interp",
+        "cache",
+        *BASE,
+        "--max-tokens",
+        "2048",
+        "--seqs-per-shard",
+        "1",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     try:
@@ -92,8 +103,20 @@ def test_killed_run_resumes_with_no_row_lost_or_duplicated(tmp_path, reference):
 @pytest.mark.slow
 def test_ray_executor_writes_the_same_rows(tmp_path, reference):
     out = tmp_path / "ray"
-    interp("cache", *BASE, "--max-tokens", "2048", "--seqs-per-shard", "8", "--out", str(out),
-           "--executor", "ray", "--num-workers", "2")
+    interp(
+        "cache",
+        *BASE,
+        "--max-tokens",
+        "2048",
+        "--seqs-per-shard",
+        "8",
+        "--out",
+        str(out),
+        "--executor",
+        "ray",
+        "--num-workers",
+        "2",
+    )
     _, a = all_rows(out)
     _, b = all_rows(reference)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -140,8 +163,19 @@ def test_appending_from_another_model_changes_nothing(tmp_path, reference):
     copy = tmp_path / "copy"
     shutil.copytree(reference, copy)
     before = snapshot(copy)
-    proc = interp("cache", *BASE, "--max-tokens", "2048", "--seqs-per-shard", "8", "--out", str(copy),
-                  "--model", "pythia-31m-init", check=False)
+    proc = interp(
+        "cache",
+        *BASE,
+        "--max-tokens",
+        "2048",
+        "--seqs-per-shard",
+        "8",
+        "--out",
+        str(copy),
+        "--model",
+        "pythia-31m-init",
+        check=False,
+    )
     assert proc.returncode == 2 and "model" in proc.stderr and "another --out" in proc.stderr
     assert snapshot(copy) == before
 

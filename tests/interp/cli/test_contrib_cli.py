@@ -61,8 +61,10 @@ def test_list_filters_by_status_and_shows_the_qualifier():
     assert js.exit_code == 0 and {d["status"] for d in json.loads(js.output)} == {"partial"}
     bad = runner.invoke(app, ["contrib", "list", "--status", "mostly"])
     assert bad.exit_code == 2
-    assert "error: unknown status 'mostly'; valid values: 'reproduced', 'partial', 'not reproduced', " \
-           "'metric only', 'not testable here'" in bad.output
+    assert (
+        "error: unknown status 'mostly'; valid values: 'reproduced', 'partial', 'not reproduced', "
+        "'metric only', 'not testable here'" in bad.output
+    )
 
 
 def test_list_prints_every_paper():
@@ -91,10 +93,32 @@ FAST_ISSUE21 = {"ParalESN", "SBC", "TRDI", "HIAL", "HMH", "BRep", "KUMA", "DiffI
 
 # The second wave's --quick runs take seconds; the first wave's experiments predate --quick sizes that
 # small (tens of seconds to minutes each), so they run with the slow tests.
-FAST = {"RDMReg", "InfoGlobe", "PACEAttention", "FourierSB", "MoE-NoiseFilter", "GEM", "SAFER", "L2M",
-        "GFD-EMVC", "SourceScreen", "CoupledPI",
-        "SelfTrain", "IPS-GRPO", "CFL", "EIG-ExpFam", "FI-Bagging", "MIPO", "SCPO", "StreamATE"}
-QUICK = [p.name if p.name in FAST | FAST_ISSUE20 | FAST_ISSUE21 else pytest.param(p.name, marks=pytest.mark.slow) for p in PAPERS if p.implemented]
+FAST = {
+    "RDMReg",
+    "InfoGlobe",
+    "PACEAttention",
+    "FourierSB",
+    "MoE-NoiseFilter",
+    "GEM",
+    "SAFER",
+    "L2M",
+    "GFD-EMVC",
+    "SourceScreen",
+    "CoupledPI",
+    "SelfTrain",
+    "IPS-GRPO",
+    "CFL",
+    "EIG-ExpFam",
+    "FI-Bagging",
+    "MIPO",
+    "SCPO",
+    "StreamATE",
+}
+QUICK = [
+    p.name if p.name in FAST | FAST_ISSUE20 | FAST_ISSUE21 else pytest.param(p.name, marks=pytest.mark.slow)
+    for p in PAPERS
+    if p.implemented
+]
 
 
 @pytest.mark.parametrize("name", QUICK)

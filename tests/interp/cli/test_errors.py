@@ -12,8 +12,17 @@ from typer.testing import CliRunner
 from interp.cli import errors
 from interp.cli.errors import check_out_dir, describe
 
-CACHE = ["cache", "--model", "pythia-14m-init", "--ctx-len", "16", "--max-tokens", "64",
-         "--hooks", "blocks.0.hook_resid_post"]
+CACHE = [
+    "cache",
+    "--model",
+    "pythia-14m-init",
+    "--ctx-len",
+    "16",
+    "--max-tokens",
+    "64",
+    "--hooks",
+    "blocks.0.hook_resid_post",
+]
 
 
 class Proc:
@@ -43,14 +52,17 @@ def assert_one_error(proc, *needles):
         assert n in lines[0], (n, lines[0])
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--device", "gpu"], ["unknown device", "auto|cpu|cuda[:N]"]),
-    (["--executor", "rayy"], ["unknown executor", "inprocess or ray"]),
-    (["--model", "pythia-70m"], ["needs trained weights", "pythia-70m-init"]),
-    (["--model", "pythia-15m"], ["unknown model spec", "pythia-14m"]),
-    (["--ctx-len", "4096", "--max-tokens", "4096"], ["model's context of 2048"]),
-    (["--data", "jsonl:/nonexistent.jsonl"], ["/nonexistent.jsonl"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--device", "gpu"], ["unknown device", "auto|cpu|cuda[:N]"]),
+        (["--executor", "rayy"], ["unknown executor", "inprocess or ray"]),
+        (["--model", "pythia-70m"], ["needs trained weights", "pythia-70m-init"]),
+        (["--model", "pythia-15m"], ["unknown model spec", "pythia-14m"]),
+        (["--ctx-len", "4096", "--max-tokens", "4096"], ["model's context of 2048"]),
+        (["--data", "jsonl:/nonexistent.jsonl"], ["/nonexistent.jsonl"]),
+    ],
+)
 def test_cache_refuses_bad_input_and_writes_nothing(tmp_path, args, needles):
     out = tmp_path / "store"
     assert_one_error(interp(*CACHE, "--out", str(out), *args), *needles)
@@ -104,15 +116,21 @@ def test_debug_shows_the_traceback_anywhere_on_the_line(tmp_path):
     assert "Traceback" not in interp(*CACHE, "--device", "gpu", "--out", str(tmp_path / "s")).stderr
 
 
-@pytest.mark.parametrize("exc, needle", [
-    (OSError(errno.ENOSPC, "No space left on device", "/data/shard_00001.safetensors"), "disk full writing /data/shard"),
-    (PermissionError(errno.EACCES, "Permission denied", "/srv/out"), "permission denied: /srv/out"),
-    (OSError(errno.EROFS, "Read-only file system", "/ro/x"), "read-only file system"),
-    (AssertionError("Torch not compiled with CUDA enabled"), "--device cpu"),
-    (FileNotFoundError(errno.ENOENT, "No such file or directory", "/x/y"), "/x/y; check the path"),
-    (ImportError('executor="ray" needs Ray, which is not installed; run: pip install ray'), "pip install ray"),
-    (ValueError("bad\n  thing"), "bad thing"),
-])
+@pytest.mark.parametrize(
+    "exc, needle",
+    [
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/data/shard_00001.safetensors"),
+            "disk full writing /data/shard",
+        ),
+        (PermissionError(errno.EACCES, "Permission denied", "/srv/out"), "permission denied: /srv/out"),
+        (OSError(errno.EROFS, "Read-only file system", "/ro/x"), "read-only file system"),
+        (AssertionError("Torch not compiled with CUDA enabled"), "--device cpu"),
+        (FileNotFoundError(errno.ENOENT, "No such file or directory", "/x/y"), "/x/y; check the path"),
+        (ImportError('executor="ray" needs Ray, which is not installed; run: pip install ray'), "pip install ray"),
+        (ValueError("bad\n  thing"), "bad thing"),
+    ],
+)
 def test_expected_failures_are_described(exc, needle):
     assert needle in describe(exc)
 
@@ -137,17 +155,52 @@ def test_run_guarded_turns_a_real_disk_full_into_exit_2(capsys):
     assert ex.value.exit_code == 2 and "error: disk full" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["probe", "--model", "pythia-14m-init", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
-    (["attribute", "--method", "tracin", "--model", "pythia-14m-init", "--train", "stdlib-docs", "--queries",
-      "stdlib-docs", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
-    (["circuits", "extract", "--model", "pythia-14m-init", "--task", "quotes", "--device", "cuda", "--out", "OUT"],
-     ["CUDA", "cpu"]),
-    (["sae", "train", "--store", "NOSTORE", "--arch", "topk", "--out", "OUT"], ["not an activation store"]),
-    (["sae", "train", "--store", "NOSTORE", "--arch", "topkk", "--out", "OUT"], ["unknown SAE architecture", "topk"]),
-    (["dashboard", "--store", "NOSTORE", "--hook", "x", "--out", "OUT"], ["not an activation store"]),
-    (["probe", "--model", "no-such-model", "--out", "OUT"], ["unknown model spec"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["probe", "--model", "pythia-14m-init", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
+        (
+            [
+                "attribute",
+                "--method",
+                "tracin",
+                "--model",
+                "pythia-14m-init",
+                "--train",
+                "stdlib-docs",
+                "--queries",
+                "stdlib-docs",
+                "--device",
+                "cuda",
+                "--out",
+                "OUT",
+            ],
+            ["CUDA", "--device cpu"],
+        ),
+        (
+            [
+                "circuits",
+                "extract",
+                "--model",
+                "pythia-14m-init",
+                "--task",
+                "quotes",
+                "--device",
+                "cuda",
+                "--out",
+                "OUT",
+            ],
+            ["CUDA", "cpu"],
+        ),
+        (["sae", "train", "--store", "NOSTORE", "--arch", "topk", "--out", "OUT"], ["not an activation store"]),
+        (
+            ["sae", "train", "--store", "NOSTORE", "--arch", "topkk", "--out", "OUT"],
+            ["unknown SAE architecture", "topk"],
+        ),
+        (["dashboard", "--store", "NOSTORE", "--hook", "x", "--out", "OUT"], ["not an activation store"]),
+        (["probe", "--model", "no-such-model", "--out", "OUT"], ["unknown model spec"]),
+    ],
+)
 def test_family_commands_fail_in_one_line_and_write_nothing(tmp_path, args, needles):
     import torch
 

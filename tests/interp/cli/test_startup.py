@@ -9,14 +9,22 @@ HEAVY = ("torch", "transformers", "transformer_lens", "sae_lens", "nnsight", "sa
 
 def imported_after(code: str) -> list[str]:
     """Top-level packages from HEAVY that a fresh interpreter has imported after running `code`."""
-    probe = code + "\nimport sys, json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(%r))))" % (HEAVY,)
+    heavy = repr(HEAVY)
+    probe = (
+        code
+        + "\nimport sys, json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set("
+        + heavy
+        + "))))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def run_cli(args: list[str]) -> str:
-    return ("from interp.cli.main import app\n"
-            f"try:\n    app({args!r}, prog_name='interp')\nexcept SystemExit as e:\n    assert not e.code, e.code\n")
+    return (
+        "from interp.cli.main import app\n"
+        f"try:\n    app({args!r}, prog_name='interp')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+    )
 
 
 def test_importing_the_cli_imports_no_torch():
@@ -72,7 +80,10 @@ def test_a_broken_family_is_one_error_line_and_the_rest_still_works(monkeypatch)
 
 
 def test_help_reads_entry_points_without_importlib_metadata():
-    probe = run_cli(["--help"]) + "import sys\nprint(sorted(m for m in sys.modules if m.startswith(('email', 'importlib.metadata'))))"
+    probe = (
+        run_cli(["--help"])
+        + "import sys\nprint(sorted(m for m in sys.modules if m.startswith(('email', 'importlib.metadata'))))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
@@ -94,7 +105,9 @@ def test_entry_points_first_distribution_on_the_path_wins(tmp_path):
         meta.mkdir(parents=True)
         (meta / "entry_points.txt").write_text(f"# comment\n[other]\nx = y:z\n\n[interp.commands]\ntool = {target}\n")
     assert entry_points("interp.commands", [str(tmp_path / "a"), str(tmp_path / "b")]) == [("tool", "new.cli:app")]
-    assert entry_points("interp.commands", [str(tmp_path / "missing"), str(tmp_path / "b")]) == [("tool", "old.cli:app")]
+    assert entry_points("interp.commands", [str(tmp_path / "missing"), str(tmp_path / "b")]) == [
+        ("tool", "old.cli:app")
+    ]
     assert parse("[g]\n a = m:f \n[h]\nb = n:g\n", "g") == [("a", "m:f")]
 
 
@@ -103,7 +116,13 @@ def test_module_docstring_fast_path_agrees_with_ast():
 
     from interp.cli.plugins import module_docstring
 
-    cases = ['"""Plain."""\nx = 1\n', '# coding: utf-8\n\n"""After a comment.\n\nMore."""\n', "r'''Raw one.'''\n",
-             'x = 1\n', '"""Escaped \\\\n line."""\n', '"single line string"\n']
+    cases = [
+        '"""Plain."""\nx = 1\n',
+        '# coding: utf-8\n\n"""After a comment.\n\nMore."""\n',
+        "r'''Raw one.'''\n",
+        "x = 1\n",
+        '"""Escaped \\\\n line."""\n',
+        '"single line string"\n',
+    ]
     for source in cases:
         assert module_docstring(source) == (ast.get_docstring(ast.parse(source)) or ""), source

@@ -5,8 +5,17 @@ import typer
 
 from interp.cli.main import app
 
-OLD_SPELLINGS = {"--force", "--tokens", "--no-no-resume", "--checkpoint", "--ce-seqs", "--max-train",
-                 "--max-queries", "--n-prompts", "--n"}
+OLD_SPELLINGS = {
+    "--force",
+    "--tokens",
+    "--no-no-resume",
+    "--checkpoint",
+    "--ce-seqs",
+    "--max-train",
+    "--max-queries",
+    "--n-prompts",
+    "--n",
+}
 """Spellings replaced by the vocabulary; they may survive one version as hidden options only."""
 
 

@@ -14,8 +14,14 @@ def flags(ap):
 
 
 def test_options_defaults_and_order():
-    ap = experiment_parser("Title line.\n\nMore.", seeds=5, time_scale=(3.0, "weight of time"), n=50_000,
-                           quick="1 seed", no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        "Title line.\n\nMore.",
+        seeds=5,
+        time_scale=(3.0, "weight of time"),
+        n=50_000,
+        quick="1 seed",
+        no_lm="skip the SmolLM2 run",
+    )
     assert ap.description == "Title line."
     assert flags(ap) == ["--seeds", "--time-scale", "--n", "--quick", "--no-lm"]
     a = ap.parse_args([])

@@ -55,8 +55,7 @@ def test_a_stale_store_is_refused_or_rebuilt(tmp_path):
     (out / KEY_FILE).write_text(json.dumps({"model_sha256": "0" * 64, "corpus_digest": "1" * 64}))  # as if stale
     with pytest.raises(StaleCacheError, match="is stale.*delete the folder or pass rebuild=True"):
         corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0)
-    store = corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0,
-                         rebuild=True)
+    store = corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0, rebuild=True)
     assert store.complete and json.loads((out / KEY_FILE).read_text())["model_sha256"] != "0" * 64
     assert corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0).complete
 
@@ -73,4 +72,7 @@ def test_smollm2_store_round_trip(tmp_path):
     assert x.shape == (2 * 15, 576) and torch.isfinite(x).all()
     key = cache_key(lm, "stdlib-docs", 2, 16)
     assert key["model_sha256"] == lm.provenance["weights_sha256"]
-    assert json.loads((store_path("stdlib-docs", 2, 16, "smollm2-135m", (6,), tmp_path, key) / KEY_FILE).read_text()) == key
+    assert (
+        json.loads((store_path("stdlib-docs", 2, 16, "smollm2-135m", (6,), tmp_path, key) / KEY_FILE).read_text())
+        == key
+    )

@@ -11,13 +11,25 @@ from interp.store import ActivationStore, StoreMeta, write_shard_file
 
 
 def _store(path):
-    meta = StoreMeta(model="not-a-model", model_sha256="-", hooks={"h": [6]}, dtype="float32", tokenizer="-", ctx_len=8, data={})
+    meta = StoreMeta(
+        model="not-a-model", model_sha256="-", hooks={"h": [6]}, dtype="float32", tokenizer="-", ctx_len=8, data={}
+    )
     st = ActivationStore.open_or_create(path, meta, n_shards_planned=1)
     n = 64
     x = torch.randn(n, 6, generator=torch.Generator().manual_seed(0))
     x[::8] *= 100  # position 0: a massive-activation row, as in real models
-    st.commit_shard(write_shard_file(st.path, 0, {"h": x, "tokens": torch.arange(n, dtype=torch.int32), "seq": torch.arange(n) // 8,
-                                                  "pos": (torch.arange(n) % 8).int()}))
+    st.commit_shard(
+        write_shard_file(
+            st.path,
+            0,
+            {
+                "h": x,
+                "tokens": torch.arange(n, dtype=torch.int32),
+                "seq": torch.arange(n) // 8,
+                "pos": (torch.arange(n) % 8).int(),
+            },
+        )
+    )
     return st, x
 
 
@@ -36,7 +48,9 @@ def test_dashboard_command_on_hook_channels(tmp_path):
     _, x = _store(tmp_path / "store")
     runner, app = CliRunner(), _app()
     out = tmp_path / "d"
-    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out), "--features", "1,3"])
+    r = runner.invoke(
+        app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out), "--features", "1,3"]
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((out / "dashboard.json").read_text())
     assert summary["pages"] == [1, 3] and summary["header"]["rows rule"].startswith("positions:0")
@@ -44,11 +58,30 @@ def test_dashboard_command_on_hook_channels(tmp_path):
     kept = x[torch.arange(64) % 8 != 0, 1]
     assert rec["n_rows"] == 56 and rec["signed"] and rec["min"] == float(kept.min())  # not clamped, sink rows out
     assert rec["count"] == int((kept > 0).sum())
-    assert "[7]" in (out / "index.html").read_text() or "[7]" in (out / "features" / "1.html").read_text()  # ids without a tokenizer
+    assert (
+        "[7]" in (out / "index.html").read_text() or "[7]" in (out / "features" / "1.html").read_text()
+    )  # ids without a tokenizer
     r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out)])
     assert r.exit_code == 2 and "--overwrite" in r.output
-    r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--hook", "h", "--out", str(out), "--overwrite",
-                            "--exclude", "none", "--top", "2", "--order", "max"])
+    r = runner.invoke(
+        app,
+        [
+            "dashboard",
+            "--store",
+            str(tmp_path / "store"),
+            "--hook",
+            "h",
+            "--out",
+            str(out),
+            "--overwrite",
+            "--exclude",
+            "none",
+            "--top",
+            "2",
+            "--order",
+            "max",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((out / "dashboard.json").read_text())
     assert summary["header"]["rows rule"] == "none" and len(summary["pages"]) == 2

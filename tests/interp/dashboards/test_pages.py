@@ -111,9 +111,19 @@ def test_bad_features_are_refused_before_writing(tmp_path):
 
 
 def _dom(tmp_path, url):
-    cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-           "--virtual-time-budget=3000", "--dump-dom", url]
+    cmd = [
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=3000",
+        "--dump-dom",
+        url,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     errors = [l for l in res.stderr.splitlines() if "CONSOLE" in l and ("ERROR" in l or "Uncaught" in l)]
     assert not errors, errors
@@ -155,10 +165,27 @@ def test_index_and_page_in_headless_chromium(tmp_path):
 def test_page_fits_1400px_without_clipping(tmp_path):
     index, _ = _build(tmp_path)
     page = tmp_path / "dash" / "features" / "2.html"
-    probe = page.read_text().replace("</body>", "<script>document.title = [document.documentElement.scrollWidth,"
-                                     " Math.max(...[...document.querySelectorAll('svg.chart')].map(s => s.getBoundingClientRect().right))].join(',');</script></body>")
+    probe = page.read_text().replace(
+        "</body>",
+        "<script>document.title = [document.documentElement.scrollWidth,"
+        " Math.max(...[...document.querySelectorAll('svg.chart')].map(s => "
+        "s.getBoundingClientRect().right))].join(',');</script></body>",
+    )
     page.write_text(probe)
-    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p2'}",
-                          "--window-size=1400,900", "--dump-dom", f"file://{page}"], capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'p2'}",
+            "--window-size=1400,900",
+            "--dump-dom",
+            f"file://{page}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     width, right = (float(x) for x in dom.split("<title>", 1)[1].split("</title>", 1)[0].split(","))
     assert width <= 1400 and right <= 1400

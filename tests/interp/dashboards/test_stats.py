@@ -9,7 +9,9 @@ from interp.dashboards.stats import FeatureStats, StatsConfig
 
 def _acts(n=600, F=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    z = torch.relu(torch.randn(n, F, generator=g)) * torch.linspace(0.5, 40, n)[:, None]  # growing range: forces doublings
+    z = (
+        torch.relu(torch.randn(n, F, generator=g)) * torch.linspace(0.5, 40, n)[:, None]
+    )  # growing range: forces doublings
     z[:, 5] = 0  # a dead feature
     return z
 
@@ -17,7 +19,9 @@ def _acts(n=600, F=6, seed=0):
 def _run(z, chunk, cfg=None, F=None):
     n = len(z)
     seq, pos = torch.arange(n) // 20, torch.arange(n) % 20
-    st = FeatureStats(z.shape[1] if F is None else F, cfg or StatsConfig(n_top=5, n_sample=8, before=2, after=1, n_pos=20))
+    st = FeatureStats(
+        z.shape[1] if F is None else F, cfg or StatsConfig(n_top=5, n_sample=8, before=2, after=1, n_pos=20)
+    )
     for i in range(0, n, chunk):
         st.update(z[i : i + chunk], torch.arange(i, min(n, i + chunk)), seq[i : i + chunk], pos[i : i + chunk])
     return st
@@ -43,7 +47,10 @@ def test_signed_histogram_keeps_negative_values():
     h.add(torch.zeros(2, dtype=torch.long), torch.tensor([-3.5, 2.3]))
     edges, counts = h.feature(0)
     assert float(edges[0]) < -3.5 and int(counts.sum()) == 6
-    assert torch.equal(counts, torch.histogram(torch.tensor([-1.0, -0.2, 0.3, 0.9, -3.5, 2.3]).double(), bins=edges.double()).hist.long())
+    assert torch.equal(
+        counts,
+        torch.histogram(torch.tensor([-1.0, -0.2, 0.3, 0.9, -3.5, 2.3]).double(), bins=edges.double()).hist.long(),
+    )
 
 
 def test_pass_matches_brute_force_and_chunking():

@@ -26,17 +26,24 @@ def files(tmp_path):
     pq.write_table(pa.table({"text": DOCS, "n": list(range(len(DOCS)))}), tmp_path / "docs.parquet")
     from datasets import Dataset, DatasetDict
 
-    DatasetDict({"train": Dataset.from_dict({"body": DOCS}), "test": Dataset.from_dict({"body": DOCS[:1]})}) \
-        .save_to_disk(str(tmp_path / "dd"))
+    DatasetDict(
+        {"train": Dataset.from_dict({"body": DOCS}), "test": Dataset.from_dict({"body": DOCS[:1]})}
+    ).save_to_disk(str(tmp_path / "dd"))
     Dataset.from_dict({"text": DOCS}).save_to_disk(str(tmp_path / "ds"))
     return tmp_path
 
 
 def test_every_format_yields_the_same_documents(files):
     want = [d for d in DOCS if d]
-    for spec in (f"jsonl:{files}/docs.jsonl:body", f"csv:{files}/docs.csv:body", f"parquet:{files}/docs.parquet",
-                 f"parquet:{files}/docs.parquet:text", f"hf-disk:{files}/dd", f"hf-disk:{files}/dd:train:body",
-                 f"hf-disk:{files}/ds"):
+    for spec in (
+        f"jsonl:{files}/docs.jsonl:body",
+        f"csv:{files}/docs.csv:body",
+        f"parquet:{files}/docs.parquet",
+        f"parquet:{files}/docs.parquet:text",
+        f"hf-disk:{files}/dd",
+        f"hf-disk:{files}/dd:train:body",
+        f"hf-disk:{files}/ds",
+    ):
         src = get_source(spec)
         assert [text for _, text in src] == want, spec
         assert len(src) == len(DOCS)
@@ -52,18 +59,21 @@ def test_corpora_are_chunked_and_seeded_like_the_builtin_ones(files, tok):
     assert a.describe()["source"].startswith("jsonl:")
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("jsonl:{d}/docs.jsonl:title", "no field 'title'"),
-    ("jsonl:{d}/docs.jsonl:id", "holds a int, not text"),
-    ("jsonl:{d}/missing.jsonl", "not found"),
-    ("csv:{d}/docs.csv", "needs the column"),
-    ("csv:{d}/docs.csv:title", "no column 'title'"),
-    ("parquet:{d}/docs.parquet:n", "not text"),
-    ("parquet:{d}/docs.jsonl", "not a Parquet file"),
-    ("hf-disk:{d}/dd:valid:body", "has splits"),
-    ("hf-disk:{d}/ds:train:title", "no column 'title'"),
-    ("hf-disk:{d}/docs.csv", "must be a folder"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("jsonl:{d}/docs.jsonl:title", "no field 'title'"),
+        ("jsonl:{d}/docs.jsonl:id", "holds a int, not text"),
+        ("jsonl:{d}/missing.jsonl", "not found"),
+        ("csv:{d}/docs.csv", "needs the column"),
+        ("csv:{d}/docs.csv:title", "no column 'title'"),
+        ("parquet:{d}/docs.parquet:n", "not text"),
+        ("parquet:{d}/docs.jsonl", "not a Parquet file"),
+        ("hf-disk:{d}/dd:valid:body", "has splits"),
+        ("hf-disk:{d}/ds:train:title", "no column 'title'"),
+        ("hf-disk:{d}/docs.csv", "must be a folder"),
+    ],
+)
 def test_bad_specs_say_what_to_write(files, spec, message):
     with pytest.raises(ValueError, match=message):
         list(get_source(spec.format(d=files)))
@@ -82,9 +92,26 @@ def test_cache_cli_reads_user_data(files, tmp_path):
     from interp.store import ActivationStore
 
     out = tmp_path / "store"
-    res = CliRunner().invoke(app, ["cache", "--model", "pythia-14m-init", "--data", f"jsonl:{files}/docs.jsonl:body",
-                                   "--ctx-len", "8", "--max-tokens", "32", "--hooks", "blocks.0.hook_resid_post",
-                                   "--out", str(out), "--device", "cpu"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "cache",
+            "--model",
+            "pythia-14m-init",
+            "--data",
+            f"jsonl:{files}/docs.jsonl:body",
+            "--ctx-len",
+            "8",
+            "--max-tokens",
+            "32",
+            "--hooks",
+            "blocks.0.hook_resid_post",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
     assert res.exit_code == 0, res.output
     st = ActivationStore.open(out)
     assert len(st) == 32 and st.meta.data["source"].startswith("jsonl:")

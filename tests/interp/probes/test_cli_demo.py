@@ -33,9 +33,28 @@ def model_dir(tmp_path_factory):
     return str(path)
 
 
-ARGS = ["--n-seq", "4", "--ctx-len", "32", "--n-calib", "2", "--n-eval", "2", "--gu-len", "16",
-        "--stream-ctx", "64", "--stream-window", "16", "--n-stream", "2", "--abs-threshold", "0.5",
-        "--ratio-threshold", "5"]
+ARGS = [
+    "--n-seq",
+    "4",
+    "--ctx-len",
+    "32",
+    "--n-calib",
+    "2",
+    "--n-eval",
+    "2",
+    "--gu-len",
+    "16",
+    "--stream-ctx",
+    "64",
+    "--stream-window",
+    "16",
+    "--n-stream",
+    "2",
+    "--abs-threshold",
+    "0.5",
+    "--ratio-threshold",
+    "5",
+]
 
 
 def test_probe_command_writes_report_and_figures(app, model_dir, tmp_path):
@@ -55,11 +74,14 @@ def test_probe_command_writes_report_and_figures(app, model_dir, tmp_path):
     assert res.exit_code == 2 and "--overwrite" in res.output
 
 
-@pytest.mark.parametrize("bad, message", [
-    (["--abs-threshold", "-1"], ">= 0"),
-    (["--eps", "1.5"], "eps"),
-    (["--data", "dir:/nonexistent/folder"], "nonexistent"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (["--abs-threshold", "-1"], ">= 0"),
+        (["--eps", "1.5"], "eps"),
+        (["--data", "dir:/nonexistent/folder"], "nonexistent"),
+    ],
+)
 def test_probe_command_bad_input_writes_nothing(app, model_dir, tmp_path, bad, message):
     out = tmp_path / "bad"
     res = CliRunner().invoke(app, ["probe", "--model", model_dir, "--out", str(out), *ARGS, *bad])

@@ -16,7 +16,10 @@ def test_variants_share_weights_and_differ_in_forward():
     logits = {}
     for v in VARIANTS:
         m = build_model(v, cfg, seed=0)
-        assert torch.equal(m.model.layers[0].self_attn.q_proj.weight, build_model("pre", cfg, 0).model.layers[0].self_attn.q_proj.weight)
+        assert torch.equal(
+            m.model.layers[0].self_attn.q_proj.weight,
+            build_model("pre", cfg, 0).model.layers[0].self_attn.q_proj.weight,
+        )
         hm = interp.HookedModel(m)
         out, cache = hm.run_with_cache(ids, names="blocks.*.hook_resid_post")
         assert torch.equal(out, m(ids).logits)
@@ -48,7 +51,7 @@ def test_rows_start_with_bos_and_bigram_backcopy_copies_after_triggers():
     cur, prev, nxt = rows[:, 2:-1], rows[:, 1:-2], rows[:, 3:]
     trig = cur < 3
     assert trig.any() and torch.equal(nxt[trig], prev[trig])  # after a trigger: the token before it
-    assert not torch.equal(nxt[~trig], prev[~trig])           # elsewhere: bigram steps, not copies
+    assert not torch.equal(nxt[~trig], prev[~trig])  # elsewhere: bigram steps, not copies
     assert torch.equal(rows, bigram_backcopy(200, ctx_len=32, vocab=16, n_triggers=3, seed=1))
     cfg = decoupling.TrainConfig(data="bigram-backcopy", ctx_len=16, max_tokens=16 * 40, eval_seqs=8)
     train, held = decoupling.corpus_split(cfg)
@@ -64,11 +67,37 @@ def test_rows_start_with_bos_and_bigram_backcopy_copies_after_triggers():
 
 
 def test_probe_curve_during_training(tmp_path):
-    report = decoupling.main(["--out", str(tmp_path), "--quick", "--steps", "4", "--eval-seqs", "8",
-                              "--variants", "pre", "--probe-every", "2", "--train-only"])
+    report = decoupling.main(
+        [
+            "--out",
+            str(tmp_path),
+            "--quick",
+            "--steps",
+            "4",
+            "--eval-seqs",
+            "8",
+            "--variants",
+            "pre",
+            "--probe-every",
+            "2",
+            "--train-only",
+        ]
+    )
     curve = report["pre"]["curve"]
     assert [p["step"] for p in curve] == [2, 4] and all(p["ppl"] > 1 for p in curve)
     # the probes do not change training: same weights as a run without them
-    plain = decoupling.main(["--out", str(tmp_path / "plain"), "--quick", "--steps", "4", "--eval-seqs", "8",
-                             "--variants", "pre", "--train-only"])
+    plain = decoupling.main(
+        [
+            "--out",
+            str(tmp_path / "plain"),
+            "--quick",
+            "--steps",
+            "4",
+            "--eval-seqs",
+            "8",
+            "--variants",
+            "pre",
+            "--train-only",
+        ]
+    )
     assert plain["pre"]["final_train_loss"] == report["pre"]["final_train_loss"]

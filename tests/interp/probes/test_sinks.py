@@ -6,12 +6,14 @@ import torch
 from interp.probes import SinkScanner, alpha_per_key, attention_distance, head_sink_scores, sink_fraction, window_mask
 
 # One head, 4 tokens: half of every later query's attention goes to the first token.
-P = torch.tensor([
-    [1.0, 0.0, 0.0, 0.0],
-    [0.5, 0.5, 0.0, 0.0],
-    [0.5, 0.25, 0.25, 0.0],
-    [0.5, 0.0, 0.25, 0.25],
-])
+P = torch.tensor(
+    [
+        [1.0, 0.0, 0.0, 0.0],
+        [0.5, 0.5, 0.0, 0.0],
+        [0.5, 0.25, 0.25, 0.0],
+        [0.5, 0.0, 0.25, 0.25],
+    ]
+)
 UNIFORM = torch.ones(4, 4).tril() / torch.arange(1, 5.0)[:, None]
 
 

@@ -133,8 +133,13 @@ def test_streamed_writer_is_byte_identical_to_safetensors(tmp_path):
     from interp.store.safetensors_io import write_safetensors_hashed
 
     g = torch.Generator().manual_seed(0)
-    tensors = {"blocks.0.hook_resid_post": torch.randn(50, 7, generator=g), "tokens": torch.arange(50, dtype=torch.int32),
-               "seq": torch.arange(50), "half": torch.randn(5, 3, generator=g).to(torch.bfloat16), "empty": torch.zeros(0, 4)}
+    tensors = {
+        "blocks.0.hook_resid_post": torch.randn(50, 7, generator=g),
+        "tokens": torch.arange(50, dtype=torch.int32),
+        "seq": torch.arange(50),
+        "half": torch.randn(5, 3, generator=g).to(torch.bfloat16),
+        "empty": torch.zeros(0, 4),
+    }
     digest = write_safetensors_hashed(tmp_path / "x.safetensors", tensors, {"format": "pt"})
     ref = save(tensors, metadata={"format": "pt"})
     assert (tmp_path / "x.safetensors").read_bytes() == ref

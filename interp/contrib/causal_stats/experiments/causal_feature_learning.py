@@ -7,7 +7,8 @@ Synthetic process (catalog, our generator): 20 variables x_t = A s_t + B u_t + m
 AR(1) (0.9) quality latents s, 5 nuisance latents u (sd 3), and an operating-mode mean m_e = D μ_e
 (D: random directions spanning a rank-1 subspace, which two
 training modes identify, or rank 3, which they cannot; μ_e ~ N(0, 4² I)); a third setting adds the
-mode's first mean coordinate to the targets (the target level is confounded with the operating mode); targets y_{t+1} = C s_t + 0.1 noise (3 quality variables,
+mode's first mean coordinate to the targets (the target level is confounded with the operating mode); targets y_{t+1} =
+C s_t + 0.1 noise (3 quality variables,
 lag 1). Train on modes 0 and 1 (1,000 steps each); test on mode 2: 500 normal steps, then 500 steps with
 a fault x += 3 A f (a unit f in the quality latents). 3 directions per method; T² threshold = the 99th
 percentile of the training T². Metrics in the unseen mode: false-alarm rate (FAR) and fault-detection
@@ -28,19 +29,28 @@ import json
 import numpy as np
 
 from interp.contrib.causal_stats.causal_feature_learning import (
-    CFL, detection_rates, pca_directions, pls_directions,
+    CFL,
+    detection_rates,
+    pca_directions,
+    pls_directions,
 )
 from interp.contrib.experiment import experiment_parser
 from interp.contrib.report import fmt, markdown_table
 
 ROWS = "positions:0+norm-outliers:10"
-"""Rows dropped from the SmolLM2 stores (`interp/cache/rows.py`'s default rule: the sink and massive-activation rows)."""
+"""Rows dropped from the SmolLM2 stores (`interp/cache/rows.py`'s default rule: the sink and massive-activation
+rows)."""
 
 
 def process(seed: int, shift_rank: int = 1, confounded: bool = False, n_train: int = 1000, n_test: int = 500):
     rng = np.random.default_rng(seed)
     d = 20
-    a, b, dm, c = rng.normal(size=(d, 3)), rng.normal(size=(d, 5)), rng.normal(size=(d, shift_rank)), rng.normal(size=(3, 3))
+    a, b, dm, c = (
+        rng.normal(size=(d, 3)),
+        rng.normal(size=(d, 5)),
+        rng.normal(size=(d, shift_rank)),
+        rng.normal(size=(3, 3)),
+    )
     mus = rng.normal(scale=4.0, size=(3, shift_rank))
 
     def run(mode: int, n: int, fault: np.ndarray | None = None):
@@ -67,10 +77,12 @@ def process(seed: int, shift_rank: int = 1, confounded: bool = False, n_train: i
 
 
 def monitors(x, y, env, lam: float, r: int = 3) -> dict[str, CFL]:
-    return {"PCA-T²": CFL.from_directions(pca_directions(x, r), x),
-            "PLS": CFL.from_directions(pls_directions(x, y, r), x),
-            "CCA (CFL λ=0)": CFL.fit(x, y, env, r, lam=0.0),
-            f"CFL λ={lam:g}": CFL.fit(x, y, env, r, lam=lam)}
+    return {
+        "PCA-T²": CFL.from_directions(pca_directions(x, r), x),
+        "PLS": CFL.from_directions(pls_directions(x, y, r), x),
+        "CCA (CFL λ=0)": CFL.fit(x, y, env, r, lam=0.0),
+        f"CFL λ={lam:g}": CFL.fit(x, y, env, r, lam=lam),
+    }
 
 
 def synthetic(seeds: int, lam: float, shift_rank: int, confounded: bool = False) -> dict:
@@ -117,8 +129,13 @@ def smollm(lams=(0.0, 10.0, 100.0)) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, lam=(10.0, "CFL's invariance weight λ"), quick="1 seed, no LM run",
-                           no_lm="skip the SmolLM2 probe run")
+    ap = experiment_parser(
+        __doc__,
+        seeds=3,
+        lam=(10.0, "CFL's invariance weight λ"),
+        quick="1 seed, no LM run",
+        no_lm="skip the SmolLM2 probe run",
+    )
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.lam < 0:
         ap.error("--seeds must be positive and --lam non-negative")
@@ -126,16 +143,27 @@ def main(argv=None) -> dict:
     out = {}
     for rank, conf in ((1, False), (3, False), (1, True)):
         syn = synthetic(seeds, a.lam, rank, conf)
-        print(f"synthetic process, unseen operating mode, mode means in a rank-{rank} subspace"
-              f"{', target level confounded with the mode' if conf else ''} ({seeds} seeds; threshold = training 99th percentile)")
-        print(markdown_table(["monitor", "false-alarm rate", "fault-detection rate"],
-                             [[k, fmt(v["FAR"]), fmt(v["FDR"])] for k, v in syn.items()]))
+        print(
+            f"synthetic process, unseen operating mode, mode means in a rank-{rank} subspace"
+            f"{', target level confounded with the mode' if conf else ''} ({seeds} seeds; threshold = training 99th "
+            "percentile)"
+        )
+        print(
+            markdown_table(
+                ["monitor", "false-alarm rate", "fault-detection rate"],
+                [[k, fmt(v["FAR"]), fmt(v["FDR"])] for k, v in syn.items()],
+            )
+        )
         out[f"synthetic_rank{rank}" + ("_confounded" if conf else "")] = syn
     if not (a.quick or a.no_lm):
         lm = smollm()
         print("\nsmollm2-135m layer 12, y = log(position), leave one corpus out (3 folds)")
-        print(markdown_table(["direction", "held-out R²", "held-out corpus shift (sd)"],
-                             [[k, fmt(v["held-out R²"]), fmt(v["env shift (sd)"])] for k, v in lm.items()]))
+        print(
+            markdown_table(
+                ["direction", "held-out R²", "held-out corpus shift (sd)"],
+                [[k, fmt(v["held-out R²"]), fmt(v["env shift (sd)"])] for k, v in lm.items()],
+            )
+        )
         print("per held-out corpus (R²):", {k: [round(r, 3) for r in v["held-out R²"]] for k, v in lm.items()})
         out["smollm2"] = lm
     return json.loads(json.dumps(out))

@@ -50,10 +50,24 @@ def main(argv=None) -> dict:
         exact = model.exact_eig(xi)
         for b in budgets:
             c, nm = rmse(model, xi, b, reps)
-            rows.append([name, tag, f"{exact:.4f}", b, f"{c:.4f}", f"{nm:.4f}", f"{nm / c:.1f}" if c > 1e-12 else "∞ (collapsed exact)"])
+            rows.append(
+                [
+                    name,
+                    tag,
+                    f"{exact:.4f}",
+                    b,
+                    f"{c:.4f}",
+                    f"{nm:.4f}",
+                    f"{nm / c:.1f}" if c > 1e-12 else "∞ (collapsed exact)",
+                ]
+            )
             out.append({"model": name, "design": tag, "exact": exact, "budget": b, "rmse_collapsed": c, "rmse_nmc": nm})
     print(f"RMSE of the EIG estimate vs the exact EIG ({reps} runs each)")
-    print(markdown_table(["model", "design", "exact EIG", "budget", "collapsed RMSE", "NMC RMSE", "NMC / collapsed"], rows))
+    print(
+        markdown_table(
+            ["model", "design", "exact EIG", "budget", "collapsed RMSE", "NMC RMSE", "NMC / collapsed"], rows
+        )
+    )
     pg = PoissonGamma(2.0, 1.0)
     grid = [0.5] + [float(v) for v in range(1, 21)]
     util = lambda est: max(grid, key=lambda xi: est(xi) - 0.05 * xi)  # noqa: E731
@@ -62,10 +76,16 @@ def main(argv=None) -> dict:
     picks_n = [util(lambda xi, r=r: nmc_eig(pg, xi, 100, 9, seed=r)) for r in range(min(reps, 10))]
     regret = lambda xi: (pg.exact_eig(best) - 0.05 * best) - (pg.exact_eig(xi) - 0.05 * xi)  # noqa: E731
     print("\ndesign choice (Poisson-Gamma, utility EIG - 0.05 ξ, budget 1,000 per design):")
-    print(markdown_table(["estimator", "chosen ξ (runs)", "mean regret (nats)"],
-                         [["exact", best, "0"],
-                          ["collapsed", picks_c, f"{sum(map(regret, picks_c)) / len(picks_c):.4f}"],
-                          ["NMC", picks_n, f"{sum(map(regret, picks_n)) / len(picks_n):.4f}"]]))
+    print(
+        markdown_table(
+            ["estimator", "chosen ξ (runs)", "mean regret (nats)"],
+            [
+                ["exact", best, "0"],
+                ["collapsed", picks_c, f"{sum(map(regret, picks_c)) / len(picks_c):.4f}"],
+                ["NMC", picks_n, f"{sum(map(regret, picks_n)) / len(picks_n):.4f}"],
+            ],
+        )
+    )
     return json.loads(json.dumps({"rmse": out, "design": {"exact": best, "collapsed": picks_c, "nmc": picks_n}}))
 
 

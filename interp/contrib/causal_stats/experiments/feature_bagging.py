@@ -54,9 +54,11 @@ def evaluate(x, y, seeds: int, grid, lam: float, n_train: int, ii_rows: int = 30
 
 
 def smollm(seeds: int, quick: bool) -> list[dict]:
-    from interp.contrib.lm_features import labelled_corpora, hook_name
+    from interp.contrib.lm_features import hook_name, labelled_corpora
 
-    x, lab = labelled_corpora(hook_name(12), n_seq=48, ctx_len=64, corpora=("stdlib-docs", "stdlib"), per_sequence=False)
+    x, lab = labelled_corpora(
+        hook_name(12), n_seq=48, ctx_len=64, corpora=("stdlib-docs", "stdlib"), per_sequence=False
+    )
     g = torch.Generator().manual_seed(0)
     keep = torch.randperm(len(x), generator=g)[:2000]
     x, y = standardise_columns(x[keep]), lab[keep].double() * 2 - 1
@@ -66,8 +68,15 @@ def smollm(seeds: int, quick: bool) -> list[dict]:
 
 def _print(title: str, rows: list[dict]) -> None:
     print(title)
-    print(markdown_table(["q", "B", "FI max", "FI mean", "II max", "test MSE"],
-                         [[r["q"], r["B"], fmt(r["FI max"]), fmt(r["FI mean"], 4), fmt(r["II max"]), fmt(r["test MSE"])] for r in rows]))
+    print(
+        markdown_table(
+            ["q", "B", "FI max", "FI mean", "II max", "test MSE"],
+            [
+                [r["q"], r["B"], fmt(r["FI max"]), fmt(r["FI mean"], 4), fmt(r["II max"]), fmt(r["test MSE"])]
+                for r in rows
+            ],
+        )
+    )
 
 
 def main(argv=None) -> dict:
@@ -82,8 +91,13 @@ def main(argv=None) -> dict:
     _print(f"diabetes (d = 10, 300 train / 142 test, {seeds} splits)", out["diabetes"])
     if not a.quick:
         syn = [evaluate(*synthetic(s), 1, grid, 1.0, 200) for s in range(seeds)]
-        out["synthetic"] = [{k: (sum((syn[s][i][k] for s in range(seeds)), []) if isinstance(v, list) else v)
-                             for k, v in syn[0][i].items()} for i in range(len(grid))]
+        out["synthetic"] = [
+            {
+                k: (sum((syn[s][i][k] for s in range(seeds)), []) if isinstance(v, list) else v)
+                for k, v in syn[0][i].items()
+            }
+            for i in range(len(grid))
+        ]
         _print(f"\nsynthetic (d = 50, equicorrelated ρ = 0.5, {seeds} data seeds)", out["synthetic"])
     if not (a.quick or a.no_lm):
         out["smollm2"] = smollm(seeds, a.quick)

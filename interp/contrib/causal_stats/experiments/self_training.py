@@ -20,7 +20,10 @@ import json
 import torch
 
 from interp.contrib.causal_stats.self_training import (
-    direction_retention, excess_risk, self_train, spiked_covariance,
+    direction_retention,
+    excess_risk,
+    self_train,
+    spiked_covariance,
 )
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
@@ -37,8 +40,14 @@ def synthetic(seed: int, d: int, n: int, fresh: int, steps: int, sigma: float, l
     traj = self_train(xs[0], y, xs[1:], lam)
     risk = [excess_risk(b, beta, cov) for b in traj.betas]
     strong, weak = direction_retention(traj, cov, beta, 10)
-    return {"risk": risk, "t_oracle": int(torch.tensor(risk).argmin()), "t_gcv": traj.t_gcv,
-            "gcv": traj.gcv, "strong_kept": strong, "weak_kept": weak}
+    return {
+        "risk": risk,
+        "t_oracle": int(torch.tensor(risk).argmin()),
+        "t_gcv": traj.t_gcv,
+        "gcv": traj.gcv,
+        "strong_kept": strong,
+        "weak_kept": weak,
+    }
 
 
 def _pcs(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -60,8 +69,8 @@ def smollm(seeds: int, steps: int = 12) -> dict:
         g = torch.Generator().manual_seed(s)
         perm = torch.randperm(len(x), generator=g)
         lab, rest = perm[:100], perm[100:]
-        batches = [rest[i * 100:(i + 1) * 100] for i in range(steps)]
-        test = rest[steps * 100:]
+        batches = [rest[i * 100 : (i + 1) * 100] for i in range(steps)]
+        test = rest[steps * 100 :]
         y = target[lab] + 2.0 * torch.randn(100, generator=g, dtype=torch.float64)
         traj = self_train(x[lab], y, [x[b] for b in batches], 0.05)
         risk = [float(((x[test] @ b - target[test]) ** 2).mean()) for b in traj.betas]
@@ -76,9 +85,14 @@ def _curve_rows(risks: list[list[float]], ts: list[int]) -> list[list[str]]:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=5, signal=(2.0, "|β*| (the catalog does not state it)"),
-                           fresh=(200, "rows per fresh covariate batch"), quick="d=100, n=50, 1 seed, no LM run",
-                           no_lm="skip the SmolLM2 probe run")
+    ap = experiment_parser(
+        __doc__,
+        seeds=5,
+        signal=(2.0, "|β*| (the catalog does not state it)"),
+        fresh=(200, "rows per fresh covariate batch"),
+        quick="d=100, n=50, 1 seed, no LM run",
+        no_lm="skip the SmolLM2 probe run",
+    )
     a = parse(ap, argv)
     if a.seeds < 1 or a.signal < 0 or a.fresh < 1:
         ap.error("--seeds and --fresh must be positive and --signal non-negative")
@@ -89,14 +103,27 @@ def main(argv=None) -> dict:
     print(f"synthetic (d={d}, n={n}, fresh={fresh}, |β*|={a.signal}): excess risk along t ({seeds} seeds)")
     print(markdown_table(["t", "excess risk"], _curve_rows(risks, [0, 1, 2, 4, 6, 8, 12])))
     hits = sum(abs(r["t_gcv"] - r["t_oracle"]) <= 1 for r in runs)
-    print(markdown_table(["oracle t*", "iterated-GCV t*", "GCV within ±1", "risk at GCV t*", "strong kept", "weak kept"],
-                         [[[r["t_oracle"] for r in runs], [r["t_gcv"] for r in runs], f"{hits}/{seeds}",
-                           fmt([r["risk"][r["t_gcv"]] for r in runs]), fmt([r["strong_kept"] for r in runs]),
-                           fmt([r["weak_kept"] for r in runs])]]))
+    print(
+        markdown_table(
+            ["oracle t*", "iterated-GCV t*", "GCV within ±1", "risk at GCV t*", "strong kept", "weak kept"],
+            [
+                [
+                    [r["t_oracle"] for r in runs],
+                    [r["t_gcv"] for r in runs],
+                    f"{hits}/{seeds}",
+                    fmt([r["risk"][r["t_gcv"]] for r in runs]),
+                    fmt([r["strong_kept"] for r in runs]),
+                    fmt([r["weak_kept"] for r in runs]),
+                ]
+            ],
+        )
+    )
     out = {"synthetic": runs}
     if not (a.quick or a.no_lm):
         lm = smollm(seeds)
-        print(f"\nsmollm2-135m self-distilled probe (layer 12 -> output PC1, label noise σ=2): test MSE ({seeds} splits)")
+        print(
+            f"\nsmollm2-135m self-distilled probe (layer 12 -> output PC1, label noise σ=2): test MSE ({seeds} splits)"
+        )
         print(markdown_table(["t", "test MSE"], _curve_rows(lm["risk"], [0, 1, 2, 4, 6, 8, 12])))
         print(f"oracle t* {lm['t_oracle']}, iterated-GCV t* {lm['t_gcv']}")
         out["smollm2"] = lm

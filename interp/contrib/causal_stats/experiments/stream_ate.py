@@ -7,7 +7,8 @@ Stream (our generator after the catalog): x ~ N(0, I_5), s = unit index / n. Pro
 0.8 x0 - 0.5 x1 before the shift, -0.8 x0 + 0.8 x2 + 0.5 after. Outcome μ0(x) = x0 + 0.5 x1² (+ 1 + x2
 after the shift), effect τ(x) = 1 + 0.5 x0 before, 2 - 0.5 x0 after; noise N(0, 1). Estimand: the sample ATE
 of all units so far (mean τ_i), read at the shift (n/2) and at the end (post-shift). Balancing features:
-z = (x, c s) (c = `--time-scale`, default 3) through 128 random Fourier features (lengthscale 2); coreset blocks of 64 rows.
+z = (x, c s) (c = `--time-scale`, default 3) through 128 random Fourier features (lengthscale 2); coreset blocks of 64
+rows.
 Baselines: online IPW (Hajek; SGD logistic propensity on [1, x], lr 0.05, clipped to [0.02, 0.98]);
 online regression adjustment (recursive least squares per arm on [1, x, s]); full-data kernel balancing
 (the same weights solved on every unit: the oracle the coresets approximate).
@@ -115,9 +116,13 @@ METHODS = ("naive difference", "online IPW", "online regression", "StreamATE", "
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, n=50_000,
-                           time_scale=(3.0, "weight of stream time s in the balancing features"),
-                           quick="1 seed, 4,000 units, no full-data oracle")
+    ap = experiment_parser(
+        __doc__,
+        seeds=3,
+        n=50_000,
+        time_scale=(3.0, "weight of stream time s in the balancing features"),
+        quick="1 seed, 4,000 units, no full-data oracle",
+    )
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.n < 256:
         ap.error("--seeds must be positive and --n at least 256")
@@ -128,11 +133,15 @@ def main(argv=None) -> dict:
         if m not in runs[0]:
             continue
         rows.append([m] + [fmt([abs(r[m][c] - r["truth"][c]) for r in runs]) for c in (n // 2, n)])
-    print(f"absolute ATE error ({seeds} seeds, n = {n}; true SATE at the shift "
-          f"{fmt([r['truth'][n // 2] for r in runs])}, at the end {fmt([r['truth'][n] for r in runs])})")
+    print(
+        f"absolute ATE error ({seeds} seeds, n = {n}; true SATE at the shift "
+        f"{fmt([r['truth'][n // 2] for r in runs])}, at the end {fmt([r['truth'][n] for r in runs])})"
+    )
     print(markdown_table(["estimator", "at the shift (n/2)", "end of stream (post-shift)"], rows))
-    print(f"StreamATE memory: at most {max(r['memory'] for r in runs)} rows over both arms (stream of {n}); "
-          f"CPU {fmt([r['stream_cpu_s'] for r in runs], 1)} s per stream")
+    print(
+        f"StreamATE memory: at most {max(r['memory'] for r in runs)} rows over both arms (stream of {n}); "
+        f"CPU {fmt([r['stream_cpu_s'] for r in runs], 1)} s per stream"
+    )
     return json.loads(json.dumps(runs, default=str))
 
 

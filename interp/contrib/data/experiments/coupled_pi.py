@@ -9,7 +9,8 @@ Metric: excess risk of f, |α - a|² (the test MSE above the best x-only predict
 
 SmolLM2 (`smollm2-135m`, stdlib-docs + stdlib, 48 x 64 tokens each, position 0 dropped): x = top-20 PCs
 of `blocks.6.hook_resid_post`, w = top-10 PCs of `blocks.24.hook_resid_post`; y = the first principal
-component of `ln_final.hook_normalized` (the model's output state; standardised). 50 labeled rows, 2,000 unlabeled, the rest test;
+component of `ln_final.hook_normalized` (the model's output state; standardised). 50 labeled rows, 2,000 unlabeled, the
+rest test;
 metric: test MSE of f. Control: w rows shuffled (a privileged view with no information).
 """
 
@@ -40,7 +41,10 @@ def synthetic_trial(seed: int, strength: float, w_noise: float, n_unlab: int = N
     y = x @ a + w @ theta + SIGMA * torch.randn(n, generator=g, dtype=torch.float64)
     w_obs = w + w_noise * torch.randn(n, D_W, generator=g, dtype=torch.float64)
     xl, wl, yl, xu, wu = x[:N_LAB], w_obs[:N_LAB], y[:N_LAB], x[N_LAB:], w_obs[N_LAB:]
-    fits = {METHODS[0]: ridge(xl.double(), yl.double(), 1e-3, mean=True), METHODS[1]: fit_two_step(xl, wl, yl, xu, wu).alpha}
+    fits = {
+        METHODS[0]: ridge(xl.double(), yl.double(), 1e-3, mean=True),
+        METHODS[1]: fit_two_step(xl, wl, yl, xu, wu).alpha,
+    }
     cv = fit_coupled_cv(xl, wl, yl, xu, wu, seed=seed)
     fits[METHODS[2]] = cv.alpha
     fits[METHODS[3]] = fit_coupled_cv(xl, wl, yl, xu, wu, kappas=(1.0,), seed=seed).alpha
@@ -77,7 +81,9 @@ def run_lm(seeds: int) -> list[dict]:
         xs.append(x6), ws.append(x24), ys.append(out)
     x, w = _pca(torch.cat(xs), D_X), _pca(torch.cat(ws), D_W)
     y = _pca(torch.cat(ys), 1)[:, 0]  # the output state's first principal component, standardised
-    res = {k: [] for k in (*METHODS[:3], "two-step (shuffled w)", "coupled (shuffled w)", "lambda", "lambda (shuffled w)")}
+    res = {
+        k: [] for k in (*METHODS[:3], "two-step (shuffled w)", "coupled (shuffled w)", "lambda", "lambda (shuffled w)")
+    }
     for s in range(seeds):
         g = torch.Generator().manual_seed(s)
         perm = torch.randperm(len(y), generator=g)
@@ -85,7 +91,7 @@ def run_lm(seeds: int) -> list[dict]:
         w_shuf = w[torch.randperm(len(y), generator=g)]
 
         def mse(alpha):
-            return float(((x[test] @ alpha - y[test]) ** 2).mean())
+            return float(((x[test] @ alpha - y[test]) ** 2).mean())  # noqa: B023
 
         res[METHODS[0]].append(mse(ridge(x[lab].double(), y[lab].double(), 1e-3, mean=True)))
         for ww, tag in ((w, ""), (w_shuf, " (shuffled w)")):
@@ -97,15 +103,19 @@ def run_lm(seeds: int) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=10, quick="3 seeds, 500 unlabeled rows, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=10, quick="3 seeds, 500 unlabeled rows, no LM run", no_lm="skip the SmolLM2 run"
+    )
     a = parse(ap, argv)
     seeds = 3 if a.quick else a.seeds
     syn = run_synthetic(seeds, a.quick)
     print(f"synthetic: excess risk |α - a|² of f (mean ± sd over {seeds} seeds)")
-    print(markdown_table(["|θ|", "w noise τ", *METHODS, "CV λ", "CV κ"],
-                         [[r["|θ|"], r["τ"], *(fmt(r[m]) for m in METHODS), fmt(r["lambda"], 1), fmt(r["kappa"], 1)]
-                          for r in syn]))
+    print(
+        markdown_table(
+            ["|θ|", "w noise τ", *METHODS, "CV λ", "CV κ"],
+            [[r["|θ|"], r["τ"], *(fmt(r[m]) for m in METHODS), fmt(r["lambda"], 1), fmt(r["kappa"], 1)] for r in syn],
+        )
+    )
     out = {"synthetic": syn}
     if not (a.quick or a.no_lm):
         lm = run_lm(seeds)[0]

@@ -28,6 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
+from interp.contrib.common.probe import train_linear_probe
+from interp.contrib.common.ranks import auroc, spearman
 from interp.contrib.data.gfd_emvc import (
     detection_f1,
     evolve_fusion,
@@ -39,9 +42,6 @@ from interp.contrib.data.gfd_emvc import (
     small_loss_scores,
     standardise,
 )
-from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
-from interp.contrib.common.probe import train_linear_probe
-from interp.contrib.common.ranks import auroc, spearman
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
 
@@ -62,8 +62,11 @@ class ViewMLP(nn.Module):
 def train_view(x, y, k, epochs, seed):
     torch.manual_seed(seed)
     m = ViewMLP(x.shape[1], k)
-    fit(make_optimizer(m.parameters(), lr=1e-3), lambda idx: F.cross_entropy(m(x[idx])[0], y[idx]),
-        epoch_batches(len(x), 128, epochs, seed))
+    fit(
+        make_optimizer(m.parameters(), lr=1e-3),
+        lambda idx: F.cross_entropy(m(x[idx])[0], y[idx]),
+        epoch_batches(len(x), 128, epochs, seed),
+    )
     return m
 
 
@@ -90,7 +93,9 @@ def purify(models, views, y, how: str):
     if how == "small-loss":
         score = sum(standardise(small_loss_scores(lg, y)) for lg, _ in outs) / len(outs)
     else:
-        score = sum(standardise(gradient_outlier_scores(last_layer_gradients(lg, y, z), y)) for lg, z in outs) / len(outs)
+        score = sum(standardise(gradient_outlier_scores(last_layer_gradients(lg, y, z), y)) for lg, z in outs) / len(
+            outs
+        )
     flagged = flag_top(score, NOISE)
     feats = torch.cat([F.normalize(z, dim=1) for _, z in outs], 1)
     new, keep = prototype_relabel(feats, y, flagged, margin=0.02)
@@ -111,8 +116,11 @@ def pipeline(data, k: int, epochs: int, seed: int) -> dict[str, dict[str, float]
             how = "small-loss" if method.startswith("small") else "gradient"
             new_tr, keep_tr, flagged, score = purify(base, [v[tr] for v in views], y_noisy[tr], how)
             truth = y_noisy[tr] != y_clean[tr]
-            det = {"detection F1": detection_f1(flagged, truth), "detection AUROC": auroc(score[truth], score[~truth]),
-                   "relabel acc": float((new_tr[flagged & keep_tr] == y_clean[tr][flagged & keep_tr]).float().mean())}
+            det = {
+                "detection F1": detection_f1(flagged, truth),
+                "detection AUROC": auroc(score[truth], score[~truth]),
+                "relabel acc": float((new_tr[flagged & keep_tr] == y_clean[tr][flagged & keep_tr]).float().mean()),
+            }
             models = [train_view(v[tr][keep_tr], new_tr[keep_tr], k, epochs, seed) for v in views]
             new_va, keep_va, _, _ = purify(models, [v[va] for v in views], y_noisy[va], how)
             y_tr, y_va = new_tr, torch.where(keep_va, new_va, y_noisy[va])
@@ -130,12 +138,21 @@ def pipeline(data, k: int, epochs: int, seed: int) -> dict[str, dict[str, float]
 def synthetic_data(seed: int, n: int):
     from sklearn.datasets import make_classification
 
-    x, y = make_classification(n_samples=n, n_features=20, n_informative=10, n_classes=5, n_clusters_per_class=1,
-                               class_sep=1.2, random_state=seed)
+    x, y = make_classification(
+        n_samples=n,
+        n_features=20,
+        n_informative=10,
+        n_classes=5,
+        n_clusters_per_class=1,
+        class_sep=1.2,
+        random_state=seed,
+    )
     x, y = torch.tensor(x, dtype=torch.float32), torch.tensor(y)
     g = torch.Generator().manual_seed(seed)
-    views = [torch.tanh(x @ torch.randn(20, 32, generator=g) / 20**0.5),
-             F.relu(x @ torch.randn(20, 32, generator=g) / 20**0.5) + 0.1 * torch.randn(n, 32, generator=g)]
+    views = [
+        torch.tanh(x @ torch.randn(20, 32, generator=g) / 20**0.5),
+        F.relu(x @ torch.randn(20, 32, generator=g) / 20**0.5) + 0.1 * torch.randn(n, 32, generator=g),
+    ]
     return views, y, annotate(x, y, 5, seed), splits(n, seed)
 
 
@@ -163,7 +180,9 @@ def lm_data(seed: int):
 def show(title, res):
     keys = ["detection F1", "detection AUROC", "relabel acc", "test acc", "FEB rank corr"]
     print(title)
-    print(markdown_table(["method", *keys], [[m, *(fmt(r[k]) if k in r else "-" for k in keys)] for m, r in res.items()]))
+    print(
+        markdown_table(["method", *keys], [[m, *(fmt(r[k]) if k in r else "-" for k in keys)] for m, r in res.items()])
+    )
 
 
 def collect(per):
@@ -176,13 +195,16 @@ def collect(per):
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 600 rows, 3 epochs, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=3, quick="1 seed, 600 rows, 3 epochs, no LM run", no_lm="skip the SmolLM2 run"
+    )
     a = parse(ap, argv)
     seeds, n, epochs = (1, 600, 3) if a.quick else (a.seeds, 3000, 30)
     out = {"synthetic": collect([pipeline(synthetic_data(s, n), 5, epochs, s) for s in range(seeds)])}
-    show(f"two synthetic views, 5 classes, {int(NOISE * 100)}% boundary-biased noise (mean ± sd over {seeds} seeds)",
-         out["synthetic"])
+    show(
+        f"two synthetic views, 5 classes, {int(NOISE * 100)}% boundary-biased noise (mean ± sd over {seeds} seeds)",
+        out["synthetic"],
+    )
     if not (a.quick or a.no_lm):
         out["smollm2"] = collect([pipeline(lm_data(s), 3, epochs, s) for s in range(seeds)])
         show(f"\nsmollm2-135m: views = layers 12 and 24, label = corpus ({seeds} seeds)", out["smollm2"])

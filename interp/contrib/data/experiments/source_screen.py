@@ -52,8 +52,13 @@ def trial(seed: int, n_src: int, sample_x, d: int = D, k: int = K) -> dict[str, 
     resid = sum(float((y - x @ (full @ h)).var()) for x, y, h in zip(xs, ys, pilot)) / n_src  # pilot σ² estimate
     emp = screen_sources(pilot, k, noise_var=resid)
     rnd = torch.randperm(n_src, generator=g)[: int(0.4 * n_src)].tolist()
-    subsets = {"pool all": None, "genie screened": genie, "genie 40%": screen_sources(heads, k, frac=0.4, noise_var=SIGMA**2),
-               "empirical screened": emp, "random 40%": rnd}
+    subsets = {
+        "pool all": None,
+        "genie screened": genie,
+        "genie 40%": screen_sources(heads, k, frac=0.4, noise_var=SIGMA**2),
+        "empirical screened": emp,
+        "random 40%": rnd,
+    }
     out = {m: sin_theta(mom_subspace(xs, ys, k, sub), b) for m, sub in subsets.items()}
     out["genie kept"] = len(genie) / n_src
     out["empirical kept"] = len(emp) / n_src
@@ -73,7 +78,7 @@ def lm_x_sampler():
         rows.append(x.double())
         seqs.append(idx["seq"] + offset)
         offset += int(idx["seq"].max()) + 1
-    x, seq = torch.cat(rows), torch.cat(seqs)
+    x = torch.cat(rows)
     x = x - x.mean(0)
     u, sv, vh = torch.linalg.svd(x, full_matrices=False)
     z = u[:, :D] * len(x) ** 0.5  # whitened PCs: identity covariance, real (non-Gaussian) shape
@@ -99,14 +104,21 @@ def main(argv=None) -> dict:
     if not a.quick:
         d, k, n = CATALOG
         res[f"gaussian x, catalog d={d} k={k} n_s={n}"] = summarise(
-            [trial(s, n_src, lambda g, _s: gaussian_x(g, _s, n, d), d, k) for s in range(seeds)])
+            [trial(s, n_src, lambda g, _s: gaussian_x(g, _s, n, d), d, k) for s in range(seeds)]
+        )
     if not (a.quick or a.no_lm):
         sampler = lm_x_sampler()
         res["smollm2 rows"] = summarise([trial(s, n_src, sampler) for s in range(seeds)])
     print(f"sinΘ(B̂, B), mean ± sd over {seeds} seeds ({n_src} sources x {N_PER} rows; lower is better)")
-    print(markdown_table(["x", *METHODS, "kept (genie / empirical)"],
-                         [[name, *(fmt(r[m]) for m in METHODS), f"{fmt(r['genie kept'], 2)} / {fmt(r['empirical kept'], 2)}"]
-                          for name, r in res.items()]))
+    print(
+        markdown_table(
+            ["x", *METHODS, "kept (genie / empirical)"],
+            [
+                [name, *(fmt(r[m]) for m in METHODS), f"{fmt(r['genie kept'], 2)} / {fmt(r['empirical kept'], 2)}"]
+                for name, r in res.items()
+            ],
+        )
+    )
     return json.loads(json.dumps(res))
 
 

@@ -62,18 +62,24 @@ def main(argv=None) -> dict:
     out: dict = {"m": {}, "delta": {}}
     rows = []
     for m in ms:
-        out["m"][m] = {name: [q90(m, 8.0, trials, 100 * s + m, rule) for s in range(seeds)] for name, rule in RULES.items()}
+        out["m"][m] = {
+            name: [q90(m, 8.0, trials, 100 * s + m, rule) for s in range(seeds)] for name, rule in RULES.items()
+        }
         rows.append([m, *(fmt(out["m"][m][n], 0) for n in RULES), fmt(m**2.5 / 64, 0), fmt(m**3 / 64, 0)])
     print(f"queries for 90% envy-free success, Δ = 8, σ = 1 (mean ± sd over {seeds} seeds x {trials} instances)")
     print(markdown_table(["m", *(f"q90 {n}" for n in RULES), "m^2.5/Δ²", "m³/Δ²"], rows))
     fits = {n: [slope(ms, [out["m"][m][n][s] for m in ms]) for s in range(seeds)] for n in RULES}
-    print("fitted exponent of m: " + ", ".join(f"{n} {fmt(v, 2)}" for n, v in fits.items()) + " (paper: 2.5 vs naive 3)")
+    print(
+        "fitted exponent of m: " + ", ".join(f"{n} {fmt(v, 2)}" for n, v in fits.items()) + " (paper: 2.5 vs naive 3)"
+    )
     out["exponent_m"] = fits
     if not a.quick:
         deltas = (4.0, 8.0, 16.0)
         drows = []
         for d in deltas:
-            out["delta"][d] = {n: [q90(80, d, trials, 7 + 100 * s, rule) for s in range(seeds)] for n, rule in RULES.items()}
+            out["delta"][d] = {
+                n: [q90(80, d, trials, 7 + 100 * s, rule) for s in range(seeds)] for n, rule in RULES.items()
+            }
             drows.append([d, *(fmt(out["delta"][d][n], 0) for n in RULES)])
         print("\nm = 80, varying Δ")
         print(markdown_table(["Δ", *(f"q90 {n}" for n in RULES)], drows))

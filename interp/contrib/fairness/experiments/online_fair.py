@@ -27,7 +27,12 @@ from interp.contrib.fairness.online_fair import (
 )
 from interp.contrib.report import fmt, markdown_table
 
-METHODS = ("max value (no info)", "running-normalised (no info)", "normalised deficit (totals)", "frequency-informed (multisets)")
+METHODS = (
+    "max value (no info)",
+    "running-normalised (no info)",
+    "normalised deficit (totals)",
+    "frequency-informed (multisets)",
+)
 
 
 def batch(order: str, noise: float, instances: int, seed: int) -> dict[str, tuple[float, float]]:
@@ -42,8 +47,10 @@ def batch(order: str, noise: float, instances: int, seed: int) -> dict[str, tupl
         multisets = v * np.exp(noise * rng.standard_normal(v.shape))
         share_p = v.sum(1) / 3
         share_m = np.array([mms(v[i], 3) for i in range(3)])
-        for k, alloc in zip(METHODS, (max_value(v), running_normalised(v), normalised_deficit(v, totals),
-                                      frequency_informed(v, multisets))):
+        for k, alloc in zip(
+            METHODS,
+            (max_value(v), running_normalised(v), normalised_deficit(v, totals), frequency_informed(v, multisets)),
+        ):
             u = utilities(v, alloc)
             hits[k][0] += int((u >= share_p - 1e-12).sum())
             hits[k][1] += int((u >= share_m - 1e-12).sum())
@@ -64,7 +71,10 @@ def main(argv=None) -> dict:
             cell = {k: ([p[k][0] for p in per], [p[k][1] for p in per]) for k in METHODS}
             out[f"{order}/{s}"] = cell
             rows.append([s, *(f"{fmt(cell[k][0], 2)} / {fmt(cell[k][1], 2)}" for k in METHODS)])
-        print(f"\narrival order: {order}; fraction of agents reaching PROP / MMS (n=3, m=60; {seeds} seeds x {inst} instances)")
+        print(
+            f"\narrival order: {order}; fraction of agents reaching PROP / MMS (n=3, m=60; {seeds} seeds x {inst} "
+            "instances)"
+        )
         print(markdown_table(["noise s", *METHODS], rows))
     return json.loads(json.dumps(out))
 

@@ -12,19 +12,33 @@ import interp
 from interp.contrib.common.fit import fit, make_optimizer
 
 
-def tiny_lm(vocab: int, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, ctx: int = 32,
-            seed: int = 0) -> interp.HookedModel:
+def tiny_lm(
+    vocab: int, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, ctx: int = 32, seed: int = 0
+) -> interp.HookedModel:
     """A randomly initialised tiny Llama (eager attention), wrapped; no tokenizer (token ids in, logits out)."""
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
-                      num_attention_heads=n_heads, num_key_value_heads=n_heads, intermediate_size=4 * d_model,
-                      max_position_embeddings=ctx, tie_word_embeddings=False)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        intermediate_size=4 * d_model,
+        max_position_embeddings=ctx,
+        tie_word_embeddings=False,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
     return interp.HookedModel(LlamaForCausalLM(cfg))
 
 
-def train_lm(model: interp.HookedModel, batch_fn: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]],
-             steps: int, lr: float = 1e-3, seed: int = 0, log_every: int = 0) -> list[float]:
+def train_lm(
+    model: interp.HookedModel,
+    batch_fn: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]],
+    steps: int,
+    lr: float = 1e-3,
+    seed: int = 0,
+    log_every: int = 0,
+) -> list[float]:
     """Next-token training where `batch_fn(gen) -> (ids [b, p], loss_mask [b, p])` marks the target tokens.
 
     loss_mask[:, t] = 1 means token t is predicted (from position t-1) and counts in the loss.

@@ -1,10 +1,12 @@
 """AttrRob demo: does a larger SGD learning rate make attributions more robust, and only without softmax?
 
-    python -m interp.contrib.faithfulness.experiments.attribution_robustness [--seeds 3] [--fixed-steps --max-steps 2000]
+    python -m interp.contrib.faithfulness.experiments.attribution_robustness [--seeds 3] [--fixed-steps --max-steps
+    2000]
 
 (a) An MLP (64-128-128-10, softplus) on synthetic 8x8 "digits" (10 smooth random templates + pixel
     noise), trained with plain SGD, batch 32, lr in {0.01, 0.1, 0.5}, until train accuracy >= 99% (or the
-    step budget; `--fixed-steps`: every run takes the same number of steps). On held-out inputs: saliency top-8 intersection, Spearman and cosine under uniform noise
+    step budget; `--fixed-steps`: every run takes the same number of steps). On held-out inputs: saliency top-8
+    intersection, Spearman and cosine under uniform noise
     (eps 0.1) and under a 10-step top-k attribution attack (eps 0.1, label kept), and the input-Hessian
     Frobenius norm of the loss.
 (b) A one-layer attention classifier on token sequences (a CLS token, 8 positions, one of 4 signal tokens
@@ -27,7 +29,10 @@ from torch import nn
 from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.attribution_robustness import (
-    KernelAttention, input_hessian_norm, random_robustness, topk_attack,
+    KernelAttention,
+    input_hessian_norm,
+    random_robustness,
+    topk_attack,
 )
 
 LRS = (0.01, 0.1, 0.5)
@@ -58,8 +63,12 @@ def train_sgd(net: nn.Module, data, lr: float, max_steps: int, batch: int = 32, 
             acc.append((net(x).argmax(-1) == y).float().mean().item())
         return acc[-1] >= 0.99 and STOP_AT_FIT[0]
 
-    res = fit(make_optimizer(net.parameters(), lr=lr, name="sgd"), lambda idx: F.cross_entropy(net(x[idx]), y[idx]),
-              epoch_batches(len(x), batch, -(-max_steps // per_epoch), seed), callback=epoch_end)
+    res = fit(
+        make_optimizer(net.parameters(), lr=lr, name="sgd"),
+        lambda idx: F.cross_entropy(net(x[idx]), y[idx]),
+        epoch_batches(len(x), batch, -(-max_steps // per_epoch), seed),
+        callback=epoch_end,
+    )
     return {"steps": res.steps, "train_acc": round(acc[-1], 4)}
 
 
@@ -67,8 +76,12 @@ def robustness(f, x, y, eps: float, k: int, attribution=None, hessian: bool = Tr
     kw = {} if attribution is None else {"attribution": attribution}
     rnd = random_robustness(f, x, eps, k, n_samples=4, **kw)
     _, adv = topk_attack(f, x, eps, k, steps=10, **kw)
-    out = {"random_topk": rnd["topk"], "random_spearman": rnd["spearman"], "attack_topk": adv["topk"],
-           "attack_spearman": adv["spearman"]}
+    out = {
+        "random_topk": rnd["topk"],
+        "random_spearman": rnd["spearman"],
+        "attack_topk": adv["topk"],
+        "attack_spearman": adv["spearman"],
+    }
     if hessian:
         out["input_hessian_fro"] = input_hessian_norm(f, x, y, n_probes=4)
     return out
@@ -80,8 +93,9 @@ def part_a(seed: int, max_steps: int) -> dict:
     out = {}
     for lr in LRS:
         torch.manual_seed(seed)
-        net = nn.Sequential(nn.Linear(64, 128), nn.Softplus(beta=5), nn.Linear(128, 128), nn.Softplus(beta=5),
-                            nn.Linear(128, 10))
+        net = nn.Sequential(
+            nn.Linear(64, 128), nn.Softplus(beta=5), nn.Linear(128, 128), nn.Softplus(beta=5), nn.Linear(128, 10)
+        )
         info = train_sgd(net, train, lr, max_steps, seed=seed)
         with torch.no_grad():
             info["test_acc"] = round((net(test[0]).argmax(-1) == test[1]).float().mean().item(), 4)
@@ -130,12 +144,16 @@ def part_b(seed: int, max_steps: int) -> dict:
             scale = float(e.std())
 
             def attention_row(f, x, target=None, create_graph=False):  # the CLS row over the 8 positions
-                net.from_embeddings(x)
-                return net.attn.last_pattern[:, 0, 0, 1:]
+                net.from_embeddings(x)  # noqa: B023
+                return net.attn.last_pattern[:, 0, 0, 1:]  # noqa: B023
 
-            out[f"{kind} lr={lr}"] = {**info, "emb_scale": round(scale, 3),
-                                      **robustness(net.from_embeddings, e, test[1], eps=0.1 * scale, k=2,
-                                                   attribution=attention_row, hessian=False)}
+            out[f"{kind} lr={lr}"] = {
+                **info,
+                "emb_scale": round(scale, 3),
+                **robustness(
+                    net.from_embeddings, e, test[1], eps=0.1 * scale, k=2, attribution=attention_row, hessian=False
+                ),
+            }
     return out
 
 
@@ -146,14 +164,19 @@ def _mean(runs: list[dict]) -> dict:
 
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=3, max_steps=3000, threads=1)
-    ap.add_argument("--fixed-steps", action="store_true",
-                    help="train every run for --max-steps steps instead of stopping at 99%% train accuracy")
+    ap.add_argument(
+        "--fixed-steps",
+        action="store_true",
+        help="train every run for --max-steps steps instead of stopping at 99%% train accuracy",
+    )
     args = parse(ap, argv)
     STOP_AT_FIT[0] = not args.fixed_steps
     t0 = time.time()
-    res = {"config": vars(args),
-           "mlp_saliency": _mean([part_a(s, args.max_steps) for s in range(args.seeds)]),
-           "attention_pattern": _mean([part_b(s, args.max_steps) for s in range(args.seeds)])}
+    res = {
+        "config": vars(args),
+        "mlp_saliency": _mean([part_a(s, args.max_steps) for s in range(args.seeds)]),
+        "attention_pattern": _mean([part_b(s, args.max_steps) for s in range(args.seeds)]),
+    }
     res["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(res, indent=1))
     return res

@@ -28,7 +28,11 @@ import torch
 
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.cot_importance import (
-    answer_probabilities, cir, cir_abs, sufficiency, truncation_report,
+    answer_probabilities,
+    cir,
+    cir_abs,
+    sufficiency,
+    truncation_report,
 )
 from interp.contrib.faithfulness.experiments._toy import tiny_lm, train_lm
 
@@ -112,26 +116,57 @@ def evaluate(model, n: int, seed: int) -> dict:
     q2, ans2 = ids2[:, :Q_LEN], ids2[:, -1]
     acc_nohint = (answer_after(model, q2, greedy_chain(model, q2)) == ans2).float().mean().item()
     mean = lambda v: round(sum(v) / len(v), 4)  # noqa: E731
-    return {"acc_with_shortcut_hint": round(acc_hint, 4), "acc_hint_random": round(acc_nohint, 4),
-            "p_full_gold_chain": mean(p_full), "CIR_gold_chain": mean(cir_gold), "CIR_abs_gold_chain": mean(cir_abs_gold),
-            "CIR_own_chain": mean(cir_own), "SR_own_chain": round(sr, 4), "answer_follows_corrupted_chain": round(follows, 4)}
+    return {
+        "acc_with_shortcut_hint": round(acc_hint, 4),
+        "acc_hint_random": round(acc_nohint, 4),
+        "p_full_gold_chain": mean(p_full),
+        "CIR_gold_chain": mean(cir_gold),
+        "CIR_abs_gold_chain": mean(cir_abs_gold),
+        "CIR_own_chain": mean(cir_own),
+        "SR_own_chain": round(sr, 4),
+        "answer_follows_corrupted_chain": round(follows, 4),
+    }
 
 
 SMOL_ITEMS = {
     "arithmetic": [
-        ("Tom has 23 apples. He buys 19 more and gives away 7. How many apples does Tom have now?",
-         "Tom starts with 23 apples. Buying 19 more gives 23 + 19 = 42. Giving away 7 leaves 42 - 7 = 35.", " 35"),
-        ("A box holds 6 rows of 8 eggs. 5 eggs break. How many eggs are left?",
-         "The box holds 6 x 8 = 48 eggs. After 5 break, 48 - 5 = 43 eggs are left.", " 43"),
-        ("Anna reads 14 pages a day for 3 days, then 9 pages. How many pages did she read?",
-         "In 3 days she reads 14 x 3 = 42 pages. Adding 9 more gives 42 + 9 = 51 pages.", " 51"),
-        ("A train travels 60 km, then 27 km, then 18 km. How far does it travel in total?",
-         "First 60 + 27 = 87 km. Then 87 + 18 = 105 km in total.", " 105"),
+        (
+            "Tom has 23 apples. He buys 19 more and gives away 7. How many apples does Tom have now?",
+            "Tom starts with 23 apples. Buying 19 more gives 23 + 19 = 42. Giving away 7 leaves 42 - 7 = 35.",
+            " 35",
+        ),
+        (
+            "A box holds 6 rows of 8 eggs. 5 eggs break. How many eggs are left?",
+            "The box holds 6 x 8 = 48 eggs. After 5 break, 48 - 5 = 43 eggs are left.",
+            " 43",
+        ),
+        (
+            "Anna reads 14 pages a day for 3 days, then 9 pages. How many pages did she read?",
+            "In 3 days she reads 14 x 3 = 42 pages. Adding 9 more gives 42 + 9 = 51 pages.",
+            " 51",
+        ),
+        (
+            "A train travels 60 km, then 27 km, then 18 km. How far does it travel in total?",
+            "First 60 + 27 = 87 km. Then 87 + 18 = 105 km in total.",
+            " 105",
+        ),
     ],
     "known_fact": [
-        ("What is the capital of France?", "France is a country in western Europe. Its capital and largest city is Paris.", " Paris"),
-        ("What is the capital of Japan?", "Japan is an island country in East Asia. Its capital city is Tokyo.", " Tokyo"),
-        ("What color is the sky on a clear day?", "Sunlight is scattered by the air, more so for short wavelengths, so the sky looks blue.", " blue"),
+        (
+            "What is the capital of France?",
+            "France is a country in western Europe. Its capital and largest city is Paris.",
+            " Paris",
+        ),
+        (
+            "What is the capital of Japan?",
+            "Japan is an island country in East Asia. Its capital city is Tokyo.",
+            " Tokyo",
+        ),
+        (
+            "What color is the sky on a clear day?",
+            "Sunlight is scattered by the air, more so for short wavelengths, so the sky looks blue.",
+            " blue",
+        ),
         ("How many days are in a week?", "A week runs from Monday to Sunday, which makes seven days.", " seven"),
     ],
 }
@@ -154,9 +189,12 @@ def smollm_section() -> dict:
             rep = truncation_report(p)
             rep.pop("curve")
             reps.append({"question": question, **{k: round(v, 4) for k, v in rep.items()}})
-        out[group] = {"items": reps, "mean_CIR": round(sum(r["cir"] for r in reps) / len(reps), 4),
-                      "mean_p_no_reasoning": round(sum(r["p_no_reasoning"] for r in reps) / len(reps), 4),
-                      "mean_p_full": round(sum(r["p_full"] for r in reps) / len(reps), 4)}
+        out[group] = {
+            "items": reps,
+            "mean_CIR": round(sum(r["cir"] for r in reps) / len(reps), 4),
+            "mean_p_no_reasoning": round(sum(r["p_no_reasoning"] for r in reps) / len(reps), 4),
+            "mean_p_full": round(sum(r["p_full"] for r in reps) / len(reps), 4),
+        }
     return out
 
 
@@ -168,8 +206,10 @@ def main(argv=None) -> dict:
     for kind in ("A", "B"):
         model = tiny_lm(VOCAB, ctx=16, seed=0)
         losses = train_lm(model, lambda g, k=kind: batch(k, 128, g, cut=0.3), args.steps, lr=3e-3, seed=1)
-        res["tiny"][f"model_{kind}"] = {"final_loss": round(sum(losses[-50:]) / 50, 4),
-                                        **evaluate(model, args.n_eval, seed=7)}
+        res["tiny"][f"model_{kind}"] = {
+            "final_loss": round(sum(losses[-50:]) / 50, 4),
+            **evaluate(model, args.n_eval, seed=7),
+        }
     if not args.no_smollm:
         res["smollm2-135m"] = smollm_section()
     res["seconds"] = round(time.time() - t0, 1)

@@ -7,7 +7,8 @@ Two tiny Llamas (2 layers, d 64) learn persona facts "name -> city" (48 names, 1
   - the verbalizer V learns fact set B, in the question format `BOS name CITY? IS city`;
   - on the "shared" half of the names B = A; on the "conflict" half B differs from A for every name.
 A LIT/SelfIE-style verbalization: T's state at the name token (`hook_embed`, which holds no facts, and
-each `blocks.{l}.hook_resid_post`, read from an `ActivationCache`) is mapped by a linear adapter (ridge, fitted to reconstruct V's input
+each `blocks.{l}.hook_resid_post`, read from an `ActivationCache`) is mapped by a linear adapter (ridge, fitted to
+reconstruct V's input
 embedding of the same name: generic, no facts used) into the slot of V's question `BOS [slot] CITY? IS`
 through a `hook_embed` hook; V's answer is its most likely city. Controls: zero-shot (V reads the name
 itself) and inversion (a linear inverter reconstructs the name from T's state; V reads that).
@@ -26,7 +27,11 @@ import torch
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.faithfulness.verbalization import (
-    LinearInverter, choose_answer, fit_linear_map, follow_rates, privileged_information_score,
+    LinearInverter,
+    choose_answer,
+    fit_linear_map,
+    follow_rates,
+    privileged_information_score,
 )
 
 N_NAMES, N_CITIES = 48, 12
@@ -90,11 +95,14 @@ def run_seed(seed: int, steps: int, ridge: float) -> dict:
         inversion = choose_answer(verb, question(inverted_names), CITIES)
         res = {"inverter_recovers_name": round((inverted_names == names).float().mean().item(), 4)}
         for split, sel in (("shared", ~conflict), ("conflict", conflict)):
-            acc = {k: (v[sel] == a[sel]).float().mean().item() for k, v in
-                   (("verbalizer", verbalized), ("zero_shot", zero_shot), ("inversion", inversion))}
+            acc = {
+                k: (v[sel] == a[sel]).float().mean().item()
+                for k, v in (("verbalizer", verbalized), ("zero_shot", zero_shot), ("inversion", inversion))
+            }
             res[split] = {f"acc_A_{k}": round(v, 4) for k, v in acc.items()}
             res[split]["privileged_score"] = round(
-                privileged_information_score(acc["verbalizer"], acc["zero_shot"], acc["inversion"]), 4)
+                privileged_information_score(acc["verbalizer"], acc["zero_shot"], acc["inversion"]), 4
+            )
             if split == "conflict":
                 res[split].update({k: round(v, 4) for k, v in follow_rates(verbalized[sel], a[sel], b[sel]).items()})
         out[hook] = res
@@ -102,8 +110,9 @@ def run_seed(seed: int, steps: int, ridge: float) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, steps=400, ridge=(1e-2, "relative ridge of the adapter and the inverter"),
-                           threads=1)
+    ap = experiment_parser(
+        __doc__, seeds=3, steps=400, ridge=(1e-2, "relative ridge of the adapter and the inverter"), threads=1
+    )
     args = parse(ap, argv)
     t0 = time.time()
     runs = [run_seed(s, args.steps, args.ridge) for s in range(args.seeds)]

@@ -18,11 +18,18 @@ import math
 import torch
 from torch import Tensor, nn
 
-from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.common.datasets import digits
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.common.ridge import ridge_classify
 from interp.contrib.experiment import experiment_parser, parse
-from interp.contrib.generative.diff_info import HiddenTap, cfg_norm, gaussian_mmse, integrate_logsnr, mmse_curve, pool_projector
+from interp.contrib.generative.diff_info import (
+    HiddenTap,
+    cfg_norm,
+    gaussian_mmse,
+    integrate_logsnr,
+    mmse_curve,
+    pool_projector,
+)
 from interp.contrib.report import fmt, markdown_table
 
 N_CLASSES = 10
@@ -62,8 +69,13 @@ def train(x: Tensor, y: Tensor, steps: int, seed: int, batch: int = 256) -> Cond
         xt = a.sqrt() * x0 + (1 - a).sqrt() * torch.randn_like(x0)
         return ((m(xt, gm, c) - x0) ** 2).mean()
 
-    fit(make_optimizer(m.parameters(), lr=2e-3), loss_fn, random_batches(len(x), batch, steps, None),
-        schedule="cosine", total_steps=steps)
+    fit(
+        make_optimizer(m.parameters(), lr=2e-3),
+        loss_fn,
+        random_batches(len(x), batch, steps, None),
+        schedule="cosine",
+        total_steps=steps,
+    )
     return m.eval()
 
 
@@ -71,6 +83,7 @@ def denoiser(model: CondDenoiser, c: Tensor) -> callable:
     def f(yv: Tensor, gm: Tensor) -> Tensor:
         a = torch.sigmoid(gm).unsqueeze(1)
         return model((yv * (1 - a).sqrt()).float(), gm, c).double()  # x_t = √(1-ā) y
+
     return f
 
 
@@ -85,7 +98,11 @@ def run_seed(seed: int, steps: int, gammas: Tensor, n_test: int) -> dict:
     te, tr = perm[:n_test], perm[n_test:]
     model = train(X[tr], Y[tr], steps, seed)
     P_low = pool_projector(8, 2)
-    projs = {"all": torch.eye(64, dtype=torch.float64), "low": P_low, "high": torch.eye(64, dtype=torch.float64) - P_low}
+    projs = {
+        "all": torch.eye(64, dtype=torch.float64),
+        "low": P_low,
+        "high": torch.eye(64, dtype=torch.float64) - P_low,
+    }
     xt_, yt_ = X[te], Y[te]
     m_c = mmse_curve(denoiser(model, yt_), xt_, gammas, projs, seed=seed)
     m_u = mmse_curve(denoiser(model, torch.full_like(yt_, N_CLASSES)), xt_, gammas, projs, seed=seed)
@@ -109,14 +126,24 @@ def run_seed(seed: int, steps: int, gammas: Tensor, n_test: int) -> dict:
             x_u = model(xt, gv, torch.full_like(yt_, N_CLASSES))
             acts = dict(tap.acts)
             x_c = model(xt, gv, yt_)
-        to_eps = lambda xh: (xt - a.sqrt() * xh) / (1 - a).sqrt()  # noqa: E731
+        to_eps = lambda xh: (xt - a.sqrt() * xh) / (1 - a).sqrt()  # noqa: B023, E731
         norms.append(cfg_norm(to_eps(x_c), to_eps(x_u)))
         norms_x0.append(cfg_norm(x_c, x_u))
         for k in probes:
             probes[k].append(probe_accuracy(acts[k], yt_, n_test * 2 // 3))
-    return {"info": info, "class_info": cls_info, "info_trust": info_lo, "class_info_trust": cls_lo,
-            "mmse_c_all": m_c["all"].tolist(), "density": density.tolist(), "cfg": norms, "cfg_x0": norms_x0, "probes": probes,
-            "mmse_u_all": m_u["all"].tolist(), "mmse_g_all": m_g["all"].tolist()}
+    return {
+        "info": info,
+        "class_info": cls_info,
+        "info_trust": info_lo,
+        "class_info_trust": cls_lo,
+        "mmse_c_all": m_c["all"].tolist(),
+        "density": density.tolist(),
+        "cfg": norms,
+        "cfg_x0": norms_x0,
+        "probes": probes,
+        "mmse_u_all": m_u["all"].tolist(),
+        "mmse_g_all": m_g["all"].tolist(),
+    }
 
 
 def main(argv=None) -> dict:
@@ -130,25 +157,48 @@ def main(argv=None) -> dict:
     print(f"information (nats) by component, ½∫ d snr over γ in [-6, 8] ({seeds} seeds)")
     rows = []
     for k in ("low", "high", "all"):
-        rows.append([k, fmt([r["info"][k] for r in runs], 2), fmt([r["class_info"][k] for r in runs], 3),
-                     fmt([r["info_trust"][k] for r in runs], 2), fmt([r["class_info_trust"][k] for r in runs], 3)])
-    print(markdown_table(["component", "beyond Gaussian, γ ≤ 8", "class, γ ≤ 8", f"beyond Gaussian, γ ≤ {GAMMA_TRUST:g}",
-                          f"class, γ ≤ {GAMMA_TRUST:g}"], rows))
+        rows.append(
+            [
+                k,
+                fmt([r["info"][k] for r in runs], 2),
+                fmt([r["class_info"][k] for r in runs], 3),
+                fmt([r["info_trust"][k] for r in runs], 2),
+                fmt([r["class_info_trust"][k] for r in runs], 3),
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "component",
+                "beyond Gaussian, γ ≤ 8",
+                "class, γ ≤ 8",
+                f"beyond Gaussian, γ ≤ {GAMMA_TRUST:g}",
+                f"class, γ ≤ {GAMMA_TRUST:g}",
+            ],
+            rows,
+        )
+    )
     mu = torch.tensor([r["mmse_u_all"] for r in runs]).mean(0)
     mg = torch.tensor([r["mmse_g_all"] for r in runs]).mean(0)
     mc = torch.tensor([r["mmse_c_all"] for r in runs]).mean(0)
     dens = torch.tensor([r["density"] for r in runs]).mean(0)
     tot = float(torch.trapezoid(dens, gammas))
     low_part = float(torch.trapezoid(dens[gammas <= 0], gammas[gammas <= 0])) / tot if tot else float("nan")
-    print(f"\nclass-information density: peak at log-snr {gammas[int(dens.argmax())]:.1f}; share at log-snr <= 0 (early in sampling): {low_part:.2f}")
+    print(
+        f"\nclass-information density: peak at log-snr {gammas[int(dens.argmax())]:.1f}; share at log-snr <= 0 (early "
+        f"in sampling): {low_part:.2f}"
+    )
     pick = list(range(0, len(gammas), max(1, len(gammas) // 7)))
     cfg = torch.tensor([r["cfg"] for r in runs]).mean(0)
     cfg0 = torch.tensor([r["cfg_x0"] for r in runs]).mean(0)
-    tab = [["class-info density"] + [f"{float(dens[i]):.3f}" for i in pick], ["CFG norm ‖ε_c - ε_u‖"] + [f"{float(cfg[i]):.2f}" for i in pick],
-           ["CFG norm in x̂0 space ‖x̂_c - x̂_u‖"] + [f"{float(cfg0[i]):.2f}" for i in pick],
-           ["mmse Gaussian reference"] + [f"{float(mg[i]):.3f}" for i in pick],
-           ["mmse network, unconditional"] + [f"{float(mu[i]):.3f}" for i in pick],
-           ["mmse network, conditional"] + [f"{float(mc[i]):.3f}" for i in pick]]
+    tab = [
+        ["class-info density"] + [f"{float(dens[i]):.3f}" for i in pick],
+        ["CFG norm ‖ε_c - ε_u‖"] + [f"{float(cfg[i]):.2f}" for i in pick],
+        ["CFG norm in x̂0 space ‖x̂_c - x̂_u‖"] + [f"{float(cfg0[i]):.2f}" for i in pick],
+        ["mmse Gaussian reference"] + [f"{float(mg[i]):.3f}" for i in pick],
+        ["mmse network, unconditional"] + [f"{float(mu[i]):.3f}" for i in pick],
+        ["mmse network, conditional"] + [f"{float(mc[i]):.3f}" for i in pick],
+    ]
     for k in ("l1", "l2", "l3"):
         pr = torch.tensor([r["probes"][k] for r in runs]).mean(0)
         tab.append([f"class probe on hidden {k} (uncond pass)"] + [f"{float(pr[i]):.2f}" for i in pick])

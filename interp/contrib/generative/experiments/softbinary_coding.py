@@ -19,7 +19,14 @@ import math
 import torch
 
 from interp.contrib.experiment import experiment_parser, parse
-from interp.contrib.generative.softbinary_coding import NTC, SBC, SBCConfig, ecsq_gaussian, shannon_distortion, train_codec
+from interp.contrib.generative.softbinary_coding import (
+    NTC,
+    SBC,
+    SBCConfig,
+    ecsq_gaussian,
+    shannon_distortion,
+    train_codec,
+)
 from interp.contrib.report import fmt, markdown_table
 
 
@@ -52,19 +59,47 @@ def main(argv=None) -> dict:
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
     lams = (0.08,) if a.quick else (0.03, 0.08, 0.2)
-    rows = run(lams, 1 if a.quick else a.seeds, 60 if a.quick else a.steps, 4 if a.quick else 8, 500 if a.quick else 4000)
+    rows = run(
+        lams, 1 if a.quick else a.seeds, 60 if a.quick else a.steps, 4 if a.quick else 8, 500 if a.quick else 4000
+    )
     table = []
     for r in rows:
-        m = lambda k: sum(r[k]) / len(r[k])  # noqa: E731
-        table.append([r["lam"], fmt(r["sbc_d"]), fmt(r["sbc_kl"], 2), f"{gap_db(m('sbc_d'), m('sbc_kl')):.2f}",
-                      fmt(r["sbc_cs_r"], 2), f"{gap_db(m('sbc_cs_d'), m('sbc_cs_r')):.2f}",
-                      fmt(r["ntc_d"]), fmt(r["ntc_r"], 2), f"{gap_db(m('ntc_d'), m('ntc_r')):.2f}"])
+        m = lambda k: sum(r[k]) / len(r[k])  # noqa: B023, E731
+        table.append(
+            [
+                r["lam"],
+                fmt(r["sbc_d"]),
+                fmt(r["sbc_kl"], 2),
+                f"{gap_db(m('sbc_d'), m('sbc_kl')):.2f}",
+                fmt(r["sbc_cs_r"], 2),
+                f"{gap_db(m('sbc_cs_d'), m('sbc_cs_r')):.2f}",
+                fmt(r["ntc_d"]),
+                fmt(r["ntc_r"], 2),
+                f"{gap_db(m('ntc_d'), m('ntc_r')):.2f}",
+            ]
+        )
     print("i.i.d. N(0,1) blocks: MSE, rate (bits/sample) and gap to Shannon (dB; lower is better)")
-    print(markdown_table(["λ", "SBC MSE", "SBC KL rate", "SBC gap (KL)", "SBC PFR rate", "SBC gap (PFR code)",
-                          "NTC MSE", "NTC rate", "NTC gap"], table))
+    print(
+        markdown_table(
+            [
+                "λ",
+                "SBC MSE",
+                "SBC KL rate",
+                "SBC gap (KL)",
+                "SBC PFR rate",
+                "SBC gap (PFR code)",
+                "NTC MSE",
+                "NTC rate",
+                "NTC gap",
+            ],
+            table,
+        )
+    )
     ecsq = [(st, *ecsq_gaussian(st)) for st in (2.0, 1.0, 0.5)]
-    print("\nreference, ECSQ of N(0,1) (exact): " + "; ".join(f"Δ={st}: R {r:.2f}, D {d:.4f}, gap {gap_db(d, r):.2f} dB"
-                                                     for st, r, d in ecsq))
+    print(
+        "\nreference, ECSQ of N(0,1) (exact): "
+        + "; ".join(f"Δ={st}: R {r:.2f}, D {d:.4f}, gap {gap_db(d, r):.2f} dB" for st, r, d in ecsq)
+    )
     out = {"rows": rows, "ecsq": ecsq}
     print(json.dumps({"rows": rows}))
     return out

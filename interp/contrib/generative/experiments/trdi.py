@@ -20,8 +20,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.common.datasets import digits
+from interp.contrib.common.fit import fit, make_optimizer, random_batches
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.generative.trdi import NoiseSchedule, best_path, ddim_jump, invert, jump_costs, reconstruct
 from interp.contrib.report import fmt, markdown_table
@@ -33,8 +33,15 @@ class EpsMLP(nn.Module):
     def __init__(self, d: int = 64, hidden: int = 256, temb: int = 64):
         super().__init__()
         self.temb = temb
-        self.net = nn.Sequential(nn.Linear(d + temb, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
-                                 nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, d))
+        self.net = nn.Sequential(
+            nn.Linear(d + temb, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, d),
+        )
 
     def forward(self, x: Tensor, t: Tensor) -> Tensor:
         half = self.temb // 2
@@ -55,8 +62,13 @@ def train_ddpm(x: Tensor, sched: NoiseSchedule, steps: int, seed: int = 0, batch
         a = abar[t].unsqueeze(1)
         return ((model(a.sqrt() * x0 + (1 - a).sqrt() * e, t) - e) ** 2).mean()
 
-    fit(make_optimizer(model.parameters(), lr=2e-3), loss_fn, random_batches(len(x), batch, steps, None),
-        schedule="cosine", total_steps=steps)
+    fit(
+        make_optimizer(model.parameters(), lr=2e-3),
+        loss_fn,
+        random_batches(len(x), batch, steps, None),
+        schedule="cosine",
+        total_steps=steps,
+    )
     return model.eval()
 
 
@@ -78,8 +90,9 @@ def psnr(mse: float) -> float:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, steps=(4000, "DDPM training steps"),
-                           quick="150 training steps, 11-point grid, K = 5, 1 seed")
+    ap = experiment_parser(
+        __doc__, seeds=3, steps=(4000, "DDPM training steps"), quick="150 training steps, 11-point grid, K = 5, 1 seed"
+    )
     a = parse(ap, argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
@@ -104,7 +117,6 @@ def main(argv=None) -> dict:
         with torch.no_grad():  # states of the calibration images at every grid point, from a fine inversion
             states, x = {0: cal}, cal
             for t0, t1 in zip(fine[:-1], fine[1:]):
-
                 x = ddim_jump(model, sched, x, t0, t1)
                 states[t1] = x
         C = jump_costs(model, sched, torch.stack([states[t] for t in grid]), grid)
@@ -122,8 +134,12 @@ def main(argv=None) -> dict:
     print("\nchosen: " + "; ".join(f"K={K} seed {s}: p={c['p']}, DP path {c['dp']}" for (K, s), c in chosen.items()))
     mean_curve = [sum(c[i] for c in curves) / len(curves) for i in range(len(grid) - 1)]
     print(f"\none-jump round-trip deviation of adjacent grid jumps (step {stride}), by start t:")
-    print(markdown_table(["t"] + [str(grid[i]) for i in range(0, len(grid) - 1, max(1, (len(grid) - 1) // 10))],
-                         [["deviation"] + [f"{mean_curve[i]:.2e}" for i in range(0, len(grid) - 1, max(1, (len(grid) - 1) // 10))]]))
+    print(
+        markdown_table(
+            ["t"] + [str(grid[i]) for i in range(0, len(grid) - 1, max(1, (len(grid) - 1) // 10))],
+            [["deviation"] + [f"{mean_curve[i]:.2e}" for i in range(0, len(grid) - 1, max(1, (len(grid) - 1) // 10))]],
+        )
+    )
     out = {"rows": {str(K): v for K, v in rows.items()}, "curve": mean_curve, "grid": grid}
     print(json.dumps(out))
     return out

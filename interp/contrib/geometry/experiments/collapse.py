@@ -8,7 +8,8 @@ Claim: depth 1 ends at neural collapse (rank K-1 = 5); deeper models end lower-r
 simplex; wider random-init models move back towards higher rank.
 
 Part B (DNC-Spectra): an MLP 64 -> 128 -> 128 -> 10 (ReLU) on a synthetic 10-class Gaussian-mixture task
-(1000 samples, 64 features, within-class noise 3; the catalog's sklearn digits is not installed here), trained with weight decay
+(1000 samples, 64 features, within-class noise 3; the catalog's sklearn digits is not installed here), trained with
+weight decay
 into the terminal phase (100% train accuracy). At init, mid-training and the end we compute the exact
 last-layer Gauss-Newton matrix (1280 x 1280) and measure how much of its top eigenspace lies in the
 subspace predicted from the class means, against the random-subspace baseline.
@@ -33,13 +34,15 @@ def ufm_sweep(seeds: int = 3, steps: int = 4000) -> dict:
     jobs = [("depth", init, L, 32, s) for init in ("random", "spectral") for L in (1, 2, 4, 6) for s in range(seeds)]
     jobs += [("width", "random", 4, d, s) for d in (16, 64) for s in range(seeds)]
     raw: dict[tuple, list] = {}
-    for kind, init, depth, width, seed in tqdm(jobs, desc="deep UFM"):
-        cfg = UFMConfig(depth=depth, width=width, init=init, steps=steps, seed=seed,
-                        init_scale=0.1 if init == "random" else 0.8)
+    for _kind, init, depth, width, seed in tqdm(jobs, desc="deep UFM"):
+        cfg = UFMConfig(
+            depth=depth, width=width, init=init, steps=steps, seed=seed, init_scale=0.1 if init == "random" else 0.8
+        )
         h = train_deep_ufm(cfg, record_every=steps)
         sv = torch.tensor(h["sv"][-1])
         raw.setdefault((init, depth, width), []).append(
-            {"eff_rank": h["eff_rank"][-1], "rank": int((sv > 0.1).sum()), "nc2": h["nc2"][-1], "loss": h["loss"][-1]})
+            {"eff_rank": h["eff_rank"][-1], "rank": int((sv > 0.1).sum()), "nc2": h["nc2"][-1], "loss": h["loss"][-1]}
+        )
     out = {}
     for (init, depth, width), runs in raw.items():
         out[f"{init}/L={depth}/d={width}"] = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
@@ -58,8 +61,7 @@ def spectra(steps: int = 3000, checkpoints=(0, 20, 200, 3000), seed: int = 0) ->
     torch.manual_seed(seed)
     body = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU())
     head = nn.Linear(128, 10)
-    opt = make_optimizer([*body.parameters(), *head.parameters()], lr=0.05, name="sgd", momentum=0.9,
-                         weight_decay=5e-4)
+    opt = make_optimizer([*body.parameters(), *head.parameters()], lr=0.05, name="sgd", momentum=0.9, weight_decay=5e-4)
     out = {}
 
     def checkpoint(step: int, _loss=None) -> None:
@@ -69,13 +71,23 @@ def spectra(steps: int = 3000, checkpoints=(0, 20, 200, 3000), seed: int = 0) ->
                 acc = float((head(feats).argmax(1) == y).float().mean())
                 check = spectrum_check(feats, y, head.weight, head.bias)
                 nc = nc_metrics(feats, y, head.weight)
-            out[f"step {step}"] = {"train_acc": acc, "nc1": nc["nc1"], "nc2": nc["nc2"], "nc3": nc["nc3"],
-                                   **{k: v for k, v in check.items() if k != "top_eigs"},
-                                   "top_eig_ratio_r_over_r+1": check["top_eigs"][check["predicted_dim"] - 1] / check["top_eigs"][check["predicted_dim"]]}
+            out[f"step {step}"] = {
+                "train_acc": acc,
+                "nc1": nc["nc1"],
+                "nc2": nc["nc2"],
+                "nc3": nc["nc3"],
+                **{k: v for k, v in check.items() if k != "top_eigs"},
+                "top_eig_ratio_r_over_r+1": check["top_eigs"][check["predicted_dim"] - 1]
+                / check["top_eigs"][check["predicted_dim"]],
+            }
 
     checkpoint(0)
-    fit(opt, lambda _: nn.functional.cross_entropy(head(body(x)), y), tqdm(range(steps), desc="MLP"),
-        callback=checkpoint)
+    fit(
+        opt,
+        lambda _: nn.functional.cross_entropy(head(body(x)), y),
+        tqdm(range(steps), desc="MLP"),
+        callback=checkpoint,
+    )
     return out
 
 
@@ -89,11 +101,16 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for key, r in ufm.items():
         print(f"| {key} | {r['eff_rank']:.2f} | {r['rank']:.1f} | {r['nc2']:.3f} | {r['loss']:.1e} |")
-    print("\n| checkpoint | train acc | NC1 | overlap of top-r GN eigvecs with class-mean subspace | random baseline | GN trace in subspace | eigengap outliers |")
+    print(
+        "\n| checkpoint | train acc | NC1 | overlap of top-r GN eigvecs with class-mean subspace | random baseline | "
+        "GN trace in subspace | eigengap outliers |"
+    )
     print("|---|---|---|---|---|---|---|")
     for key, r in spec.items():
-        print(f"| {key} | {r['train_acc']:.3f} | {r['nc1']:.3f} | {r['overlap_top']:.3f} (r={r['predicted_dim']}) | "
-              f"{r['random_baseline']:.3f} | {r['trace_in_subspace']:.3f} | {r['outliers']} |")
+        print(
+            f"| {key} | {r['train_acc']:.3f} | {r['nc1']:.3f} | {r['overlap_top']:.3f} (r={r['predicted_dim']}) | "
+            f"{r['random_baseline']:.3f} | {r['trace_in_subspace']:.3f} | {r['outliers']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,10 @@ class World:
         z = F.normalize(torch.randn(n, 8, generator=self.g), dim=1)
         xa = self.fa(z)
         xb = (1 - self.m) * xa + self.m * self.fb(z)
-        return (xa + self.noise * torch.randn(xa.shape, generator=self.g),
-                xb + self.noise * torch.randn(xb.shape, generator=self.g))
+        return (
+            xa + self.noise * torch.randn(xa.shape, generator=self.g),
+            xb + self.noise * torch.randn(xb.shape, generator=self.g),
+        )
 
 
 def encoder(seed: int) -> nn.Sequential:
@@ -98,11 +100,18 @@ def main() -> None:
     a = parse(ap)
     out = run(1, 300) if a.quick else run()
     print(json.dumps(out, indent=1))
-    print("\n| setting | retrieval top-1 | centroid gap ‖c_x - c_y‖ | centroid norms x / y | modality probe acc | sym. KL (vMF KDE) | alignment | uniformity x | potential | dispersion |")
+    print(
+        "\n| setting | retrieval top-1 | centroid gap ‖c_x - c_y‖ | centroid norms x / y | modality probe acc | sym. "
+        "KL (vMF KDE) | alignment | uniformity x | potential | dispersion |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for key, r in out.items():
-        print(f"| {key} | {r['retrieval_top1']:.3f} | {r['centroid_distance']:.3f} | {r['centroid_norm_x']:.2f} / {r['centroid_norm_y']:.2f} | {r['modality_probe_acc']:.3f} | {r['sym_kl']:.2f} | "
-              f"{r['alignment']:.3f} | {r['uniformity_x']:.2f} | {r['energy_potential']:.2f} | {r['energy_dispersion']:.2f} |")
+        print(
+            f"| {key} | {r['retrieval_top1']:.3f} | {r['centroid_distance']:.3f} | {r['centroid_norm_x']:.2f} / "
+            f"{r['centroid_norm_y']:.2f} | {r['modality_probe_acc']:.3f} | {r['sym_kl']:.2f} | "
+            f"{r['alignment']:.3f} | {r['uniformity_x']:.2f} | {r['energy_potential']:.2f} | "
+            f"{r['energy_dispersion']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

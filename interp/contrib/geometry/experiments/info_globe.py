@@ -65,12 +65,21 @@ def counts_trial(seed: int, quick: bool) -> dict[str, float]:
     rand_groups = torch.randint(k, (g,), generator=gen)
     q_rand = torch.zeros(n, k).index_add_(1, rand_groups, p)
     z = pca(torch.log1p(p * 1e4), k)
-    ds = {METHODS[0]: fisher_rao(p, p), METHODS[1]: fisher_rao(q, q), METHODS[2]: angle_distances(z), METHODS[3]: fisher_rao(q_rand, q_rand)}
+    ds = {
+        METHODS[0]: fisher_rao(p, p),
+        METHODS[1]: fisher_rao(q, q),
+        METHODS[2]: angle_distances(z),
+        METHODS[3]: fisher_rao(q_rand, q_rand),
+    }
     out = {f"cells: {m}": pair_corr(true_d, d, i, j) for m, d in ds.items()}
     cent = lambda x: torch.stack([x[ctype == c].mean(0) for c in range(t)])  # noqa: E731
     ti, tj = torch.triu_indices(t, t, 1)
     true_c = fisher_rao(cent(probs), cent(probs))
-    emb_c = {METHODS[1]: fisher_rao(cent(q), cent(q)), METHODS[2]: angle_distances(cent(z)), METHODS[3]: fisher_rao(cent(q_rand), cent(q_rand))}
+    emb_c = {
+        METHODS[1]: fisher_rao(cent(q), cent(q)),
+        METHODS[2]: angle_distances(cent(z)),
+        METHODS[3]: fisher_rao(cent(q_rand), cent(q_rand)),
+    }
     out.update({f"types: {m}": spearman(true_c[ti, tj], d[ti, tj]) for m, d in emb_c.items()})
     out["gene-group ARI (InfoGlobe)"] = ari(model.hard_groups(), module)
     out["gene-group ARI (random)"] = ari(rand_groups, module)
@@ -99,15 +108,18 @@ def lm_trial(seed: int) -> dict[str, float]:
         q = globe.embed(p)
     rand_groups = torch.randint(20, (p.shape[1],), generator=gen)
     q_rand = torch.zeros(n, 20).index_add_(1, rand_groups, p)
-    return {"top-1024 proportions (no reduction)": pair_corr(true_d, fisher_rao(p, p), i, j),
-            "InfoGlobe": pair_corr(true_d, fisher_rao(q, q), i, j),
-            "PCA log-prob + angle": pair_corr(true_d, angle_distances(pca(p.clamp_min(1e-9).log(), 20)), i, j),
-            "random grouping": pair_corr(true_d, fisher_rao(q_rand, q_rand), i, j)}
+    return {
+        "top-1024 proportions (no reduction)": pair_corr(true_d, fisher_rao(p, p), i, j),
+        "InfoGlobe": pair_corr(true_d, fisher_rao(q, q), i, j),
+        "PCA log-prob + angle": pair_corr(true_d, angle_distances(pca(p.clamp_min(1e-9).log(), 20)), i, j),
+        "random grouping": pair_corr(true_d, fisher_rao(q_rand, q_rand), i, j),
+    }
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 500 cells x 300 genes, 60 steps, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=3, quick="1 seed, 500 cells x 300 genes, 60 steps, no LM run", no_lm="skip the SmolLM2 run"
+    )
     a = parse(ap, argv)
     seeds = 1 if a.quick else a.seeds
     per = [counts_trial(s, a.quick) for s in range(seeds)]
@@ -118,7 +130,9 @@ def main(argv=None) -> dict:
     if not (a.quick or a.no_lm):
         lm = lm_trial(0)
         print("\nsmollm2-135m next-token distributions (1,024 rows): Spearman with full-vocabulary Fisher-Rao")
-        print(markdown_table(["representation (20 dims unless noted)", "Spearman"], [[k, fmt(v)] for k, v in lm.items()]))
+        print(
+            markdown_table(["representation (20 dims unless noted)", "Spearman"], [[k, fmt(v)] for k, v in lm.items()])
+        )
         out["smollm2"] = lm
     return json.loads(json.dumps(out))
 

@@ -47,7 +47,9 @@ def cache_rows(model: HookedModel, tokens: torch.Tensor, batch: int = 8) -> Acti
     return ActivationCache({n: torch.cat(v) for n, v in parts.items()}, tokens=tokens)
 
 
-def select(tokens: torch.Tensor, n_classes: int, per_class: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def select(
+    tokens: torch.Tensor, n_classes: int, per_class: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(seq, pos) of rows whose next token is among the n_classes most frequent, balanced; labels; token ids."""
     nxt = tokens[:, 2:]  # positions 1 .. ctx-2 predict tokens 2 .. ctx-1
     ids, counts = torch.unique(nxt, return_counts=True)
@@ -94,8 +96,15 @@ def analyse(model: HookedModel, tokens: torch.Tensor, where, labels, top, k: int
 
 
 def main() -> None:
-    ap = experiment_parser(__doc__, seeds=None, model="smollm2-135m", classes=6, per_class=100, k=10,
-                           quick="8 sequences, 40 rows per class, no GN spectrum")
+    ap = experiment_parser(
+        __doc__,
+        seeds=None,
+        model="smollm2-135m",
+        classes=6,
+        per_class=100,
+        k=10,
+        quick="8 sequences, 40 rows per class, no GN spectrum",
+    )
     a = parse(ap, threads=2)
     model = interp.load_model(a.model)
     n_seq = 8 if a.quick else 32

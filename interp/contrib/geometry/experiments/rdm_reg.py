@@ -88,7 +88,9 @@ def run_digits(seeds: int, epochs: int, quick: bool) -> dict:
             with torch.no_grad():
                 htr, ztr = net(x[tr])
                 hte, zte = net(x[te])
-            name = f"RDMReg μ={mu}" if method == "rdmreg" else {"gaussian": "Gaussian target", "vicreg": "VICReg"}[method]
+            name = (
+                f"RDMReg μ={mu}" if method == "rdmreg" else {"gaussian": "Gaussian target", "vicreg": "VICReg"}[method]
+            )
             row = res.setdefault(name, {"probe acc (encoder)": [], "probe acc (projector)": [], "projector ℓ0": []})
             probe = dict(n_classes=10, standardise=True, steps=100 if quick else 300, lr=0.05, init="linear")
             row["probe acc (encoder)"].append(probe_accuracy(htr, y[tr], hte, y[te], **probe))
@@ -110,8 +112,13 @@ def run_lm() -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, epochs=30, quick="1 seed, 2 epochs on 600 images, μ = 0 only, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__,
+        seeds=3,
+        epochs=30,
+        quick="1 seed, 2 epochs on 600 images, μ = 0 only, no LM run",
+        no_lm="skip the SmolLM2 run",
+    )
     a = parse(ap, argv)
     seeds, epochs = (1, 2) if a.quick else (a.seeds, a.epochs)
     out = {"digits": run_digits(seeds, epochs, a.quick)}
@@ -121,9 +128,15 @@ def main(argv=None) -> dict:
     if not (a.quick or a.no_lm):
         out["smollm2"] = run_lm()
         print("\nsmollm2-135m activations vs the RGG family (p = 1; sliced W2 after unit-RMS scaling)")
-        print(markdown_table(["hook", "best μ", "RGG distance", "Gaussian distance", "ℓ0"],
-                             [[n, r["mu"], fmt(r["distance"]), fmt(r["gaussian_distance"]), fmt(r["l0"])]
-                              for n, r in out["smollm2"].items()]))
+        print(
+            markdown_table(
+                ["hook", "best μ", "RGG distance", "Gaussian distance", "ℓ0"],
+                [
+                    [n, r["mu"], fmt(r["distance"]), fmt(r["gaussian_distance"]), fmt(r["l0"])]
+                    for n, r in out["smollm2"].items()
+                ],
+            )
+        )
     return json.loads(json.dumps(out))
 
 

@@ -69,8 +69,11 @@ def hidden_states(mlp: nn.Sequential, x: torch.Tensor) -> list[torch.Tensor]:
 
 
 def train(mlp: nn.Sequential, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
-    fit(make_optimizer(mlp.parameters(), lr=3e-3),
-        lambda _: nn.functional.binary_cross_entropy_with_logits(mlp(x).squeeze(-1), y.float()), range(steps))
+    fit(
+        make_optimizer(mlp.parameters(), lr=3e-3),
+        lambda _: nn.functional.binary_cross_entropy_with_logits(mlp(x).squeeze(-1), y.float()),
+        range(steps),
+    )
     with torch.no_grad():
         return float(((mlp(x).squeeze(-1) > 0).long() == y).float().mean())
 
@@ -84,17 +87,28 @@ def run(seeds: int = 3, k: int = 10, n: int = 1000, steps: int = 1500, datasets=
             mlp = make_mlp(x.shape[1], 64, 6, relu=variant != "trained_linear", seed=seed)
             acc = train(mlp, x, y, steps) if variant.startswith("trained") else float("nan")
             res = ricci_flow(hidden_states(mlp, x), k=k, labels=y).summary()
-            rows.append({"dataset": name, "seed": seed, "variant": variant, "train_acc": acc,
-                         "global": res["global_coefficient"], "local_mean": res["mean_local_coefficient"],
-                         "local_frac_neg": res["frac_local_negative"],
-                         "edge_mean": sum(res["edge_coefficients"]) / len(res["edge_coefficients"]),
-                         "mod_first": res["modularity"][0], "mod_last": res["modularity"][-1]})
+            rows.append(
+                {
+                    "dataset": name,
+                    "seed": seed,
+                    "variant": variant,
+                    "train_acc": acc,
+                    "global": res["global_coefficient"],
+                    "local_mean": res["mean_local_coefficient"],
+                    "local_frac_neg": res["frac_local_negative"],
+                    "edge_mean": sum(res["edge_coefficients"]) / len(res["edge_coefficients"]),
+                    "mod_first": res["modularity"][0],
+                    "mod_last": res["modularity"][-1],
+                }
+            )
     summary = {}
     for name in datasets:
         for variant in ("trained_relu", "untrained_relu", "trained_linear"):
             sel = [r for r in rows if r["dataset"] == name and r["variant"] == variant]
-            summary[f"{name}/{variant}"] = {key: sum(r[key] for r in sel) / len(sel)
-                                            for key in ("train_acc", "global", "local_mean", "local_frac_neg", "edge_mean", "mod_first", "mod_last")}
+            summary[f"{name}/{variant}"] = {
+                key: sum(r[key] for r in sel) / len(sel)
+                for key in ("train_acc", "global", "local_mean", "local_frac_neg", "edge_mean", "mod_first", "mod_last")
+            }
     return {"config": {"seeds": seeds, "k": k, "n": n, "steps": steps}, "summary": summary, "rows": rows}
 
 
@@ -103,11 +117,17 @@ def main() -> None:
     a = parse(ap)  # tiny ops: extra threads only contend on a shared machine
     out = run(1, a.k, 400, 300) if a.quick else run(a.seeds, a.k)
     print(json.dumps({"config": out["config"], "summary": out["summary"]}, indent=1))
-    print("\n| dataset / network | train acc | global coef | mean local coef | frac local < 0 | mean edge coef | modularity in -> out |")
+    print(
+        "\n| dataset / network | train acc | global coef | mean local coef | frac local < 0 | mean edge coef | "
+        "modularity in -> out |"
+    )
     print("|---|---|---|---|---|---|---|")
     for key, s in out["summary"].items():
-        print(f"| {key} | {s['train_acc']:.3f} | {s['global']:+.3f} | {s['local_mean']:+.3f} | {s['local_frac_neg']:.2f} | "
-              f"{s['edge_mean']:+.3f} | {s['mod_first']:.3f} -> {s['mod_last']:.3f} |")
+        print(
+            f"| {key} | {s['train_acc']:.3f} | {s['global']:+.3f} | {s['local_mean']:+.3f} | "
+            f"{s['local_frac_neg']:.2f} | "
+            f"{s['edge_mean']:+.3f} | {s['mod_first']:.3f} -> {s['mod_last']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -55,10 +55,10 @@ def smollm_series():
         for s in torch.unique(seqs):
             xs.append(h[seqs == s][:63])
             ys.append(c)
-    X = torch.stack(xs)                                   # [n_seq, 63, 576]
+    X = torch.stack(xs)  # [n_seq, 63, 576]
     var = X.reshape(-1, X.shape[-1]).var(0)
     order = var.argsort(descending=True)
-    units = order[3:33]                                   # skip the massive-activation units
+    units = order[3:33]  # skip the massive-activation units
     return X[:, :, units], torch.tensor(ys), units.tolist()
 
 
@@ -80,8 +80,9 @@ def compare(x, y, n_train, n_classes, seeds, epochs):
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 80 subjects of T = 60, 10 ROIs, 8 epochs, no LM",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=3, quick="1 seed, 80 subjects of T = 60, 10 ROIs, 8 epochs, no LM", no_lm="skip the SmolLM2 run"
+    )
     ap.add_argument("--lm-only", action="store_true", help="only the SmolLM2 run")
     ap.add_argument("--first-seed", type=int, default=0, help="seed of the first synthetic run (to split runs)")
     a = parse(ap, argv)
@@ -99,13 +100,19 @@ def main(argv=None) -> dict:
             pear = C[:, 0, 1].abs().mean().item()
     out["synthetic"] = rows
     if rows:
-        print(f"synthetic quadratic coupling: test accuracy (chance 0.5; {seeds} seeds); mean |Pearson r| of a coupled pair {pear:.3f}")
+        print(
+            f"synthetic quadratic coupling: test accuracy (chance 0.5; {seeds} seeds); mean |Pearson r| of a coupled "
+            f"pair {pear:.3f}"
+        )
         print(markdown_table(["representation", "test accuracy"], [[k, fmt([r[k] for r in rows])] for k in rows[0]]))
     if not (a.quick or a.no_lm):
         x, y, units = smollm_series()
         lm = compare(x, y, 96, 3, seeds, 30)
         out["smollm2"] = {"accuracy": lm, "units": units}
-        print(f"\nsmollm2-135m layer 12, 30 residual units, tokens as time: corpus (3 classes, chance 0.33; {seeds} splits)")
+        print(
+            f"\nsmollm2-135m layer 12, 30 residual units, tokens as time: corpus (3 classes, chance 0.33; {seeds} "
+            "splits)"
+        )
         print(markdown_table(["representation", "test accuracy"], [[k, fmt(v)] for k, v in lm.items()]))
     print(json.dumps({k: v for k, v in out.items()}))
     return out

@@ -109,8 +109,7 @@ def acc_at_best_val(model, X, y, tr, va, te, epochs):
         test_acc.append(float((pred[te] == y[te]).float().mean()))
         return float((pred[va] == y[va]).float().mean())
 
-    res = fit(make_optimizer(model.parameters(), lr=0.01, weight_decay=5e-4), loss_fn, range(epochs),
-              evaluate=val_acc)
+    res = fit(make_optimizer(model.parameters(), lr=0.01, weight_decay=5e-4), loss_fn, range(epochs), evaluate=val_acc)
     return test_acc[res.best_step - 1] if res.best_step else 0.0
 
 
@@ -127,9 +126,12 @@ def trial(seed: int, n: int, epochs: int) -> dict[str, float]:
     out = {"homophily": edge_homophily(A, y)}
     for name in MODELS:
         torch.manual_seed(seed)
-        m = {"MLP": lambda: MLP(X.shape[1], 64, 5), "GCN": lambda: GCN(X.shape[1], 64, 5, Ahat),
-             "polynomial filter (K=3)": lambda: PolyFilter(X.shape[1], 64, 5, Ahat),
-             "HMH-lite (Haar)": lambda: HaarFilterNet(X.shape[1], 64, 5, Phi, level)}[name]()
+        m = {
+            "MLP": lambda: MLP(X.shape[1], 64, 5),
+            "GCN": lambda: GCN(X.shape[1], 64, 5, Ahat),
+            "polynomial filter (K=3)": lambda: PolyFilter(X.shape[1], 64, 5, Ahat),
+            "HMH-lite (Haar)": lambda: HaarFilterNet(X.shape[1], 64, 5, Phi, level),
+        }[name]()
         out[name] = acc_at_best_val(m, X, y, tr, va, te, epochs)
     return out
 

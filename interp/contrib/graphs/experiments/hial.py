@@ -87,9 +87,11 @@ def trial(seed: int, budgets: tuple[int, ...], n: int, m: int, k: int = 6) -> di
     util_ce = torch.tensor([f_ce([v]) for v in range(n)], dtype=torch.float64)
     util_h = torch.tensor([f_h([v]) for v in range(n)], dtype=torch.float64)
     has = H.sum(1) > 0
-    out["corr"] = {"degree (clique exp.)": spearman(deg[has], mean_size[has]),
-                   "clique-exp. influence": spearman(util_ce[has], mean_size[has]),
-                   "HIAL": spearman(util_h[has], mean_size[has])}
+    out["corr"] = {
+        "degree (clique exp.)": spearman(deg[has], mean_size[has]),
+        "clique-exp. influence": spearman(util_ce[has], mean_size[has]),
+        "HIAL": spearman(util_h[has], mean_size[has]),
+    }
     del clique_expansion_weights
     return out
 
@@ -104,9 +106,19 @@ def main(argv=None) -> dict:
     budgets = (2, 5) if a.quick else (2, 3, 5)
     runs = [trial(s, budgets, n, m) for s in range(seeds)]
     print(f"test accuracy of the same classifier by selector (labels per class; mean ± sd over {seeds} seeds)")
-    print(markdown_table(["selector", *[f"{b}/class" for b in budgets], "Spearman(utility, mean hyperedge size)"],
-                         [[s, *[fmt([r[s][b] for r in runs]) for b in budgets],
-                           fmt([r["corr"][s] for r in runs], 2) if s != "random" else "-"] for s in SELECTORS]))
+    print(
+        markdown_table(
+            ["selector", *[f"{b}/class" for b in budgets], "Spearman(utility, mean hyperedge size)"],
+            [
+                [
+                    s,
+                    *[fmt([r[s][b] for r in runs]) for b in budgets],
+                    fmt([r["corr"][s] for r in runs], 2) if s != "random" else "-",
+                ]
+                for s in SELECTORS
+            ],
+        )
+    )
     res = {"runs": runs}
     print(json.dumps({"accuracy": {s: {b: [r[s][b] for r in runs] for b in budgets} for s in SELECTORS}}))
     return res

@@ -27,7 +27,12 @@ from tqdm import tqdm
 
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.bayes_attention import (
-    default_family, fisher_alignment, make_task, qk_metrics, qk_precision_alignment, train_heads,
+    default_family,
+    fisher_alignment,
+    make_task,
+    qk_metrics,
+    qk_precision_alignment,
+    train_heads,
 )
 
 
@@ -54,9 +59,16 @@ def synthetic(heads=(1, 2, 4), steps: int = 1500, ns=(4, 16, 64), d: int = 4, ev
                 oracle = float((t["target"] - truth).pow(2).sum(1).mean())
                 excess = float((pred - t["target"]).pow(2).sum(1).mean())
                 xbar = float((t["x"].mean(1) - t["target"]).pow(2).sum(1).mean())
-                row[f"n={n}"] = {"excess": excess, "oracle_risk": oracle, "rel_excess": excess / oracle, "xbar_excess": xbar}
+                row[f"n={n}"] = {
+                    "excess": excess,
+                    "oracle_risk": oracle,
+                    "rel_excess": excess / oracle,
+                    "xbar_excess": xbar,
+                }
             if h == 1:
-                row["fisher"] = fisher_alignment(model.metric(0), _prior_fisher(fam, d, torch.Generator().manual_seed(7)))
+                row["fisher"] = fisher_alignment(
+                    model.metric(0), _prior_fisher(fam, d, torch.Generator().manual_seed(7))
+                )
             out[f"{name}/{h} head{'s' if h > 1 else ''}"] = row
     return out
 
@@ -75,10 +87,13 @@ def lm(model_name: str = "smollm2-135m", n_seq: int = 16, n_random: int = 18) ->
         x = cache[names[layer]][:, 1:].reshape(-1, model.d_model).double()  # drop position 0 (massive activations)
         u = x / x.pow(2).mean(-1, keepdim=True).sqrt()
         res = qk_precision_alignment(qk_metrics(model, layer), u, n_random=n_random, seed=layer)
-        out[layer] = {"head_cosine_mean": sum(res["head_cosine"]) / len(res["head_cosine"]),
-                      "head_cosine_max": max(res["head_cosine"]),
-                      "head_cosine_min": min(res["head_cosine"]),
-                      "random_mean": res["random_rotation_cosine_mean"], "random_std": res["random_rotation_cosine_std"]}
+        out[layer] = {
+            "head_cosine_mean": sum(res["head_cosine"]) / len(res["head_cosine"]),
+            "head_cosine_max": max(res["head_cosine"]),
+            "head_cosine_min": min(res["head_cosine"]),
+            "random_mean": res["random_rotation_cosine_mean"],
+            "random_std": res["random_rotation_cosine_std"],
+        }
     return out
 
 
@@ -101,8 +116,10 @@ def main() -> None:
         print("\n| layer | mean cos(QK metric, precision) over heads | min / max | random rotation mean +- std |")
         print("|---|---|---|---|")
         for layer, r in result["lm"].items():
-            print(f"| {layer} | {r['head_cosine_mean']:.3f} | {r['head_cosine_min']:.3f} / {r['head_cosine_max']:.3f} | "
-                  f"{r['random_mean']:.3f} +- {r['random_std']:.3f} |")
+            print(
+                f"| {layer} | {r['head_cosine_mean']:.3f} | {r['head_cosine_min']:.3f} / {r['head_cosine_max']:.3f} | "
+                f"{r['random_mean']:.3f} +- {r['random_std']:.3f} |"
+            )
 
 
 if __name__ == "__main__":

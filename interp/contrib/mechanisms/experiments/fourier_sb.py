@@ -55,8 +55,12 @@ def train_online(make_batch, probes: dict, samples: int, seed: int) -> dict[str,
             for k, (px, py) in probes.items():
                 curves[k].append(acc(model, px, py))
 
-    fit(make_optimizer(model.parameters(), lr=LR, name="sgd"), loss_fn, range(len(range(0, samples, BATCH))),
-        callback=probe)
+    fit(
+        make_optimizer(model.parameters(), lr=LR, name="sgd"),
+        loss_fn,
+        range(len(range(0, samples, BATCH))),
+        callback=probe,
+    )
     return curves
 
 
@@ -67,18 +71,27 @@ def first_reach(curve: list[float]) -> float:
 def run(seeds: int, samples: int, betas) -> dict:
     out: dict[str, dict[str, list[float]]] = {}
     for beta in betas:
-        row: dict[str, list[float]] = {k: [] for k in ("phase-only: samples to 0.75", "phase-only: final acc",
-                                                        "mixed: samples to 0.75 (amplitude probe)",
-                                                        "mixed: samples to 0.75 (phase probe)",
-                                                        "mixed: final amplitude-probe acc", "mixed: final phase-probe acc")}
+        row: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "phase-only: samples to 0.75",
+                "phase-only: final acc",
+                "mixed: samples to 0.75 (amplitude probe)",
+                "mixed: samples to 0.75 (phase probe)",
+                "mixed: final amplitude-probe acc",
+                "mixed: final phase-probe acc",
+            )
+        }
         for s in range(seeds):
             test = phase_task(2000, N, beta, 10_000 + s)
-            c = train_online(lambda k: phase_task(BATCH, N, beta, k), {"test": test}, samples, s)["test"]
+            c = train_online(lambda k: phase_task(BATCH, N, beta, k), {"test": test}, samples, s)["test"]  # noqa: B023
             row["phase-only: samples to 0.75"].append(first_reach(c))
             row["phase-only: final acc"].append(c[-1])
-            probes = {"amp": mixed_task(2000, N, beta, 20_000 + s, probe="amplitude_only"),
-                      "phase": mixed_task(2000, N, beta, 30_000 + s, probe="phase_only")}
-            m = train_online(lambda k: mixed_task(BATCH, N, beta, k), probes, samples, s)
+            probes = {
+                "amp": mixed_task(2000, N, beta, 20_000 + s, probe="amplitude_only"),
+                "phase": mixed_task(2000, N, beta, 30_000 + s, probe="phase_only"),
+            }
+            m = train_online(lambda k: mixed_task(BATCH, N, beta, k), probes, samples, s)  # noqa: B023
             row["mixed: samples to 0.75 (amplitude probe)"].append(first_reach(m["amp"]))
             row["mixed: samples to 0.75 (phase probe)"].append(first_reach(m["phase"]))
             row["mixed: final amplitude-probe acc"].append(m["amp"][-1])
@@ -108,15 +121,27 @@ def _fmt_samples(v: list[float]) -> str:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=2, samples=200_000, quick="1 seed, 8,192 samples, β in {0, 2}, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__,
+        seeds=2,
+        samples=200_000,
+        quick="1 seed, 8,192 samples, β in {0, 2}, no LM run",
+        no_lm="skip the SmolLM2 run",
+    )
     a = parse(ap, argv)
     seeds, samples, betas = (1, 8192, (0.0, 2.0)) if a.quick else (a.seeds, a.samples, (0.0, 1.0, 2.0))
     res = run(seeds, samples, betas)
     keys = list(next(iter(res.values())))
-    print(f"online SGD, N={N}, width {WIDTH}, {samples:,} samples (mean over {seeds} seeds; 'samples' = first evaluation >= 0.75)")
-    print(markdown_table(["β", *keys], [[b, *(_fmt_samples(r[k]) if "samples" in k else fmt(r[k]) for k in keys)]
-                                         for b, r in res.items()]))
+    print(
+        f"online SGD, N={N}, width {WIDTH}, {samples:,} samples (mean over {seeds} seeds; 'samples' = first "
+        "evaluation >= 0.75)"
+    )
+    print(
+        markdown_table(
+            ["β", *keys],
+            [[b, *(_fmt_samples(r[k]) if "samples" in k else fmt(r[k]) for k in keys)] for b, r in res.items()],
+        )
+    )
     out = {"signals": res}
     if not (a.quick or a.no_lm):
         lm = lm_spectra()

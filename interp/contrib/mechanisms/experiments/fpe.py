@@ -24,7 +24,14 @@ from tqdm import tqdm
 
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.neuron_expansion import (
-    MaskedMLP, accuracy, expand_neurons, feature_capacity, make_dnf, mean_neuron_cosine, polysemanticity, train_mlp,
+    MaskedMLP,
+    accuracy,
+    expand_neurons,
+    feature_capacity,
+    make_dnf,
+    mean_neuron_cosine,
+    polysemanticity,
+    train_mlp,
 )
 
 
@@ -33,14 +40,18 @@ def _metrics(mlp: MaskedMLP, task, test: slice, used_bits: list[int]) -> dict:
         acts = mlp.hidden(task.x[test])
     poly = polysemanticity(acts, task.clauses[test])
     live = poly > 0
-    return {"acc": accuracy(mlp, task.x[test], task.y[test]),
-            "capacity": float(feature_capacity(mlp.effective_W1())[used_bits].mean()),
-            "cosine": mean_neuron_cosine(mlp.effective_W1()),
-            "poly": float(poly[live].double().mean()) if live.any() else 0.0,
-            "nonzeros": mlp.nonzero_count()}
+    return {
+        "acc": accuracy(mlp, task.x[test], task.y[test]),
+        "capacity": float(feature_capacity(mlp.effective_W1())[used_bits].mean()),
+        "cosine": mean_neuron_cosine(mlp.effective_W1()),
+        "poly": float(poly[live].double().mean()) if live.any() else 0.0,
+        "nonzeros": mlp.nonzero_count(),
+    }
 
 
-def run(clause_counts=(4, 8, 16), seeds: int = 3, pre_steps: int = 3000, ft_steps: int = 2000, n_samples: int = 20000) -> dict:
+def run(
+    clause_counts=(4, 8, 16), seeds: int = 3, pre_steps: int = 3000, ft_steps: int = 2000, n_samples: int = 20000
+) -> dict:
     raw: dict[str, list] = {}
     jobs = [(c, s) for c in clause_counts for s in range(seeds)]
     for n_clauses, seed in tqdm(jobs, desc="FPE"):
@@ -59,8 +70,9 @@ def run(clause_counts=(4, 8, 16), seeds: int = 3, pre_steps: int = 3000, ft_step
             src.load_state_dict(state)
             wide = expand_neurons(src, alpha=2, partition=part, seed=seed)
             variants[f"FPE {part} (16 neurons)"] = train_mlp(wide, task.x[tr], task.y[tr], ft_steps, seed=seed + 1)
-        variants["dense 16 neurons (2x nonzeros)"] = train_mlp(MaskedMLP.dense(32, 16, 1, seed), task.x[tr], task.y[tr],
-                                                              pre_steps + ft_steps, seed=seed)
+        variants["dense 16 neurons (2x nonzeros)"] = train_mlp(
+            MaskedMLP.dense(32, 16, 1, seed), task.x[tr], task.y[tr], pre_steps + ft_steps, seed=seed
+        )
         for name, mlp in variants.items():
             raw.setdefault(f"clauses={n_clauses}/{name}", []).append(_metrics(mlp, task, te, used))
     return {key: {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]} for key, runs in raw.items()}
@@ -71,10 +83,16 @@ def main() -> None:
     a = parse(ap)
     out = run((8,), 1, 600, 400, 8000) if a.quick else run()
     print(json.dumps(out, indent=1))
-    print("\n| clauses / network | test acc | nonzero weights | mean capacity C_i | mean abs cos(neurons) | clauses per neuron |")
+    print(
+        "\n| clauses / network | test acc | nonzero weights | mean capacity C_i | mean abs cos(neurons) | clauses per "
+        "neuron |"
+    )
     print("|---|---|---|---|---|---|")
     for key, r in out.items():
-        print(f"| {key} | {r['acc']:.3f} | {r['nonzeros']:.0f} | {r['capacity']:.3f} | {r['cosine']:.3f} | {r['poly']:.2f} |")
+        print(
+            f"| {key} | {r['acc']:.3f} | {r['nonzeros']:.0f} | {r['capacity']:.3f} | {r['cosine']:.3f} | "
+            f"{r['poly']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -46,21 +46,28 @@ def trial(variant: str, seed: int, epochs: int, quick: bool) -> dict[str, float]
         tr, te = tr[:300], te[:150]
     torch.manual_seed(seed)
     # equal budget: MSSA/PACE tie q = k = v = out (d² per layer vs 4d² + 4d), so their MLPs get the rest
-    model = PACEViT(variant, patch=2, image=8, d=64, depth=4, heads=4, n_classes=10,
-                    mlp_hidden=128 if variant == "softmax" else 225)
+    model = PACEViT(
+        variant, patch=2, image=8, d=64, depth=4, heads=4, n_classes=10, mlp_hidden=128 if variant == "softmax" else 225
+    )
     model.train()
-    fit(make_optimizer(model.parameters(), lr=1e-3), lambda i: F.cross_entropy(model(x[tr[i]]), y[tr[i]]),
-        epoch_batches(len(tr), 64, epochs, seed))
+    fit(
+        make_optimizer(model.parameters(), lr=1e-3),
+        lambda i: F.cross_entropy(model(x[tr[i]]), y[tr[i]]),
+        epoch_batches(len(tr), 64, epochs, seed),
+    )
     model.eval()
     with torch.no_grad():
         logits, states = model(x[te], return_states=True)
         sub = te[:300]
         _, st = model(x[sub], return_states=True)
         overlap = sum(head_overlap(a.last_attn) for a in model.attn) / len(model.attn)
-    return {"test acc": float((logits.argmax(-1) == y[te]).float().mean()),
-            "params": float(sum(p.numel() for p in model.parameters())),
-            "ΔR input": token_dr(st[0], y[sub]), "ΔR last layer": token_dr(st[-1], y[sub]),
-            "head overlap": overlap}
+    return {
+        "test acc": float((logits.argmax(-1) == y[te]).float().mean()),
+        "params": float(sum(p.numel() for p in model.parameters())),
+        "ΔR input": token_dr(st[0], y[sub]),
+        "ΔR last layer": token_dr(st[-1], y[sub]),
+        "head overlap": overlap,
+    }
 
 
 def lm_rates() -> dict[str, dict[str, float]]:
@@ -70,7 +77,9 @@ def lm_rates() -> dict[str, dict[str, float]]:
     for layer in DEFAULT_LAYERS:
         x, y = labelled_corpora(hook_name(layer), n_seq=48, per_sequence=False)
         g = torch.Generator().manual_seed(0)
-        pick = torch.cat([torch.nonzero(y == c).flatten()[torch.randperm(int((y == c).sum()), generator=g)[:600]] for c in range(3)])
+        pick = torch.cat(
+            [torch.nonzero(y == c).flatten()[torch.randperm(int((y == c).sum()), generator=g)[:600]] for c in range(3)]
+        )
         z, lab = F.normalize(x[pick].double(), dim=-1), y[pick]
         r = rate_reduction(z, lab)
         r["dR shuffled labels"] = rate_reduction(z, lab[torch.randperm(len(lab), generator=g)])["dR"]
@@ -79,8 +88,9 @@ def lm_rates() -> dict[str, dict[str, float]]:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, epochs=10, quick="1 seed, 1 epoch on 300 images, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=3, epochs=10, quick="1 seed, 1 epoch on 300 images, no LM run", no_lm="skip the SmolLM2 run"
+    )
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
     a = parse(ap, argv)
     variants = [v for v in a.variants.split(",") if v]
@@ -94,13 +104,21 @@ def main(argv=None) -> dict:
                 res.setdefault(NAMES[v], {}).setdefault(k, []).append(val)
     keys = ["test acc", "params", "ΔR input", "ΔR last layer", "head overlap"]
     print(f"ViT-tiny on digits, {epochs} epochs (mean ± sd over {seeds} seeds)")
-    print(markdown_table(["attention", *keys], [[m, *(fmt(r[k], 0 if k == "params" else 3) for k in keys)] for m, r in res.items()]))
+    print(
+        markdown_table(
+            ["attention", *keys], [[m, *(fmt(r[k], 0 if k == "params" else 3) for k in keys)] for m, r in res.items()]
+        )
+    )
     out = {"digits": res}
     if not (a.quick or a.no_lm):
         lm = lm_rates()
         print("\nsmollm2-135m residual stream, coding rates by corpus (ε 0.5, unit-norm rows, 1,800 rows)")
-        print(markdown_table(["layer", "R", "R_c", "ΔR", "ΔR, shuffled labels"],
-                             [[k, fmt(r["R"]), fmt(r["Rc"]), fmt(r["dR"]), fmt(r["dR shuffled labels"])] for k, r in lm.items()]))
+        print(
+            markdown_table(
+                ["layer", "R", "R_c", "ΔR", "ΔR, shuffled labels"],
+                [[k, fmt(r["R"]), fmt(r["Rc"]), fmt(r["dR"]), fmt(r["dR shuffled labels"])] for k, r in lm.items()],
+            )
+        )
         out["smollm2"] = lm
     return json.loads(json.dumps(out))
 

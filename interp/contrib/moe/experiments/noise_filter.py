@@ -40,8 +40,12 @@ D, E, H_E = 32, 4, 16
 
 
 def train(model, x, y, steps: int, seed: int, loss_fn) -> list[float]:
-    res = fit(make_optimizer(model.parameters(), lr=3e-3), lambda i: loss_fn(model(x[i]), y[i]),
-              random_batches(len(x), 128, steps, seed), record_losses=True)
+    res = fit(
+        make_optimizer(model.parameters(), lr=3e-3),
+        lambda i: loss_fn(model(x[i]), y[i]),
+        random_batches(len(x), 128, steps, seed),
+        record_losses=True,
+    )
     curve, ema = [], None
     for v in res.losses:
         ema = v if ema is None else 0.95 * ema + 0.05 * v
@@ -72,8 +76,9 @@ def synthetic(seed: int, sigma: float, steps: int) -> dict[str, float]:
     with torch.no_grad():
         moe(te.x)
     e = moe.last_experts
-    out["moe noise passed"] = sum(noise_energy_fraction(moe.w1[int(e[i])].detach(), te.bases[int(te.module[i])])
-                                  for i in range(0, len(e), 20)) / len(range(0, len(e), 20))
+    out["moe noise passed"] = sum(
+        noise_energy_fraction(moe.w1[int(e[i])].detach(), te.bases[int(te.module[i])]) for i in range(0, len(e), 20)
+    ) / len(range(0, len(e), 20))
     out["dense noise passed"] = sum(noise_energy_fraction(dense.fc1.weight.detach(), te.bases[m]) for m in range(4)) / 4
     out["purity"] = routing_purity(e, te.module)
     return out
@@ -108,8 +113,9 @@ def lm_run(seeds: int, steps: int) -> dict[str, dict[str, list[float]]]:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=5, steps=2000, quick="1 seed, 150 steps, sigma 0 and 2, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=5, steps=2000, quick="1 seed, 150 steps, sigma 0 and 2, no LM run", no_lm="skip the SmolLM2 run"
+    )
     a = parse(ap, argv)
     seeds, steps = (1, 150) if a.quick else (a.seeds, a.steps)
     sigmas = (0.0, 2.0) if a.quick else (0.0, 0.5, 1.0, 2.0)
@@ -120,15 +126,29 @@ def main(argv=None) -> dict:
         syn[f"σ={sigma}"] = {k: [p[k] for p in per] for k in per[0]}
     keys = ["mse", "sensitivity", "steps", "noise passed"]
     print(f"modular task, iso-parameter top-1 MoE vs dense (mean ± sd over {seeds} seeds, {steps} steps)")
-    print(markdown_table(["σ", *(f"{m} {k}" for k in keys for m in ("moe", "dense")), "routing purity"],
-                         [[s, *(fmt(r[f"{m} {k}"], 1 if k == "steps" else 3) for k in keys for m in ("moe", "dense")),
-                           fmt(r["purity"])] for s, r in syn.items()]))
+    print(
+        markdown_table(
+            ["σ", *(f"{m} {k}" for k in keys for m in ("moe", "dense")), "routing purity"],
+            [
+                [
+                    s,
+                    *(fmt(r[f"{m} {k}"], 1 if k == "steps" else 3) for k in keys for m in ("moe", "dense")),
+                    fmt(r["purity"]),
+                ]
+                for s, r in syn.items()
+            ],
+        )
+    )
     out = {"synthetic": syn}
     if not (a.quick or a.no_lm):
         lm = lm_run(min(seeds, 3), 600)
         print("\nsmollm2-135m layer 12 (64 PCs), corpus classification with feature noise (3 seeds, 600 steps)")
-        print(markdown_table(["σ", "moe acc", "dense acc", "routing purity (corpus)"],
-                             [[s, fmt(r["moe acc"]), fmt(r["dense acc"]), fmt(r["purity"])] for s, r in lm.items()]))
+        print(
+            markdown_table(
+                ["σ", "moe acc", "dense acc", "routing purity (corpus)"],
+                [[s, fmt(r["moe acc"]), fmt(r["dense acc"]), fmt(r["purity"])] for s, r in lm.items()],
+            )
+        )
         out["smollm2"] = lm
     return json.loads(json.dumps(out))
 

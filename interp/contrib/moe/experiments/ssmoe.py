@@ -81,7 +81,11 @@ def evaluate(net: Net, x, y, noise: float, seed: int) -> dict:
 
 def run(seeds: int, steps: int) -> dict:
     settings = {"trained": 0.0, "shocked": 0.0, "anisotropic": 12.0}
-    configs = [("original", 0.0, None)] + [(f"ssmoe c={c} k={k}", c, k) for c in (0.3, 0.5) for k in (4, 8)] + [("spectral only c=1 k=8", 1.0, 8)]
+    configs = (
+        [("original", 0.0, None)]
+        + [(f"ssmoe c={c} k={k}", c, k) for c in (0.3, 0.5) for k in (4, 8)]
+        + [("spectral only c=1 k=8", 1.0, 8)]
+    )
     rows: dict[str, dict[str, list]] = {}
     for seed in range(seeds):
         for name, offset in settings.items():

@@ -21,8 +21,16 @@ import torch
 
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.ips_grpo import (
-    METHODS, answer_diversity, coverage, entropy, kl, target_distribution, train_bandit, train_sum_policy,
-    update_concentration, SumPolicy,
+    METHODS,
+    SumPolicy,
+    answer_diversity,
+    coverage,
+    entropy,
+    kl,
+    target_distribution,
+    train_bandit,
+    train_sum_policy,
+    update_concentration,
 )
 from interp.contrib.report import fmt, markdown_table
 
@@ -40,11 +48,22 @@ def main(argv=None) -> dict:
     bandit = {}
     for m in METHODS:
         ps = [train_bandit(REWARDS, m, steps=bandit_steps, seed=s) for s in range(seeds)]
-        bandit[m] = {"kl": [kl(target, p) for p in ps], "entropy": [entropy(p) for p in ps],
-                     "covered": [coverage(p, REWARDS, 0.8) for p in ps], "mean_reward": [float(p.double() @ REWARDS.double()) for p in ps]}
+        bandit[m] = {
+            "kl": [kl(target, p) for p in ps],
+            "entropy": [entropy(p) for p in ps],
+            "covered": [coverage(p, REWARDS, 0.8) for p in ps],
+            "mean_reward": [float(p.double() @ REWARDS.double()) for p in ps],
+        }
     print(f"bandit, r = {REWARDS.tolist()}: {bandit_steps} steps, {seeds} seeds (target entropy {entropy(target):.3f})")
-    print(markdown_table(["method", "KL(π∝r ‖ π)", "entropy", "modes r>=0.8 covered (of 4)", "mean reward"],
-                         [[m, fmt(v["kl"]), fmt(v["entropy"]), fmt(v["covered"], 2), fmt(v["mean_reward"])] for m, v in bandit.items()]))
+    print(
+        markdown_table(
+            ["method", "KL(π∝r ‖ π)", "entropy", "modes r>=0.8 covered (of 4)", "mean reward"],
+            [
+                [m, fmt(v["kl"]), fmt(v["entropy"]), fmt(v["covered"], 2), fmt(v["mean_reward"])]
+                for m, v in bandit.items()
+            ],
+        )
+    )
     sums = torch.arange(4, 15)
     task = {}
     for m in ("grpo", "ips", "ips-group"):
@@ -52,12 +71,20 @@ def main(argv=None) -> dict:
         for s in range(seeds):
             w0 = SumPolicy(len(sums), seed=s).out.weight.detach().clone()
             pol, _ = train_sum_policy(m, sums, steps=policy_steps, seed=s)
-            rows.append({**answer_diversity(pol, sums), "update_top1": update_concentration(w0, pol.out.weight.detach())})
+            rows.append(
+                {**answer_diversity(pol, sums), "update_top1": update_concentration(w0, pol.out.weight.detach())}
+            )
         task[m] = {k: [r[k] for r in rows] for k in rows[0]}
     print(f"\nverifiable sums task: {policy_steps} steps, {seeds} seeds")
-    print(markdown_table(["method", "accuracy", "entropy within correct", "correct answers covered", "ΔW top-1 share"],
-                         [[m, fmt(v["accuracy"]), fmt(v["correct_entropy"]), fmt(v["modes_covered"], 2), fmt(v["update_top1"])]
-                          for m, v in task.items()]))
+    print(
+        markdown_table(
+            ["method", "accuracy", "entropy within correct", "correct answers covered", "ΔW top-1 share"],
+            [
+                [m, fmt(v["accuracy"]), fmt(v["correct_entropy"]), fmt(v["modes_covered"], 2), fmt(v["update_top1"])]
+                for m, v in task.items()
+            ],
+        )
+    )
     return json.loads(json.dumps({"bandit": bandit, "task": task}))
 
 

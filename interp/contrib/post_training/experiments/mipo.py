@@ -23,7 +23,14 @@ import torch
 from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.mipo import (
-    ContextPolicy, context_accuracy, make_base_data, mipo_pairs, pmi, sft_loss, target_responses, update_share,
+    ContextPolicy,
+    context_accuracy,
+    make_base_data,
+    mipo_pairs,
+    pmi,
+    sft_loss,
+    target_responses,
+    update_share,
 )
 from interp.contrib.post_training.preference import dpo_loss
 from interp.contrib.report import fmt, markdown_table
@@ -37,8 +44,12 @@ def metrics(pol: ContextPolicy, targets: torch.Tensor, generic: torch.Tensor, se
     greedy = pol.sample(x, g, greedy=True)
     with torch.no_grad():
         gen_mass = sum(pol.logprob(x, gr.expand(K, -1)).exp() for gr in generic).mean()
-    return {"π(T|x)": context_accuracy(pol, targets), "greedy acc": float((greedy == targets).all(1).float().mean()),
-            "generic mass": float(gen_mass), "PMI": pmi(pol, 32, g)}
+    return {
+        "π(T|x)": context_accuracy(pol, targets),
+        "greedy acc": float((greedy == targets).all(1).float().mean()),
+        "generic mass": float(gen_mass),
+        "PMI": pmi(pol, 32, g),
+    }
 
 
 def run(seed: int, steps: int, pre_steps: int) -> dict:
@@ -47,8 +58,11 @@ def run(seed: int, steps: int, pre_steps: int) -> dict:
     targets = target_responses(K + 3, VOCAB, LENGTH, g)
     targets, generic = targets[:K], targets[K:]
     base = ContextPolicy(K, VOCAB, LENGTH)
-    fit(make_optimizer(base.parameters(), lr=3e-3),
-        lambda _: sft_loss(base, *make_base_data(targets, generic, 0.4, 128, g)), range(pre_steps))
+    fit(
+        make_optimizer(base.parameters(), lr=3e-3),
+        lambda _: sft_loss(base, *make_base_data(targets, generic, 0.4, 128, g)),
+        range(pre_steps),
+    )
     out = {"base": metrics(base, targets, generic, seed)}
     before = {n: p.detach().clone() for n, p in base.named_parameters()}
     for method in ("self-SFT", "MIPO"):
@@ -68,8 +82,13 @@ def run(seed: int, steps: int, pre_steps: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, steps=500, quick="1 seed, 100 pretraining + 30 steps, no LM",
-                           no_lm="skip the SmolLM2 PMI diagnostic")
+    ap = experiment_parser(
+        __doc__,
+        seeds=3,
+        steps=500,
+        quick="1 seed, 100 pretraining + 30 steps, no LM",
+        no_lm="skip the SmolLM2 PMI diagnostic",
+    )
     a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1:
         ap.error("--seeds and --steps must be positive")
@@ -85,9 +104,11 @@ def main(argv=None) -> dict:
     if not (a.quick or a.no_lm):
         out["smollm2"] = smollm_pmi()
         lm = out["smollm2"]
-        print(f"\nsmollm2-135m PMI diagnostic ({lm['pairs']} stdlib-docs sequences split 32 + 32 tokens): "
-              f"mean PMI {lm['pmi']:.3f} nats (max log {lm['pairs']} = {math.log(lm['pairs']):.3f}); "
-              f"own prompt most likely for {lm['own_top']:.3f} of the responses")
+        print(
+            f"\nsmollm2-135m PMI diagnostic ({lm['pairs']} stdlib-docs sequences split 32 + 32 tokens): "
+            f"mean PMI {lm['pmi']:.3f} nats (max log {lm['pairs']} = {math.log(lm['pairs']):.3f}); "
+            f"own prompt most likely for {lm['own_top']:.3f} of the responses"
+        )
     return json.loads(json.dumps(out))
 
 

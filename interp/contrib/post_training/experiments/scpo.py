@@ -25,8 +25,14 @@ from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.post_training.preference import dpo_loss
 from interp.contrib.post_training.scpo import (
-    AttributePolicy, condition_dpo_loss, curriculum_pool, edit_images, hallucinated_pairs, hallucination_rate,
-    sample_captions, sample_images,
+    AttributePolicy,
+    condition_dpo_loss,
+    curriculum_pool,
+    edit_images,
+    hallucinated_pairs,
+    hallucination_rate,
+    sample_captions,
+    sample_images,
 )
 from interp.contrib.report import fmt, markdown_table
 
@@ -84,17 +90,25 @@ def run(seed: int, steps: int, reset: int, pre_steps: int, pool: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, steps=300,
-                           reset=(100, "steps between reference resets (dynamic reference)"),
-                           quick="1 seed, 60 pretraining + 20 steps, pool 512")
+    ap = experiment_parser(
+        __doc__,
+        seeds=3,
+        steps=300,
+        reset=(100, "steps between reference resets (dynamic reference)"),
+        quick="1 seed, 60 pretraining + 20 steps, pool 512",
+    )
     a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1 or a.reset < 1:
         ap.error("--seeds, --steps and --reset must be positive")
     seeds, steps, pre, pool = (1, 20, 60, 512) if a.quick else (a.seeds, a.steps, 300, 4096)
     runs = [run(s, steps, a.reset, pre, pool) for s in range(seeds)]
     print(f"hallucination after {steps} preference steps ({seeds} seeds, 1,000 held-out images, sampled responses)")
-    print(markdown_table(["model", "hallucination rate", "coverage of present attributes"],
-                         [[m, fmt([r[m][0] for r in runs]), fmt([r[m][1] for r in runs])] for m in ("base", *METHODS)]))
+    print(
+        markdown_table(
+            ["model", "hallucination rate", "coverage of present attributes"],
+            [[m, fmt([r[m][0] for r in runs]), fmt([r[m][1] for r in runs])] for m in ("base", *METHODS)],
+        )
+    )
     return json.loads(json.dumps(runs))
 
 

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.common.datasets import digits
+from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.privacy.credit import certified_threshold, credit_score, defend
@@ -39,7 +39,9 @@ from interp.contrib.report import fmt, markdown_table
 class Net(torch.nn.Module):
     def __init__(self, d_in: int, d_hidden: int, d_emb: int, n_out: int):
         super().__init__()
-        self.body = torch.nn.Sequential(torch.nn.Linear(d_in, d_hidden), torch.nn.ReLU(), torch.nn.Linear(d_hidden, d_emb))
+        self.body = torch.nn.Sequential(
+            torch.nn.Linear(d_in, d_hidden), torch.nn.ReLU(), torch.nn.Linear(d_hidden, d_emb)
+        )
         self.head = torch.nn.Linear(d_emb, n_out)
 
     def forward(self, x):
@@ -50,7 +52,11 @@ class Net(torch.nn.Module):
 def train(net: Net, x: torch.Tensor, target: torch.Tensor, soft: bool, steps: int, lr: float = 3e-3) -> Net:
     def loss_fn(_) -> torch.Tensor:
         _, logits = net(x)
-        return F.kl_div(F.log_softmax(logits, -1), target, reduction="batchmean") if soft else F.cross_entropy(logits, target)
+        return (
+            F.kl_div(F.log_softmax(logits, -1), target, reduction="batchmean")
+            if soft
+            else F.cross_entropy(logits, target)
+        )
 
     fit(make_optimizer(net.parameters(), lr=lr, weight_decay=1e-4), loss_fn, range(steps))
     return net
@@ -71,7 +77,9 @@ def served_probs(owner: Net, x: torch.Tensor, sigma: float, rng: np.random.Gener
 
 def verify(owner_emb, suspects: dict[str, list[np.ndarray]], sigma, queries, rng) -> dict:
     scores = {k: [credit_score(owner_emb, e, rng=rng) for e in v] for k, v in suspects.items()}
-    auc = auroc(torch.tensor(scores["surrogate"], dtype=torch.float64), torch.tensor(scores["independent"], dtype=torch.float64))
+    auc = auroc(
+        torch.tensor(scores["surrogate"], dtype=torch.float64), torch.tensor(scores["independent"], dtype=torch.float64)
+    )
     tau = certified_threshold(owner_emb, sigma, queries) if sigma > 0 else float("nan")
     return {**scores, "auroc": float(auc), "tau": tau}
 
@@ -103,8 +111,11 @@ def digits_run(seed: int, scales, steps: int, n_models: int) -> dict:
         for m in range(n_models):
             torch.manual_seed(20_000 + 100 * seed + m)
             surr.append(embed(train(Net(64, 128, 32, 10), queries, api, True, steps), x[ver]))
-        out[s] = {"acc_clean": acc_clean, "acc_served": acc_served,
-                  **verify(owner_ver, {"surrogate": surr, "independent": indep}, sigma, len(queries), rng)}
+        out[s] = {
+            "acc_clean": acc_clean,
+            "acc_served": acc_served,
+            **verify(owner_ver, {"surrogate": surr, "independent": indep}, sigma, len(queries), rng),
+        }
     return out
 
 
@@ -124,7 +135,7 @@ def lm_run(seed: int, scales, steps: int, n_models: int) -> dict:
         fin, _ = token_rows(st, "ln_final.hook_normalized")
         nxt = torch.full_like(idx["tokens"], -1)
         same = idx["seq"][1:] == idx["seq"][:-1]
-        nxt[:-1][same] = idx["tokens"][1:][same]      # the next token of each row, -1 at a sequence end
+        nxt[:-1][same] = idx["tokens"][1:][same]  # the next token of each row, -1 at a sequence end
         keep = nxt >= 0
         feats.append(f6[keep]), finals.append(fin[keep]), toks.append(nxt[keep])
     f6, fin, nxt = torch.cat(feats), torch.cat(finals), torch.cat(toks)
@@ -158,8 +169,10 @@ def lm_run(seed: int, scales, steps: int, n_models: int) -> dict:
         for m in range(n_models):
             torch.manual_seed(40_000 + 100 * seed + m)
             surr.append(embed(train(Net(576, 128, 32, 256), x[tr], api, True, steps), x[ver]))
-        out[s] = {"top1_agreement_served_vs_clean": agree,
-                  **verify(owner_ver, {"surrogate": surr, "independent": indep}, sigma, len(tr), rng)}
+        out[s] = {
+            "top1_agreement_served_vs_clean": agree,
+            **verify(owner_ver, {"surrogate": surr, "independent": indep}, sigma, len(tr), rng),
+        }
     return out
 
 
@@ -169,9 +182,19 @@ def _table(res_by_seed: list[dict], scales, acc_cols) -> str:
         r = [x[s] for x in res_by_seed]
         sur = [float(np.mean(x["surrogate"])) for x in r]
         ind = [float(np.mean(x["independent"])) for x in r]
-        rows.append([s, *(fmt([x[c] for x in r]) for c in acc_cols), fmt(sur), fmt(ind),
-                     fmt([x["auroc"] for x in r], 2), fmt([x["tau"] for x in r]) if s > 0 else "-"])
-    return markdown_table(["σ / std(z)", *acc_cols, "score surrogates", "score independent", "AUROC", "τ (our reading)"], rows)
+        rows.append(
+            [
+                s,
+                *(fmt([x[c] for x in r]) for c in acc_cols),
+                fmt(sur),
+                fmt(ind),
+                fmt([x["auroc"] for x in r], 2),
+                fmt([x["tau"] for x in r]) if s > 0 else "-",
+            ]
+        )
+    return markdown_table(
+        ["σ / std(z)", *acc_cols, "score surrogates", "score independent", "AUROC", "τ (our reading)"], rows
+    )
 
 
 def main(argv=None) -> dict:
@@ -185,7 +208,7 @@ def main(argv=None) -> dict:
     out = {"digits": dig}
     if not (a.quick or a.no_lm):
         lm = [lm_run(s, scales, 200, n_models) for s in range(seeds)]
-        print(f"\nsmollm2-135m final states: copies trained on the served top-256 next-token distribution vs on labels")
+        print("\nsmollm2-135m final states: copies trained on the served top-256 next-token distribution vs on labels")
         print(_table(lm, scales, ["top1_agreement_served_vs_clean"]))
         out["smollm2"] = lm
     return json.loads(json.dumps(out, default=float))

@@ -30,8 +30,9 @@ def instance(seed: int, users: int, items: int):
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=5, draws=(20, "DP runs per instance and ε"),
-                           quick="3 seeds, 5 draws, 60 users x 30 items")
+    ap = experiment_parser(
+        __doc__, seeds=5, draws=(20, "DP runs per instance and ε"), quick="3 seeds, 5 draws, 60 users x 30 items"
+    )
     ap.add_argument("--users", type=int, nargs="+", default=[200], help="user counts (one table each)")
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 0.5, 1.0, 4.0, 16.0])
     a = ap.parse_args(argv)
@@ -55,10 +56,16 @@ def run(users: int, items: int, seeds: int, draws: int, eps_grid) -> dict:
             res[e]["greedy+"].append(float(np.mean([x.value for x in g])) / ref.value)
             res[e]["naive"].append(float(np.mean([x.value for x in n])) / ref.value)
             res[e]["queries"].append(float(np.mean([x.queries for x in g])))
-    print(f"f(DP) / f(non-private greedy+), {users} users x {items} items, budget {budget}; "
-          f"mean ± sd over {seeds} instances ({draws} DP draws each)")
-    print(markdown_table(["ε", "DP greedy+ (ours)", "naive DP greedy", "f queries (greedy+)"],
-                         [[e, fmt(r["greedy+"]), fmt(r["naive"]), fmt(r["queries"], 0)] for e, r in res.items()]))
+    print(
+        f"f(DP) / f(non-private greedy+), {users} users x {items} items, budget {budget}; "
+        f"mean ± sd over {seeds} instances ({draws} DP draws each)"
+    )
+    print(
+        markdown_table(
+            ["ε", "DP greedy+ (ours)", "naive DP greedy", "f queries (greedy+)"],
+            [[e, fmt(r["greedy+"]), fmt(r["naive"]), fmt(r["queries"], 0)] for e, r in res.items()],
+        )
+    )
     print(f"non-private greedy+ queries: {fmt([float(q) for q in ref_q], 0)}")
     return json.loads(json.dumps({str(k): v for k, v in res.items()}))
 

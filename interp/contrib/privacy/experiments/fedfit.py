@@ -21,8 +21,12 @@ from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.privacy.fedfit import FedConfig, dirichlet_split, federated_train
 from interp.contrib.report import fmt, markdown_table
 
-RULES = {"dense FedAvg": (0.0, "static"), "static random mask": (0.9, "static"),
-         "magnitude / gradient (FedDST-like)": (0.9, "magnitude"), "FedFit (Fisher)": (0.9, "fisher")}
+RULES = {
+    "dense FedAvg": (0.0, "static"),
+    "static random mask": (0.9, "static"),
+    "magnitude / gradient (FedDST-like)": (0.9, "magnitude"),
+    "FedFit (Fisher)": (0.9, "fisher"),
+}
 
 
 def run(x, y, dims, seed: int, rounds: int, n_test: int) -> dict[str, float]:
@@ -31,10 +35,15 @@ def run(x, y, dims, seed: int, rounds: int, n_test: int) -> dict[str, float]:
     te, tr = perm[:n_test], perm[n_test:]
     parts = dirichlet_split(y[tr], 10, 0.3, g)
     clients = [(x[tr][p], y[tr][p]) for p in parts if len(p) > 0]
-    return {name: federated_train(clients, (x[te], y[te]), dims,
-                                  FedConfig(rounds=rounds, sparsity=sp, rule=rule, seed=seed,
-                                            adjust_every=max(1, rounds // 6)))[0]
-            for name, (sp, rule) in RULES.items()}
+    return {
+        name: federated_train(
+            clients,
+            (x[te], y[te]),
+            dims,
+            FedConfig(rounds=rounds, sparsity=sp, rule=rule, seed=seed, adjust_every=max(1, rounds // 6)),
+        )[0]
+        for name, (sp, rule) in RULES.items()
+    }
 
 
 def main(argv=None) -> dict:
@@ -51,8 +60,12 @@ def main(argv=None) -> dict:
         out["smollm2"] = [run(xl, yl, (576, 256, 3), s, rounds, len(xl) // 4) for s in range(seeds)]
     for name, res in out.items():
         print(f"\n{name}: test accuracy after {rounds} rounds (mean ± sd over {seeds} seeds)")
-        print(markdown_table(["method", "accuracy", "gap to dense"],
-                             [[m, fmt([r[m] for r in res]), fmt([r["dense FedAvg"] - r[m] for r in res])] for m in RULES]))
+        print(
+            markdown_table(
+                ["method", "accuracy", "gap to dense"],
+                [[m, fmt([r[m] for r in res]), fmt([r["dense FedAvg"] - r[m] for r in res])] for m in RULES],
+            )
+        )
     return json.loads(json.dumps(out))
 
 

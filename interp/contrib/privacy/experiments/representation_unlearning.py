@@ -115,7 +115,11 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
     else:
         forget = torch.rand(len(y), generator=gen) < 0.1
         test_keep = torch.ones_like(yt, dtype=torch.bool)
-    sets = {"retain": (x[~forget], y[~forget]), "forget": (x[forget], y[forget]), "test": (xt[test_keep], yt[test_keep])}
+    sets = {
+        "retain": (x[~forget], y[~forget]),
+        "forget": (x[forget], y[forget]),
+        "test": (xt[test_keep], yt[test_keep]),
+    }
     out = {}
 
     t0 = time.time()
@@ -127,7 +131,7 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
     train_lm(gold, trainer(*sets["retain"]), steps, lr=3e-3, seed=seed)
     out["retrain (gold)"] = {**metrics(gold, sets), "seconds": round(time.time() - t0, 1)}
     base_steps = max(steps // 10, 20)
-    for name, kw in (("finetune retain", {}), ("gradient ascent", {"ascent": True}), ("random labels", {})):
+    for name, _kw in (("finetune retain", {}), ("gradient ascent", {"ascent": True}), ("random labels", {})):
         t0 = time.time()
         m = clone(model, seed)
         for p in m.parameters():
@@ -167,16 +171,17 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
         zf, zr = z[forget], z[~forget]
         cfg = UnlearnConfig(regime=regime, beta=beta, l2=l2, steps=300, lr=3e-3, batch_size=128, seed=seed)
         if regime == "retain_forget":  # the decoder only ever sees retain rows there (KL needs none)
-            fit_transform(T, lambda t, idx: decode(t, idx, xr), zf, y[forget], zr, y[~forget], cfg)
+            fit_transform(T, lambda t, idx: decode(t, idx, xr), zf, y[forget], zr, y[~forget], cfg)  # noqa: B023
         else:  # forget-only: it decodes forget rows (the distillation term)
-            fit_transform(T, lambda t, idx: decode(t, idx, xf), zf, y[forget], cfg=cfg)
+            fit_transform(T, lambda t, idx: decode(t, idx, xf), zf, y[forget], cfg=cfg)  # noqa: B023
         out[name] = {**metrics(model, sets, hook=T.hook(-1)), "seconds": round(time.time() - t0, 1)}
     return out
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=1, steps=(1200, "training steps of the original and retrained models"),
-                           threads=1)
+    ap = experiment_parser(
+        __doc__, seeds=1, steps=(1200, "training steps of the original and retrained models"), threads=1
+    )
     args = parse(ap, argv)
     t0 = time.time()
     res = {"config": vars(args)}

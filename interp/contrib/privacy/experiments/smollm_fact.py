@@ -21,9 +21,20 @@ import torch
 import interp
 from interp.contrib.privacy.representation_unlearning import RepresentationTransform, UnlearnConfig, fit_transform
 
-CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome", "Germany": "Berlin", "Spain": "Madrid",
-            "Egypt": "Cairo", "Russia": "Moscow", "England": "London", "Greece": "Athens", "Portugal": "Lisbon",
-            "Austria": "Vienna", "Ireland": "Dublin"}
+CAPITALS = {
+    "France": "Paris",
+    "Japan": "Tokyo",
+    "Italy": "Rome",
+    "Germany": "Berlin",
+    "Spain": "Madrid",
+    "Egypt": "Cairo",
+    "Russia": "Moscow",
+    "England": "London",
+    "Greece": "Athens",
+    "Portugal": "Lisbon",
+    "Austria": "Vienna",
+    "Ireland": "Dublin",
+}
 TRAIN_TEMPLATES = ["The capital of {} is", "The capital city of {} is", "{}'s capital is"]
 HELD_OUT = "Everyone knows that the capital of {} is"
 
@@ -64,8 +75,12 @@ def main(argv=None) -> dict:
         return ids, mask, torch.tensor(labels)
 
     others = countries[1:]
-    sets = {"france_train": prompts(TRAIN_TEMPLATES, ["France"]), "france_heldout": prompts([HELD_OUT], ["France"]),
-            "others_train": prompts(TRAIN_TEMPLATES[:2], others), "others_heldout": prompts([HELD_OUT], others)}
+    sets = {
+        "france_train": prompts(TRAIN_TEMPLATES, ["France"]),
+        "france_heldout": prompts([HELD_OUT], ["France"]),
+        "others_train": prompts(TRAIN_TEMPLATES[:2], others),
+        "others_heldout": prompts([HELD_OUT], others),
+    }
 
     def logits_of(ids, mask, T=None):
         last = mask.sum(1) - 1
@@ -109,8 +124,14 @@ def main(argv=None) -> dict:
 
     for name, regime in (("RepUnl retain+forget", "retain_forget"), ("RepUnl forget-only", "forget_only")):
         T = RepresentationTransform(model.d_model, 64)
-        cfg = UnlearnConfig(regime=regime, steps=args.steps, beta=2.0 if regime == "retain_forget" else 10.0,
-                            l2=0.1, lr=3e-3, batch_size=4)
+        cfg = UnlearnConfig(
+            regime=regime,
+            steps=args.steps,
+            beta=2.0 if regime == "retain_forget" else 10.0,
+            l2=0.1,
+            lr=3e-3,
+            batch_size=4,
+        )
         t1 = time.time()
         if regime == "retain_forget":
             fit_transform(T, decoder(r_ids, r_mask), zf, f_y, zr, r_y, cfg, progress=True)

@@ -70,15 +70,18 @@ def _compute_inputs(n_docs: int) -> dict[str, np.ndarray]:
         doc = importlib.import_module(name).__doc__ or ""
         if len(doc) > 200:
             texts.append(doc[:600])
-    names = [f"blocks.{l}.mlp.hook_pre" for l in LAYERS] + [f"blocks.{l}.attn.hook_pattern" for l in LAYERS] \
+    names = (
+        [f"blocks.{l}.mlp.hook_pre" for l in LAYERS]
+        + [f"blocks.{l}.attn.hook_pattern" for l in LAYERS]
         + [f"blocks.{l}.hook_resid_pre" for l in LAYERS]
+    )
     out = {"silu": [], "exp": [], **{f"rsqrt_L{l}": [] for l in LAYERS}}
     eps = float(getattr(model.hf_model.config, "rms_norm_eps", 1e-5))
     for text in texts[:n_docs]:
         _, cache = model.run_with_cache(text, names=names, return_logits=False, truncate=True)
         for l in LAYERS:
             out["silu"].append(cache[f"blocks.{l}.mlp.hook_pre"][0, 1:].flatten().numpy())
-            p = cache[f"blocks.{l}.attn.hook_pattern"][0, :, 1:].double()           # [heads, q, k], q >= 1
+            p = cache[f"blocks.{l}.attn.hook_pattern"][0, :, 1:].double()  # [heads, q, k], q >= 1
             logp = torch.log(p.clamp_min(1e-300)) - torch.log(p.amax(-1, keepdim=True))
             keep = torch.tril(torch.ones(p.shape[-2], p.shape[-1], dtype=torch.bool), diagonal=1).expand_as(p)
             out["exp"].append(logp[keep].clamp_min(-16 * math.log(2)).numpy())
@@ -90,8 +93,12 @@ def _compute_inputs(n_docs: int) -> dict[str, np.ndarray]:
 
 
 def synthetic_inputs(rng) -> dict[str, np.ndarray]:
-    return {"silu": rng.uniform(-8, 8, 4000), "gelu": rng.uniform(-8, 8, 4000),
-            "exp": rng.uniform(-11, 0, 4000), "rsqrt_all": rng.uniform(0.25, 64, 4000)}
+    return {
+        "silu": rng.uniform(-8, 8, 4000),
+        "gelu": rng.uniform(-8, 8, 4000),
+        "exp": rng.uniform(-11, 0, 4000),
+        "rsqrt_all": rng.uniform(0.25, 64, 4000),
+    }
 
 
 def calibrate(name: str, x: np.ndarray, tol: float, max_pieces: int = 256):
@@ -132,18 +139,52 @@ def main(argv=None) -> dict:
         ulp_f = int(np.abs((y0 + y1).view(np.int64) - plain).max())
         ulp_b = int(np.abs((b0 + b1).view(np.int64) - plain[:nb]).max())
         e2e = float(np.abs(spec.fp.decode(y0 + y1) - OPS[name.split("_")[0]](xs)).max())
-        out[name] = {"range": [lo, hi], "frac": spec.fp.frac, "pieces": spec.coeffs.shape[0], "fit_error": spec.max_error,
-                     "fixed_error_on_cache": err, "protocol_error": e2e, "ulps_fused": ulp_f, "ulps_baseline": ulp_b,
-                     "calls_fused": fused.fss_calls, "calls_baseline": base.fss_calls,
-                     "key_words_fused": fused.key_words, "key_words_baseline": base.key_words, "triples": fused.triples}
-        rows.append([name, f"[{lo:.3g}, {hi:.3g}]", f"Q{spec.fp.bits - 1 - spec.fp.frac}.{spec.fp.frac}",
-                     spec.coeffs.shape[0], f"{err:.2e}", f"{e2e:.2e}", f"{ulp_f} / {ulp_b}",
-                     f"{fused.fss_calls} / {base.fss_calls}", f"{fused.key_words:,} / {base.key_words:,}"])
+        out[name] = {
+            "range": [lo, hi],
+            "frac": spec.fp.frac,
+            "pieces": spec.coeffs.shape[0],
+            "fit_error": spec.max_error,
+            "fixed_error_on_cache": err,
+            "protocol_error": e2e,
+            "ulps_fused": ulp_f,
+            "ulps_baseline": ulp_b,
+            "calls_fused": fused.fss_calls,
+            "calls_baseline": base.fss_calls,
+            "key_words_fused": fused.key_words,
+            "key_words_baseline": base.key_words,
+            "triples": fused.triples,
+        }
+        rows.append(
+            [
+                name,
+                f"[{lo:.3g}, {hi:.3g}]",
+                f"Q{spec.fp.bits - 1 - spec.fp.frac}.{spec.fp.frac}",
+                spec.coeffs.shape[0],
+                f"{err:.2e}",
+                f"{e2e:.2e}",
+                f"{ulp_f} / {ulp_b}",
+                f"{fused.fss_calls} / {base.fss_calls}",
+                f"{fused.key_words:,} / {base.key_words:,}",
+            ]
+        )
     src = "synthetic ranges" if a.quick else "smollm2-135m cached activations"
     print(f"FuseFSS specs (degree 2, tol {a.tol}) from {src}; {n} values through the two-party protocol")
-    print(markdown_table(["op", "range", "input format", "pieces", "max err (fixed, all cached)",
-                          "max err (protocol)", "ulps vs plaintext fused / baseline", "FSS calls fused / baseline",
-                          "key words fused / baseline"], rows))
+    print(
+        markdown_table(
+            [
+                "op",
+                "range",
+                "input format",
+                "pieces",
+                "max err (fixed, all cached)",
+                "max err (protocol)",
+                "ulps vs plaintext fused / baseline",
+                "FSS calls fused / baseline",
+                "key words fused / baseline",
+            ],
+            rows,
+        )
+    )
     return json.loads(json.dumps(out))
 
 

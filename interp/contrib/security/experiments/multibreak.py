@@ -48,8 +48,12 @@ def run(make_judge, seeds: int, rounds: int, batch: int) -> dict:
     out = {}
     for name, loop in METHODS.items():
         hs = [loop(make_judge(s), rounds, batch, np.random.default_rng(100 + s)) for s in range(seeds)]
-        out[name] = {"rates": [h.success_rate for h in hs], "found": [float(h.found) for h in hs],
-                     "mean_score": [h.mean_score for h in hs], "best_score": [h.best_score for h in hs]}
+        out[name] = {
+            "rates": [h.success_rate for h in hs],
+            "found": [float(h.found) for h in hs],
+            "mean_score": [h.mean_score for h in hs],
+            "best_score": [h.best_score for h in hs],
+        }
     return out
 
 
@@ -59,10 +63,27 @@ def table(res: dict, rounds: int) -> str:
     for name, r in res.items():
         rates = np.array(r["rates"])
         ms, bs = np.array(r["mean_score"]), np.array(r["best_score"])
-        rows.append([name, *(fmt(list(rates[:, c]), 2) for c in cols), fmt(list(rates.mean(1)), 2), fmt(r["found"], 1),
-                     f"{fmt(list(ms[:, 0]), 2)} -> {fmt(list(ms[:, -1]), 2)}", fmt(list(bs[:, -1]), 2)])
-    return markdown_table(["loop", *(f"success rate, round {c + 1}" for c in cols), "mean over rounds", "distinct successes",
-                           "mean judge score, first -> last round", "best score"], rows)
+        rows.append(
+            [
+                name,
+                *(fmt(list(rates[:, c]), 2) for c in cols),
+                fmt(list(rates.mean(1)), 2),
+                fmt(r["found"], 1),
+                f"{fmt(list(ms[:, 0]), 2)} -> {fmt(list(ms[:, -1]), 2)}",
+                fmt(list(bs[:, -1]), 2),
+            ]
+        )
+    return markdown_table(
+        [
+            "loop",
+            *(f"success rate, round {c + 1}" for c in cols),
+            "mean over rounds",
+            "distinct successes",
+            "mean judge score, first -> last round",
+            "best score",
+        ],
+        rows,
+    )
 
 
 def main(argv=None) -> dict:

@@ -53,7 +53,13 @@ def windows(x, lo, hi, stride, switches):
     for s in range(lo, hi - L - H, stride):
         w.append(x[:, s : s + L])
         y.append(x[:, s + L : s + L + H])
-        k = 1 if any(s < q <= s + L // 2 for q in switches) else 2 if any(s + L // 2 < q < s + L + H for q in switches) else 0
+        k = (
+            1
+            if any(s < q <= s + L // 2 for q in switches)
+            else 2
+            if any(s + L // 2 < q < s + L + H for q in switches)
+            else 0
+        )
         kind += [k] * x.shape[0]
     return torch.cat(w), torch.cat(y), torch.tensor(kind)
 
@@ -72,8 +78,12 @@ def trial(seed: int, T: int, stride: int) -> dict[str, dict[str, float]]:
     out = {}
     for k, p in preds.items():
         err = ((p - yte) ** 2).mean(1)
-        out[k] = {"all": float(err.mean()), "stable": float(err[kind == 0].mean()),
-                  "after switch": float(err[kind == 1].mean()), "in transition": float(err[kind == 2].mean())}
+        out[k] = {
+            "all": float(err.mean()),
+            "stable": float(err[kind == 0].mean()),
+            "after switch": float(err[kind == 1].mean()),
+            "in transition": float(err[kind == 2].mean()),
+        }
     return out
 
 
@@ -86,8 +96,18 @@ def main(argv=None) -> dict:
     runs = [trial(s, 2000 if a.quick else 6000, 16 if a.quick else 4) for s in range(seeds)]
     print(f"test MSE, lookback {L}, horizon {H} (mean ± sd over {seeds} seeds)")
     cols = ("all", "stable", "after switch", "in transition")
-    print(markdown_table(["model", "all windows", "stable regime", "after a switch (new regime fills the recent half)", "in transition"],
-                         [[m, *(fmt([r[m][c] for r in runs]) for c in cols)] for m in METHODS]))
+    print(
+        markdown_table(
+            [
+                "model",
+                "all windows",
+                "stable regime",
+                "after a switch (new regime fills the recent half)",
+                "in transition",
+            ],
+            [[m, *(fmt([r[m][c] for r in runs]) for c in cols)] for m in METHODS],
+        )
+    )
     print(json.dumps(runs))
     return {"runs": runs}
 

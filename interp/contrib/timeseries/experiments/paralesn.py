@@ -76,12 +76,21 @@ def timing(lengths: tuple[int, ...], n_units: int) -> list[dict]:
     rows = []
     for T in lengths:
         x = torch.randn(T, 1, dtype=torch.float64)
-        t_esn = _median_time(lambda: esn.features(x))
-        t_seq = _median_time(lambda: par.features(x, parallel=False))
-        t_scan = _median_time(lambda: par.features(x))
-        t_dbl = _median_time(lambda: par.features(x, parallel="doubling"))
-        rows.append({"T": T, "esn_s": t_esn, "paralesn_loop_s": t_seq, "paralesn_scan_s": t_scan, "paralesn_doubling_s": t_dbl,
-                     "speedup_vs_esn": t_esn / t_scan, "speedup_vs_loop": t_seq / t_scan})
+        t_esn = _median_time(lambda: esn.features(x))  # noqa: B023
+        t_seq = _median_time(lambda: par.features(x, parallel=False))  # noqa: B023
+        t_scan = _median_time(lambda: par.features(x))  # noqa: B023
+        t_dbl = _median_time(lambda: par.features(x, parallel="doubling"))  # noqa: B023
+        rows.append(
+            {
+                "T": T,
+                "esn_s": t_esn,
+                "paralesn_loop_s": t_seq,
+                "paralesn_scan_s": t_scan,
+                "paralesn_doubling_s": t_dbl,
+                "speedup_vs_esn": t_esn / t_scan,
+                "speedup_vs_loop": t_seq / t_scan,
+            }
+        )
     return rows
 
 
@@ -93,17 +102,44 @@ def main(argv=None) -> dict:
     n_train, n_test = (800, 400) if a.quick else (4000, 2000)
     runs = [forecast(s, n_train, n_test, n0) for s in range(seeds)]
     names = list(runs[0])
-    mc = {n: [memory_capacity(_models(s, n0)[n], T=1500 if a.quick else 3000, seed=s) for s in range(seeds)]
-          for n in names}
+    mc = {
+        n: [memory_capacity(_models(s, n0)[n], T=1500 if a.quick else 3000, seed=s) for s in range(seeds)]
+        for n in names
+    }
     print(f"Mackey-Glass NRMSE (mean ± sd over {seeds} seeds) and memory capacity (delays 1..100)")
-    print(markdown_table(["model", "1-step NRMSE", "84-step NRMSE", "memory capacity"],
-                         [[n, fmt([r[n][1] for r in runs], 4), fmt([r[n][84] for r in runs], 3), fmt(mc[n], 1)]
-                          for n in names]))
+    print(
+        markdown_table(
+            ["model", "1-step NRMSE", "84-step NRMSE", "memory capacity"],
+            [[n, fmt([r[n][1] for r in runs], 4), fmt([r[n][84] for r in runs], 3), fmt(mc[n], 1)] for n in names],
+        )
+    )
     tim = timing((500, 2000) if a.quick else (1000, 4000, 16000), 100 if a.quick else 500)
     print(f"\nwall-clock, 1 thread, {100 if a.quick else 500} units (median of 3)")
-    print(markdown_table(["T", "ESN (tanh loop) s", "ParalESN loop s", "ParalESN blocked scan s", "ParalESN doubling scan s", "scan vs ESN", "scan vs loop"],
-                         [[r["T"], f"{r['esn_s']:.3f}", f"{r['paralesn_loop_s']:.3f}", f"{r['paralesn_scan_s']:.3f}", f"{r['paralesn_doubling_s']:.3f}",
-                           f"{r['speedup_vs_esn']:.1f}x", f"{r['speedup_vs_loop']:.1f}x"] for r in tim]))
+    print(
+        markdown_table(
+            [
+                "T",
+                "ESN (tanh loop) s",
+                "ParalESN loop s",
+                "ParalESN blocked scan s",
+                "ParalESN doubling scan s",
+                "scan vs ESN",
+                "scan vs loop",
+            ],
+            [
+                [
+                    r["T"],
+                    f"{r['esn_s']:.3f}",
+                    f"{r['paralesn_loop_s']:.3f}",
+                    f"{r['paralesn_scan_s']:.3f}",
+                    f"{r['paralesn_doubling_s']:.3f}",
+                    f"{r['speedup_vs_esn']:.1f}x",
+                    f"{r['speedup_vs_loop']:.1f}x",
+                ]
+                for r in tim
+            ],
+        )
+    )
     out = {"forecast": runs, "memory_capacity": mc, "timing": tim}
     print(json.dumps({"timing": tim}))
     return out

@@ -52,8 +52,11 @@ def trial(seed: int, steps: int, n_train: int, n_test: int) -> dict:
     for t0 in range(40, T - H):
         hist, fut = bte[:, :t0], bte[:, t0 : t0 + H]
         event = ete[:, t0].abs().sum(1) > 0
-        preds = {"persistence": persistence(hist, H), "AR(3) on differences": ar_forecast(hist, coef, H),
-                 "SWM (ELBO)": model.forecast(hist, ete[:, : t0 + H], H)}
+        preds = {
+            "persistence": persistence(hist, H),
+            "AR(3) on differences": ar_forecast(hist, coef, H),
+            "SWM (ELBO)": model.forecast(hist, ete[:, : t0 + H], H),
+        }
         for m, p in preds.items():
             se = ((p - fut) ** 2).mean((1, 2))
             errs[m]["all"].append(se)
@@ -132,8 +135,11 @@ def lm_trial(seed: int, steps: int, emb_lm: torch.Tensor, shift, held) -> dict:
         for t0 in range(40, T - H):
             hist, fut = bte[:, :t0], bte[:, t0 : t0 + H]
             ev = ete[:, t0].abs().sum(1) > 0
-            preds = {name: model.forecast(hist, ete[:, : t0 + H], H), "persistence": persistence(hist, H),
-                     "AR(3) on differences": ar_forecast(hist, coef, H)}
+            preds = {
+                name: model.forecast(hist, ete[:, : t0 + H], H),
+                "persistence": persistence(hist, H),
+                "AR(3) on differences": ar_forecast(hist, coef, H),
+            }
             for m, p in preds.items():
                 errs[m].append(((p - fut) ** 2).mean((1, 2))[ev])
         for m, v in errs.items():
@@ -143,7 +149,9 @@ def lm_trial(seed: int, steps: int, emb_lm: torch.Tensor, shift, held) -> dict:
 
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=3, steps=600, quick="1 seed, 30 steps, 64 / 32 sequences")
-    ap.add_argument("--lm", action="store_true", help="also: events as sentences encoded by SmolLM2, held-out verbs at test")
+    ap.add_argument(
+        "--lm", action="store_true", help="also: events as sentences encoded by SmolLM2, held-out verbs at test"
+    )
     a = parse(ap, argv)
     if a.seeds <= 0 or a.steps <= 0:
         raise ValueError("--seeds and --steps must be positive")
@@ -151,16 +159,31 @@ def main(argv=None) -> dict:
     runs = [trial(s, steps, ntr, nte) for s in range(seeds)]
     methods = ("persistence", "AR(3) on differences", "SWM (ELBO)")
     print(f"belief forecasts, horizon {H}: RMSE (mean ± sd over {seeds} seeds)")
-    print(markdown_table(["model", "post-event windows", "all windows"],
-                         [[m, fmt([r[m]["post-event"] for r in runs], 4), fmt([r[m]["all"] for r in runs], 4)] for m in methods]))
-    print("ELBO first -> last step: " + "; ".join(f"{r['elbo_first_last'][0]:.2f} -> {r['elbo_first_last'][1]:.2f}" for r in runs))
+    print(
+        markdown_table(
+            ["model", "post-event windows", "all windows"],
+            [[m, fmt([r[m]["post-event"] for r in runs], 4), fmt([r[m]["all"] for r in runs], 4)] for m in methods],
+        )
+    )
+    print(
+        "ELBO first -> last step: "
+        + "; ".join(f"{r['elbo_first_last'][0]:.2f} -> {r['elbo_first_last'][1]:.2f}" for r in runs)
+    )
     out = {"runs": runs}
     if a.lm and not a.quick:
         texts, shift, held = sentences()
         emb = smollm_sentence_embeddings(texts)
         lm = [lm_trial(s, steps, emb, shift, held) for s in range(seeds)]
-        cols = ["SWM, SmolLM2 event embeddings", "SWM, random embedding per sentence", "persistence", "AR(3) on differences"]
-        print(f"\nevents as sentences ({len(texts)}; test events use only the held-out verbs {HELD_OUT}): post-event RMSE, {seeds} seeds")
+        cols = [
+            "SWM, SmolLM2 event embeddings",
+            "SWM, random embedding per sentence",
+            "persistence",
+            "AR(3) on differences",
+        ]
+        print(
+            f"\nevents as sentences ({len(texts)}; test events use only the held-out verbs {HELD_OUT}): post-event "
+            f"RMSE, {seeds} seeds"
+        )
         print(markdown_table(cols, [[fmt([r[c] for r in lm], 4) for c in cols]]))
         out["smollm2"] = lm
     print(json.dumps(out))

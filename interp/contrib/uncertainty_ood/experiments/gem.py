@@ -71,7 +71,9 @@ def evaluate(net: Net, x_te, y_te, oods: dict[str, torch.Tensor]) -> dict[str, f
     for name, xo in oods.items():
         res[f"auroc {name}"] = auroc(net(xo).vacuity(), out.vacuity())
     load = out.pi.mean(0)
-    res["head entropy"] = float(-(load * load.clamp_min(1e-12).log()).sum() / math.log(len(load))) if len(load) > 1 else float("nan")
+    res["head entropy"] = (
+        float(-(load * load.clamp_min(1e-12).log()).sum() / math.log(len(load))) if len(load) > 1 else float("nan")
+    )
     return res
 
 
@@ -117,20 +119,32 @@ def run(data_fn, n_classes: int, hidden, epochs: int, seeds: int) -> dict[str, d
 def show(title: str, res: dict) -> None:
     keys = [k for k in next(iter(res.values())) if not all(math.isnan(v) for r in res.values() for v in r[k])]
     print(title)
-    print(markdown_table(["variant", *keys], [[v, *(fmt([x for x in r[k] if not math.isnan(x)] or [float("nan")]) for k in keys)]
-                                               for v, r in res.items()]))
+    print(
+        markdown_table(
+            ["variant", *keys],
+            [
+                [v, *(fmt([x for x in r[k] if not math.isnan(x)] or [float("nan")]) for k in keys)]
+                for v, r in res.items()
+            ],
+        )
+    )
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, epochs=60, quick="1 seed, 3 epochs, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=3, epochs=60, quick="1 seed, 3 epochs, no LM run", no_lm="skip the SmolLM2 run"
+    )
     a = parse(ap, argv)
     seeds, epochs = (1, 3) if a.quick else (a.seeds, a.epochs)
     out = {"digits": run(digits_data, 7, (128, 64), epochs, seeds)}
-    show(f"digits 0-6 in distribution (mean ± sd over {seeds} seeds, {epochs} epochs); AUROC from vacuity", out["digits"])
+    show(
+        f"digits 0-6 in distribution (mean ± sd over {seeds} seeds, {epochs} epochs); AUROC from vacuity", out["digits"]
+    )
     if not (a.quick or a.no_lm):
         out["smollm2"] = run(lm_data, 2, (64,), max(5, epochs // 6), seeds)
-        show(f"\nsmollm2-135m layer 12: docs vs code in distribution, usr-share-doc OOD ({seeds} seeds)", out["smollm2"])
+        show(
+            f"\nsmollm2-135m layer 12: docs vs code in distribution, usr-share-doc OOD ({seeds} seeds)", out["smollm2"]
+        )
     return json.loads(json.dumps(out))
 
 

@@ -58,10 +58,12 @@ def trial(seed: int, p_miss: float, n_lab: int, n_test: int) -> dict[str, dict[i
     glob = global_importance_order(model)
     out = {p: {k: 0.0 for k in KS} for p in POLICIES}
     for i in range(n_test):
-        orders = {"random": acquire(model, xt[i], max(KS), "random", seed=seed * 10_000 + i),
-                  "global importance": acquire(model, xt[i], max(KS), "fixed", order=glob),
-                  "CMI greedy": acquire(model, xt[i], max(KS), "cmi"),
-                  "CMI greedy (true model)": acquire(truth, xt[i], max(KS), "cmi")}
+        orders = {
+            "random": acquire(model, xt[i], max(KS), "random", seed=seed * 10_000 + i),
+            "global importance": acquire(model, xt[i], max(KS), "fixed", order=glob),
+            "CMI greedy": acquire(model, xt[i], max(KS), "cmi"),
+            "CMI greedy (true model)": acquire(truth, xt[i], max(KS), "cmi"),
+        }
         for pol, order in orders.items():
             m = truth if pol.endswith("(true model)") else model
             obs = torch.zeros(D, dtype=torch.bool)

@@ -86,9 +86,11 @@ def evaluate(make, feats, y, seed: int) -> dict[str, float]:
             first = float((m.predict(feats[t1])[0] == y[t1]).float().mean())
     pred, score = m.predict(feats)
     t1 = te & torch.isin(y, torch.tensor(TASKS[0]))
-    return {"acc": float((pred[te] == y[te]).float().mean()),
-            "forgetting": first - float((pred[t1] == y[t1]).float().mean()),
-            "open-set auroc": auroc(score[unk], score[te])}
+    return {
+        "acc": float((pred[te] == y[te]).float().mean()),
+        "forgetting": first - float((pred[t1] == y[t1]).float().mean()),
+        "open-set auroc": auroc(score[unk], score[te]),
+    }
 
 
 def run(feats, y, seeds: int, steps: int) -> dict[str, dict[str, list[float]]]:
@@ -137,8 +139,9 @@ def show(title, res):
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 600 nodes, 50 head steps, no LM run",
-                           no_lm="skip the SmolLM2 run")
+    ap = experiment_parser(
+        __doc__, seeds=3, quick="1 seed, 600 nodes, 50 head steps, no LM run", no_lm="skip the SmolLM2 run"
+    )
     a = parse(ap, argv)
     seeds, n, steps = (1, 600, 50) if a.quick else (a.seeds, 3000, 300)
     data = {s: graph_data(s, n) for s in range(seeds)}

@@ -2,7 +2,12 @@ import numpy as np
 import pytest
 
 from interp.contrib.causal_stats.causal_feature_learning import (
-    CFL, cross_covariance, detection_rates, env_mean_covariance, pls_directions, rayleigh_quotient,
+    CFL,
+    cross_covariance,
+    detection_rates,
+    env_mean_covariance,
+    pls_directions,
+    rayleigh_quotient,
 )
 from interp.contrib.causal_stats.experiments.causal_feature_learning import main
 

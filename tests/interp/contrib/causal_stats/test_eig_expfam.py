@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from interp.contrib.causal_stats.eig_expfam import (
-    BetaBinomial, LinearGaussian, PoissonGamma, beta_entropy, collapsed_eig, gamma_entropy, nmc_eig,
+    BetaBinomial,
+    LinearGaussian,
+    PoissonGamma,
+    beta_entropy,
+    collapsed_eig,
+    gamma_entropy,
+    nmc_eig,
 )
 from interp.contrib.causal_stats.experiments.eig_expfam import main
 
@@ -28,7 +34,11 @@ def test_poisson_gamma_exact_matches_brute_force_sum():
     xi = 2.5
     # brute force: EIG = E_{θ,y}[log p(y|θ) - log p(y)], p(y) negative binomial, by quadrature over a fine θ grid
     theta = torch.linspace(1e-4, 15, 60001, dtype=torch.float64)
-    prior = torch.distributions.Gamma(torch.tensor(1.5, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64)).log_prob(theta).exp()
+    prior = (
+        torch.distributions.Gamma(torch.tensor(1.5, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64))
+        .log_prob(theta)
+        .exp()
+    )
     dt = theta[1] - theta[0]
     total = 0.0
     for y in range(60):

@@ -10,7 +10,9 @@ from interp.contrib.causal_stats.feature_bagging import BaggedRidge, Ridge, feat
 def _data(n=30, d=6, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, d, generator=g, dtype=torch.float64)
-    return x, x @ torch.randn(d, generator=g, dtype=torch.float64) + 0.3 * torch.randn(n, generator=g, dtype=torch.float64)
+    return x, x @ torch.randn(d, generator=g, dtype=torch.float64) + 0.3 * torch.randn(
+        n, generator=g, dtype=torch.float64
+    )
 
 
 def test_drop_feature_matches_refit():

@@ -3,7 +3,11 @@ import torch
 
 from interp.contrib.causal_stats.experiments.self_training import main
 from interp.contrib.causal_stats.self_training import (
-    excess_risk, ridge, self_train, shrinkage, spiked_covariance,
+    excess_risk,
+    ridge,
+    self_train,
+    shrinkage,
+    spiked_covariance,
 )
 
 

@@ -5,7 +5,12 @@ import pytest
 
 from interp.contrib.causal_stats.experiments.stream_ate import main
 from interp.contrib.causal_stats.stream_ate import (
-    HalvingCoreset, RandomFourier, StreamATE, balance_weights, halve, project_simplex,
+    HalvingCoreset,
+    RandomFourier,
+    StreamATE,
+    balance_weights,
+    halve,
+    project_simplex,
 )
 
 

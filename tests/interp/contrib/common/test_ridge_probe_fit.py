@@ -47,8 +47,15 @@ def test_fit_with_seeded_batches_is_deterministic_and_stops_early():
     assert w1 == w2 and r1.steps == 20 and len(r1.losses) == 20 and r1.losses[-1] < r1.losses[0]
     scores = iter([0.1, 0.5, 0.4, 0.3, 0.2, 0.9])
     lin = nn.Linear(1, 1)
-    res = fit(make_optimizer(lin.parameters(), lr=0.1, name="sgd"), lambda i: F.mse_loss(lin(x[i]), y[i]),
-              random_batches(64, 8, 100, 0), evaluate=lambda: next(scores), every=2, patience=3, restore=lin)
+    res = fit(
+        make_optimizer(lin.parameters(), lr=0.1, name="sgd"),
+        lambda i: F.mse_loss(lin(x[i]), y[i]),
+        random_batches(64, 8, 100, 0),
+        evaluate=lambda: next(scores),
+        every=2,
+        patience=3,
+        restore=lin,
+    )
     assert res.stopped_early and res.best_score == 0.5 and res.best_step == 4 and res.steps == 10
     with pytest.raises(ValueError, match="total_steps"):
         fit(make_optimizer(lin.parameters(), lr=0.1), lambda i: lin(x).sum(), range(1), schedule="cosine")
@@ -63,8 +70,13 @@ def test_fit_callback_sees_every_step_and_can_stop():
         seen.append((step, float(loss), loss.requires_grad))
         return step == 7
 
-    res = fit(make_optimizer(lin.parameters(), lr=0.01), lambda i: F.mse_loss(lin(x[i]), 2 * x[i]),
-              random_batches(32, 8, 100, 0), record_losses=True, callback=cb)
+    res = fit(
+        make_optimizer(lin.parameters(), lr=0.01),
+        lambda i: F.mse_loss(lin(x[i]), 2 * x[i]),
+        random_batches(32, 8, 100, 0),
+        record_losses=True,
+        callback=cb,
+    )
     assert res.steps == 7 and res.stopped_early and [s for s, _, _ in seen] == list(range(1, 8))
     assert [v for _, v, _ in seen] == res.losses and not any(g for _, _, g in seen)
 

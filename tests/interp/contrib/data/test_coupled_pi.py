@@ -14,14 +14,20 @@ def _data(seed=0, nl=30, nu=200, dx=4, dw=3, cw=2.0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(nl + nu, dx, generator=g, dtype=torch.float64)
     w = torch.randn(nl + nu, dw, generator=g, dtype=torch.float64)
-    y = x @ torch.arange(1.0, dx + 1, dtype=torch.float64) + cw * w[:, 0] + 0.1 * torch.randn(nl + nu, generator=g, dtype=torch.float64)
+    y = (
+        x @ torch.arange(1.0, dx + 1, dtype=torch.float64)
+        + cw * w[:, 0]
+        + 0.1 * torch.randn(nl + nu, generator=g, dtype=torch.float64)
+    )
     return x[:nl], w[:nl], y[:nl], x[nl:], w[nl:]
 
 
 def test_hand_computed_ridge_case():
     # x = (1, 2), y = (1, 2), no ridge, no coupling: alpha = 1 exactly
     xl, yl = torch.tensor([[1.0], [2.0]]), torch.tensor([1.0, 2.0])
-    fit = coupled_closed_form(xl, torch.tensor([[1.0], [0.0]]), yl, torch.zeros(0, 1), torch.zeros(0, 1), lam=0.0, rho=0.0)
+    fit = coupled_closed_form(
+        xl, torch.tensor([[1.0], [0.0]]), yl, torch.zeros(0, 1), torch.zeros(0, 1), lam=0.0, rho=0.0
+    )
     assert fit.alpha.item() == pytest.approx(1.0, abs=1e-12)
     # ridge: (xᵀx/n + ρ)⁻¹ xᵀy/n = (2.5 / (2.5 + 0.5))
     assert ridge(xl, yl, 0.5, mean=True).item() == pytest.approx(2.5 / 3.0)
@@ -37,7 +43,9 @@ def test_alternating_solver_reaches_closed_form(kappa):
 
 def test_limits_lambda_zero_is_ridge_and_large_lambda_is_two_step():
     xl, wl, yl, xu, wu = _data()
-    assert torch.allclose(coupled_closed_form(xl, wl, yl, xu, wu, 0.0).alpha, ridge(xl, yl, 1e-3, mean=True), atol=1e-10)
+    assert torch.allclose(
+        coupled_closed_form(xl, wl, yl, xu, wu, 0.0).alpha, ridge(xl, yl, 1e-3, mean=True), atol=1e-10
+    )
     far = coupled_closed_form(xl, wl, yl, xu, wu, 1e6, kappa=0.0, rho=0.0).alpha
     assert torch.allclose(far, fit_two_step(xl, wl, yl, xu, wu, rho=0.0).alpha, atol=1e-4)
 
@@ -48,14 +56,23 @@ def test_joint_objective_is_minimised_at_kappa_one():
 
     def loss(al, be):
         zl, zu = torch.cat([xl, wl], 1), torch.cat([xu, wu], 1)
-        return (((yl - xl @ al) ** 2).mean() + ((yl - zl @ be) ** 2).mean()
-                + 1.5 * ((zu @ be - xu @ al) ** 2).mean() + 1e-3 * (al.pow(2).sum() + be.pow(2).sum()))
+        return (
+            ((yl - xl @ al) ** 2).mean()
+            + ((yl - zl @ be) ** 2).mean()
+            + 1.5 * ((zu @ be - xu @ al) ** 2).mean()
+            + 1e-3 * (al.pow(2).sum() + be.pow(2).sum())
+        )
 
     base = loss(fit.alpha, fit.beta)
     g = torch.Generator().manual_seed(0)
     for _ in range(5):
-        assert loss(fit.alpha + 1e-3 * torch.randn(4, generator=g, dtype=torch.float64),
-                    fit.beta + 1e-3 * torch.randn(7, generator=g, dtype=torch.float64)) > base
+        assert (
+            loss(
+                fit.alpha + 1e-3 * torch.randn(4, generator=g, dtype=torch.float64),
+                fit.beta + 1e-3 * torch.randn(7, generator=g, dtype=torch.float64),
+            )
+            > base
+        )
 
 
 def test_cv_uses_a_strong_privileged_view_and_predicts():

@@ -46,11 +46,15 @@ def test_prototype_relabel_hand_case():
 
 
 def test_metrics_closed_forms():
-    assert detection_f1(torch.tensor([True, True, False, False]), torch.tensor([True, False, True, False])) == pytest.approx(0.5)
+    assert detection_f1(
+        torch.tensor([True, True, False, False]), torch.tensor([True, False, True, False])
+    ) == pytest.approx(0.5)
     assert detection_f1(torch.tensor([False, False]), torch.tensor([True, False])) == 0.0
     assert spearman(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0, 30.0])) == pytest.approx(1.0)
     assert spearman(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
-    assert small_loss_scores(torch.zeros(1, 2), torch.tensor([0])).item() == pytest.approx(torch.log(torch.tensor(2.0)).item())
+    assert small_loss_scores(torch.zeros(1, 2), torch.tensor([0])).item() == pytest.approx(
+        torch.log(torch.tensor(2.0)).item()
+    )
 
 
 def test_evolution_finds_the_informative_view():

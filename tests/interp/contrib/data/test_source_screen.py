@@ -21,7 +21,9 @@ def test_sin_theta_closed_forms():
     tilt = torch.tensor([[math.cos(0.3)], [math.sin(0.3)], [0.0]], dtype=torch.float64)
     assert sin_theta(tilt, e[:, :1]) == pytest.approx(math.sin(0.3))
     # the span matters, not the basis
-    assert sin_theta(e[:, :2] @ torch.tensor([[1.0, 1.0], [1.0, -1.0]], dtype=torch.float64), e[:, :2]) == pytest.approx(0.0, abs=1e-12)
+    assert sin_theta(
+        e[:, :2] @ torch.tensor([[1.0, 1.0], [1.0, -1.0]], dtype=torch.float64), e[:, :2]
+    ) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_mom_recovers_the_subspace_with_diverse_heads():

@@ -15,7 +15,7 @@ from interp.contrib.fairness.ef_noisy_queries import (
 def test_margins_by_hand():
     v = np.array([[3.0, 1.0, 2.0], [1.0, 2.0, 2.0]])
     a1 = np.array([True, False, False])
-    assert envy_margins(v, a1) == (0.0, 3.0)          # 3 - (1+2); (2+2) - 1
+    assert envy_margins(v, a1) == (0.0, 3.0)  # 3 - (1+2); (2+2) - 1
     assert is_envy_free(v, a1)
     assert not is_envy_free(v, np.array([False, False, True]))
 
@@ -39,7 +39,7 @@ def test_planted_instance_and_noise_free_recovery():
     rng = np.random.default_rng(1)
     inst = planted_instance(12, 3.0, rng)
     planted = min(envy_margins(inst.values, inst.planted))
-    assert planted == pytest.approx(3.0, abs=1.0)       # Δ minus the small base imbalance
+    assert planted == pytest.approx(3.0, abs=1.0)  # Δ minus the small base imbalance
     assert brute_force_best_margin(inst.values)[0] >= planted - 1e-12
     assert is_envy_free(inst.values, threshold_allocation(inst.values))
     assert (per_item_allocation(inst.values) == inst.planted).all()

@@ -15,7 +15,7 @@ from interp.contrib.fairness.online_fair import (
 
 
 def test_mms_closed_forms_and_heuristic_bound():
-    assert mms([3, 3, 2, 2, 2], 2) == 6.0            # {3,3} vs {2,2,2}
+    assert mms([3, 3, 2, 2, 2], 2) == 6.0  # {3,3} vs {2,2,2}
     assert mms([5, 1, 1], 2) == 2.0
     assert mms([4.0], 1) == 4.0
     rng = np.random.default_rng(0)

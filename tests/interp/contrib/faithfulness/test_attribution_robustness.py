@@ -3,7 +3,13 @@ import torch
 from torch import nn
 
 from interp.contrib.faithfulness.attribution_robustness import (
-    KernelAttention, cosine, input_hessian_norm, random_robustness, saliency, spearman, topk_attack,
+    KernelAttention,
+    cosine,
+    input_hessian_norm,
+    random_robustness,
+    saliency,
+    spearman,
+    topk_attack,
     topk_intersection,
 )
 
@@ -18,11 +24,13 @@ def test_topk_intersection_exact():
 
 def test_spearman_and_cosine_exact():
     a = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
-    assert spearman(a, a ** 3).item() == pytest.approx(1.0)
+    assert spearman(a, a**3).item() == pytest.approx(1.0)
     assert spearman(a, -a).item() == pytest.approx(-1.0)
     # with ties: ranks of [1,1,2] are [0.5,0.5,2]; of [1,2,3] are [0,1,2]; Pearson of these = 0.8660
-    assert spearman(torch.tensor([[1.0, 1.0, 2.0]]), torch.tensor([[1.0, 2.0, 3.0]])).item() == pytest.approx(0.8660254, abs=1e-6)
-    assert cosine(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 1.0]])).item() == pytest.approx(2 ** -0.5)
+    assert spearman(torch.tensor([[1.0, 1.0, 2.0]]), torch.tensor([[1.0, 2.0, 3.0]])).item() == pytest.approx(
+        0.8660254, abs=1e-6
+    )
+    assert cosine(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 1.0]])).item() == pytest.approx(2**-0.5)
 
 
 def test_saliency_and_hessian_on_quadratic():
@@ -66,7 +74,7 @@ def test_kernel_attention_pattern():
     q = torch.tensor([[[[0.0, 1.0]]]])
     k = torch.tensor([[[[0.0, 0.0], [1.0, -1.0]]]])
     # phi = elu+1: phi(q)=(1,2); phi(k0)=(1,1), phi(k1)=(2, e^-1); scores 3 and 2+2/e
-    s = torch.tensor([3.0, 2 + 2 * torch.e ** -1])
+    s = torch.tensor([3.0, 2 + 2 * torch.e**-1])
     torch.testing.assert_close(att.pattern(q, k)[0, 0, 0], s / s.sum())
 
 

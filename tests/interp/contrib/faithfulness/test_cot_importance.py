@@ -4,7 +4,12 @@ import pytest
 import torch
 
 from interp.contrib.faithfulness.cot_importance import (
-    answer_probabilities, bernoulli_jsd, cir, cir_abs, sufficiency, truncation_report,
+    answer_probabilities,
+    bernoulli_jsd,
+    cir,
+    cir_abs,
+    sufficiency,
+    truncation_report,
 )
 
 
@@ -44,8 +49,9 @@ class _CopyLast:
 
 
 def test_answer_probabilities_exact():
-    p = answer_probabilities(_CopyLast(), question=[10], reasoning_words=[[3], [7], [10, 5]],
-                             answer_prefix=[10], answer=[5])
+    p = answer_probabilities(
+        _CopyLast(), question=[10], reasoning_words=[[3], [7], [10, 5]], answer_prefix=[10], answer=[5]
+    )
     torch.testing.assert_close(p, torch.tensor([0.1 / 11, 0.1 / 11, 0.1 / 11, 0.9], dtype=torch.float64))
     rep = truncation_report(p)
     assert rep["p_full"] == pytest.approx(0.9) and rep["cir"] == pytest.approx(float(bernoulli_jsd(0.9, 0.1 / 11)))

@@ -3,7 +3,12 @@ import torch
 
 import interp
 from interp.contrib.faithfulness.verbalization import (
-    LinearInverter, choose_answer, embed_patch_hook, fit_linear_map, follow_rates, privileged_information_score,
+    LinearInverter,
+    choose_answer,
+    embed_patch_hook,
+    fit_linear_map,
+    follow_rates,
+    privileged_information_score,
 )
 from tests.tiny import tiny_hf
 

@@ -4,7 +4,14 @@ import pytest
 import torch
 from torch import nn
 
-from interp.contrib.generative.diff_info import HiddenTap, cfg_norm, gaussian_mmse, integrate_logsnr, mmse_curve, pool_projector
+from interp.contrib.generative.diff_info import (
+    HiddenTap,
+    cfg_norm,
+    gaussian_mmse,
+    integrate_logsnr,
+    mmse_curve,
+    pool_projector,
+)
 
 
 def test_pool_projector_is_an_orthogonal_projection_of_rank_16():
@@ -15,12 +22,16 @@ def test_pool_projector_is_an_orthogonal_projection_of_rank_16():
     low = P @ img
     # the low-pass part of pixel (0,0) is the mean of its 2x2 block: (0 + 1 + 8 + 9) / 4
     assert float(low[0]) == pytest.approx(4.5)
-    assert torch.allclose((torch.eye(64, dtype=torch.float64) - P) @ P, torch.zeros(64, 64, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(
+        (torch.eye(64, dtype=torch.float64) - P) @ P, torch.zeros(64, 64, dtype=torch.float64), atol=1e-12
+    )
 
 
 def test_gaussian_mmse_closed_form_and_monte_carlo():
     # scalar: mmse = σ² / (1 + snr σ²)
-    assert gaussian_mmse(torch.tensor([[2.0]]), torch.tensor([0.0, 1.0, 3.0])).tolist() == pytest.approx([2.0, 2 / 3, 2 / 7])
+    assert gaussian_mmse(torch.tensor([[2.0]]), torch.tensor([0.0, 1.0, 3.0])).tolist() == pytest.approx(
+        [2.0, 2 / 3, 2 / 7]
+    )
     # 3-d: the linear (optimal) denoiser's Monte-Carlo error matches tr((Σ⁻¹ + snr I)⁻¹)
     g = torch.Generator().manual_seed(0)
     A = torch.randn(3, 3, generator=g, dtype=torch.float64)

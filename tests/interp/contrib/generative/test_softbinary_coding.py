@@ -35,7 +35,9 @@ def test_ecsq_matches_known_values():
     # fine steps: D -> Δ²/12 and the gap to Shannon -> 10 log10(2πe/12) = 1.53 dB
     r, d = ecsq_gaussian(0.1)
     assert d == pytest.approx(0.01 / 12, rel=1e-3)
-    assert 10 * math.log10(d / shannon_distortion(r)) == pytest.approx(10 * math.log10(2 * math.pi * math.e / 12), abs=0.01)
+    assert 10 * math.log10(d / shannon_distortion(r)) == pytest.approx(
+        10 * math.log10(2 * math.pi * math.e / 12), abs=0.01
+    )
 
 
 def test_pfr_sample_follows_the_posterior():

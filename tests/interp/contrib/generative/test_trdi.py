@@ -42,7 +42,9 @@ def test_inversion_is_exact_when_epsilon_does_not_depend_on_x_or_t():
     assert torch.allclose(reconstruct(const_eps(c), s, invert(const_eps(c), s, x, path), path), x, atol=1e-10)
     states = torch.stack([x] * 3)
     C = jump_costs(const_eps(c), s, states, [0, 10, 40])
-    assert torch.allclose(C[torch.triu(torch.ones(3, 3, dtype=torch.bool), 1)], torch.zeros(3, dtype=torch.float64), atol=1e-18)
+    assert torch.allclose(
+        C[torch.triu(torch.ones(3, 3, dtype=torch.bool), 1)], torch.zeros(3, dtype=torch.float64), atol=1e-18
+    )
 
 
 def test_round_trip_deviation_is_positive_for_an_x_dependent_model():

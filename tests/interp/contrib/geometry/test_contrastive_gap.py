@@ -4,8 +4,14 @@ import pytest
 import torch
 
 from interp.contrib.geometry.contrastive_gap import (
-    centroid_gap, infonce_energy, kde_symmetric_kl, mmd, modality_separability, retrieval_top1,
-    symmetric_infonce_loss, uniformity,
+    centroid_gap,
+    infonce_energy,
+    kde_symmetric_kl,
+    mmd,
+    modality_separability,
+    retrieval_top1,
+    symmetric_infonce_loss,
+    uniformity,
 )
 
 

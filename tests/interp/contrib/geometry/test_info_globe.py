@@ -16,7 +16,7 @@ from interp.contrib.geometry.info_globe import (
 def test_fisher_rao_closed_forms():
     p = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
     d = fisher_rao(p, p)
-    assert d[0, 1].item() == pytest.approx(math.pi, abs=1e-3)          # disjoint supports: 2 arccos 0
+    assert d[0, 1].item() == pytest.approx(math.pi, abs=1e-3)  # disjoint supports: 2 arccos 0
     assert d[0, 2].item() == pytest.approx(2 * math.acos(math.sqrt(0.5)), abs=1e-5)  # = π/2
     assert d.diagonal().abs().max().item() < 2e-3
 

@@ -4,7 +4,12 @@ import pytest
 import torch
 
 from interp.contrib.geometry.neural_collapse import (
-    UFMConfig, class_mean_subspace, effective_rank, gauss_newton_last_layer, nc_metrics, spectrum_check,
+    UFMConfig,
+    class_mean_subspace,
+    effective_rank,
+    gauss_newton_last_layer,
+    nc_metrics,
+    spectrum_check,
     train_deep_ufm,
 )
 
@@ -35,15 +40,21 @@ def test_nc1_of_a_known_spread():
 def test_effective_rank():
     assert effective_rank(torch.diag(torch.tensor([1.0, 1.0, 0.0]))) == pytest.approx(2.0)
     assert effective_rank(torch.ones(4, 4)) == pytest.approx(1.0)
-    assert effective_rank(torch.tensor([3.0, 1.0])) == pytest.approx(math.exp(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25))))
+    assert effective_rank(torch.tensor([3.0, 1.0])) == pytest.approx(
+        math.exp(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+    )
 
 
 def test_gauss_newton_matches_autograd():
     g = torch.Generator().manual_seed(0)
-    h, W, b = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
+    h, W, b = (
+        torch.randn(5, 4, generator=g, dtype=torch.float64),
+        torch.randn(3, 4, generator=g, dtype=torch.float64),
+        torch.randn(3, generator=g, dtype=torch.float64),
+    )
     ref = torch.zeros(12, 12, dtype=torch.float64)
     for hi in h:
-        jac = torch.autograd.functional.jacobian(lambda w: w.reshape(3, 4) @ hi + b, W.reshape(-1))  # [3, 12]
+        jac = torch.autograd.functional.jacobian(lambda w: w.reshape(3, 4) @ hi + b, W.reshape(-1))  # [3, 12]  # noqa: B023
         p = (W @ hi + b).softmax(0)
         ref += jac.T @ (torch.diag(p) - torch.outer(p, p)) @ jac / len(h)
     assert torch.allclose(gauss_newton_last_layer(h, W, b), ref, atol=1e-12)
@@ -63,7 +74,10 @@ def test_spectrum_check_at_collapse_lies_in_the_predicted_subspace():
 
 def test_deep_ufm_trains_and_records():
     for init in ("random", "spectral"):
-        hist = train_deep_ufm(UFMConfig(n_classes=3, per_class=4, width=6, depth=2, steps=200, init=init, init_scale=0.5), record_every=100)
+        hist = train_deep_ufm(
+            UFMConfig(n_classes=3, per_class=4, width=6, depth=2, steps=200, init=init, init_scale=0.5),
+            record_every=100,
+        )
         assert hist["step"] == [0, 100, 200]
         assert hist["loss"][-1] < hist["loss"][0]
         assert len(hist["sv"][0]) == 3

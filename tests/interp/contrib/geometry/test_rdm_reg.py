@@ -17,7 +17,7 @@ from interp.contrib.geometry.rdm_reg import (
 
 
 def test_sigma_closed_forms():
-    assert rgg_sigma(2.0) == pytest.approx(1.0)            # GN_2 with σ 1 is N(0, 1)
+    assert rgg_sigma(2.0) == pytest.approx(1.0)  # GN_2 with σ 1 is N(0, 1)
     assert rgg_sigma(1.0) == pytest.approx(1 / math.sqrt(2))  # Laplace with scale 1/sqrt(2) has variance 1
 
 
@@ -32,7 +32,9 @@ def test_rgg_zero_fraction_closed_form():
     # P(ReLU(μ + σ L) = 0) for a unit-variance Laplace L: μ = 0 -> 1/2; μ = -1 -> 1 - exp(-sqrt(2))/2
     g = torch.Generator().manual_seed(1)
     assert 1 - l0_fraction(sample_rgg((400, 250), 1.0, 0.0, g)) == pytest.approx(0.5, abs=0.01)
-    assert 1 - l0_fraction(sample_rgg((400, 250), 1.0, -1.0, g)) == pytest.approx(1 - math.exp(-math.sqrt(2)) / 2, abs=0.01)
+    assert 1 - l0_fraction(sample_rgg((400, 250), 1.0, -1.0, g)) == pytest.approx(
+        1 - math.exp(-math.sqrt(2)) / 2, abs=0.01
+    )
 
 
 def test_sliced_w2_exact_cases():
@@ -40,7 +42,9 @@ def test_sliced_w2_exact_cases():
     assert sliced_w2(a, a[torch.randperm(50)]).item() == pytest.approx(0.0, abs=1e-10)  # same sample, any order
     # a shift by c along every axis: each projection shifts by <c, θ>; E<c, θ>² = |c|² / d
     c = torch.tensor([1.0, 2.0, 2.0])
-    assert sliced_w2(a, a + c, n_proj=20000, generator=torch.Generator().manual_seed(1)).item() == pytest.approx(9 / 3, rel=0.05)
+    assert sliced_w2(a, a + c, n_proj=20000, generator=torch.Generator().manual_seed(1)).item() == pytest.approx(
+        9 / 3, rel=0.05
+    )
     # one dimension: sliced W2 is the sorted-sample W2
     x, y = torch.tensor([[0.0], [2.0]]), torch.tensor([[3.0], [1.0]])
     assert sliced_w2(x, y, n_proj=3).item() == pytest.approx(1.0)
@@ -60,7 +64,9 @@ def test_rdmreg_prefers_rgg_samples_and_sparsity_metrics():
 def test_vicreg_terms():
     z = torch.randn(64, 4, generator=torch.Generator().manual_seed(3)) * 3
     assert vicreg_loss(z, z, mu=0.0, nu=0.0).item() == 0.0
-    assert vicreg_loss(torch.zeros(8, 2), torch.zeros(8, 2), lam=0, mu=1.0, nu=0).item() == pytest.approx(2 * (1 - 0.01))
+    assert vicreg_loss(torch.zeros(8, 2), torch.zeros(8, 2), lam=0, mu=1.0, nu=0).item() == pytest.approx(
+        2 * (1 - 0.01)
+    )
 
 
 def test_bad_input():

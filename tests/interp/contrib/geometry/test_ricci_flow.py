@@ -3,7 +3,13 @@ import torch
 
 from interp.cache import ActivationCache
 from interp.contrib.geometry.ricci_flow import (
-    forman_curvature, graph_distances, knn_graph, modularity, ricci_flow, scalar_curvature, states_from_cache,
+    forman_curvature,
+    graph_distances,
+    knn_graph,
+    modularity,
+    ricci_flow,
+    scalar_curvature,
+    states_from_cache,
 )
 
 
@@ -66,7 +72,9 @@ def test_bad_inputs():
 
 
 def test_states_from_cache_drops_padding_and_first_position():
-    acts = {f"blocks.{l}.hook_resid_post": torch.arange(2 * 4 * 3, dtype=torch.float).reshape(2, 4, 3) + l for l in range(2)}
+    acts = {
+        f"blocks.{l}.hook_resid_post": torch.arange(2 * 4 * 3, dtype=torch.float).reshape(2, 4, 3) + l for l in range(2)
+    }
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
     cache = ActivationCache(acts, tokens=torch.zeros(2, 4, dtype=torch.long), attention_mask=mask)
     states = states_from_cache(cache, max_points=None)

@@ -3,13 +3,21 @@ import math
 import pytest
 import torch
 
-from interp.contrib.graphs.haar_spectral import HaarFilterNet, haar_basis, median_tree, spectral_embedding, spectral_tree
+from interp.contrib.graphs.haar_spectral import (
+    HaarFilterNet,
+    haar_basis,
+    median_tree,
+    spectral_embedding,
+    spectral_tree,
+)
 
 
 def test_four_leaf_binary_tree_gives_the_classic_haar_matrix():
     Phi, level = haar_basis([[0, 1], [2, 3]], 4)
     s = 1 / math.sqrt(2)
-    expected = torch.tensor([[0.5, 0.5, s, 0.0], [0.5, 0.5, -s, 0.0], [0.5, -0.5, 0.0, s], [0.5, -0.5, 0.0, -s]], dtype=torch.float64)
+    expected = torch.tensor(
+        [[0.5, 0.5, s, 0.0], [0.5, 0.5, -s, 0.0], [0.5, -0.5, 0.0, s], [0.5, -0.5, 0.0, -s]], dtype=torch.float64
+    )
     # columns: scaling, root wavelet, then the two children's wavelets
     assert torch.allclose(Phi[:, 0], expected[:, 0]) and torch.allclose(Phi[:, 1], expected[:, 1])
     assert torch.allclose(Phi[:, 2:], expected[:, 2:], atol=1e-12)

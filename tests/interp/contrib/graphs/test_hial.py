@@ -45,7 +45,9 @@ def test_diffusion_rows_sum_to_one_and_zero_steps_is_identity():
 
 def _small_objective(seed=0, n=9):
     g = torch.Generator().manual_seed(seed)
-    edges = [sorted(torch.randperm(n, generator=g)[: int(torch.randint(2, 5, (1,), generator=g))].tolist()) for _ in range(7)]
+    edges = [
+        sorted(torch.randperm(n, generator=g)[: int(torch.randint(2, 5, (1,), generator=g))].tolist()) for _ in range(7)
+    ]
     X = torch.randn(n, 3, generator=g, dtype=torch.float64)
     hg = Hypergraph(edges, n)
     return hial_objective(hial_propagation(hg, X), X), n

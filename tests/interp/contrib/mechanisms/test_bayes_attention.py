@@ -2,7 +2,14 @@ import pytest
 import torch
 
 from interp.contrib.mechanisms.bayes_attention import (
-    Family, MetricHeads, bayes_head, default_family, fisher_alignment, make_task, qk_metrics, qk_precision_alignment,
+    Family,
+    MetricHeads,
+    bayes_head,
+    default_family,
+    fisher_alignment,
+    make_task,
+    qk_metrics,
+    qk_precision_alignment,
 )
 
 
@@ -55,7 +62,9 @@ def test_qk_metrics_reproduce_the_models_prerotary_scores():
         for blk in hf.model.layers:
             blk.input_layernorm.weight.uniform_(0.5, 1.5)
     model = HookedModel(hf, byte_tokenizer())
-    _, cache = model.run_with_cache(["hello world"], names=["blocks.1.hook_resid_pre", "blocks.1.attn.hook_q", "blocks.1.attn.hook_k"])
+    _, cache = model.run_with_cache(
+        ["hello world"], names=["blocks.1.hook_resid_pre", "blocks.1.attn.hook_q", "blocks.1.attn.hook_k"]
+    )
     x = cache["blocks.1.hook_resid_pre"][0].double()
     u = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + hf.config.rms_norm_eps)
     m = qk_metrics(model, 1)

@@ -2,7 +2,14 @@ import pytest
 import torch
 
 from interp.contrib.mechanisms.neuron_expansion import (
-    MaskedMLP, accuracy, expand_neurons, feature_capacity, make_dnf, mean_neuron_cosine, polysemanticity, train_mlp,
+    MaskedMLP,
+    accuracy,
+    expand_neurons,
+    feature_capacity,
+    make_dnf,
+    mean_neuron_cosine,
+    polysemanticity,
+    train_mlp,
 )
 
 

@@ -15,7 +15,10 @@ from interp.contrib.moe.noise_filter import (
 
 @pytest.mark.parametrize("d_in,d_out,h,k", [(32, 1, 16, 4), (64, 3, 16, 4), (8, 2, 3, 2)])
 def test_iso_parameter_width(d_in, d_out, h, k):
-    moe, dense = n_params(Top1MoE(d_in, d_out, h, k)), n_params(DenseMLP(d_in, d_out, iso_dense_width(d_in, d_out, h, k)))
+    moe, dense = (
+        n_params(Top1MoE(d_in, d_out, h, k)),
+        n_params(DenseMLP(d_in, d_out, iso_dense_width(d_in, d_out, h, k))),
+    )
     assert abs(moe - dense) <= (d_in + 1 + d_out) / 2 + 1
 
 
@@ -34,9 +37,9 @@ def test_moe_forward_matches_a_per_row_loop():
 
 def test_noise_energy_fraction_closed_forms():
     basis = torch.eye(4)[:, :1]
-    assert noise_energy_fraction(torch.eye(4)[:1], basis) == pytest.approx(0.0)        # reads only the signal
-    assert noise_energy_fraction(torch.eye(4)[1:], basis) == pytest.approx(1.0)        # blind to it
-    assert noise_energy_fraction(torch.eye(4), basis) == pytest.approx(3 / 4)          # isotropic: 1 - r/d
+    assert noise_energy_fraction(torch.eye(4)[:1], basis) == pytest.approx(0.0)  # reads only the signal
+    assert noise_energy_fraction(torch.eye(4)[1:], basis) == pytest.approx(1.0)  # blind to it
+    assert noise_energy_fraction(torch.eye(4), basis) == pytest.approx(3 / 4)  # isotropic: 1 - r/d
     assert noise_energy_fraction(torch.tensor([[1.0, 1.0, 0, 0]]), basis) == pytest.approx(0.5)
 
 

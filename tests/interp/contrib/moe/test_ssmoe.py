@@ -5,7 +5,13 @@ import torch
 import torch.nn.functional as F
 
 from interp.contrib.moe.ssmoe import (
-    MoEBlock, SSMoERouter, expert_load, load_entropy, mixed_routing, spectral_directions, ssmoe_logits,
+    MoEBlock,
+    SSMoERouter,
+    expert_load,
+    load_entropy,
+    mixed_routing,
+    spectral_directions,
+    ssmoe_logits,
 )
 
 

@@ -5,8 +5,16 @@ import torch
 
 from interp.contrib.post_training.experiments.ips_grpo import main
 from interp.contrib.post_training.ips_grpo import (
-    answer_diversity, expected_update, group_frequency, grpo_advantages, kl, sample_weights, sum_rewards,
-    target_distribution, train_bandit, SumPolicy,
+    SumPolicy,
+    answer_diversity,
+    expected_update,
+    group_frequency,
+    grpo_advantages,
+    kl,
+    sample_weights,
+    sum_rewards,
+    target_distribution,
+    train_bandit,
 )
 
 

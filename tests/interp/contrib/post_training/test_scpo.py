@@ -5,8 +5,15 @@ import torch
 
 from interp.contrib.post_training.experiments.scpo import main
 from interp.contrib.post_training.scpo import (
-    AttributePolicy, condition_dpo_loss, curriculum_pool, edit_images, hallucinated_pairs, hallucination_rate,
-    partner, sample_captions, sample_images,
+    AttributePolicy,
+    condition_dpo_loss,
+    curriculum_pool,
+    edit_images,
+    hallucinated_pairs,
+    hallucination_rate,
+    partner,
+    sample_captions,
+    sample_images,
 )
 
 
@@ -32,7 +39,7 @@ def test_pairs_and_edits():
     # row 0, hard: the partner of 0 is 1 and of 2 is 3, both absent, so the new token is that partner
     assert int(y_l[0][diff[0]]) == int(partner(y_w[0][diff[0]]))
     v2 = edit_images(v, y_w, g)
-    removed = (v - v2)
+    removed = v - v2
     assert removed.sum(1).tolist() == [1.0, 1.0]
     for i in range(2):
         assert int(removed[i].argmax()) in y_w[i].tolist()

@@ -18,7 +18,7 @@ def test_watermark_direction_by_hand_and_equal_logit_shift():
     assert d == pytest.approx(np.array([1.0, 1.0]) / math.sqrt(2))
     w = np.random.default_rng(0).standard_normal((5, 12))
     shift = w @ watermark_direction(w, eps=1e-9)
-    assert shift == pytest.approx(np.full(5, shift[0]), rel=1e-6)   # every logit moves by the same amount
+    assert shift == pytest.approx(np.full(5, shift[0]), rel=1e-6)  # every logit moves by the same amount
 
 
 def test_utility_entropy_closed_form():

@@ -68,7 +68,12 @@ def test_bad_input():
     with pytest.raises(ValueError, match="rounds"):
         FedConfig(rounds=0)
     with pytest.raises(ValueError, match="features"):
-        federated_train([(torch.zeros(3, 5), torch.zeros(3, dtype=torch.long))], (torch.zeros(1, 4), torch.zeros(1)), (4, 2), FedConfig())
+        federated_train(
+            [(torch.zeros(3, 5), torch.zeros(3, dtype=torch.long))],
+            (torch.zeros(1, 4), torch.zeros(1)),
+            (4, 2),
+            FedConfig(),
+        )
     with pytest.raises(ValueError, match="at least one"):
         federated_train([], (torch.zeros(1, 4), torch.zeros(1)), (4, 2), FedConfig())
     with pytest.raises(ValueError, match="alpha"):

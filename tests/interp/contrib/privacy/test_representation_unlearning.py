@@ -4,7 +4,10 @@ from torch import nn
 
 import interp
 from interp.contrib.privacy.representation_unlearning import (
-    RepresentationTransform, UnlearnConfig, fit_transform, gaussian_kl,
+    RepresentationTransform,
+    UnlearnConfig,
+    fit_transform,
+    gaussian_kl,
 )
 from tests.tiny import tiny_hf
 
@@ -56,10 +59,20 @@ def test_forgets_a_class_and_keeps_the_rest(regime):
     f, r = y == 3, y != 3
     assert (head(z[f]).argmax(-1) == 3).float().mean() > 0.9
     t = RepresentationTransform(8, 32)
-    cfg = (UnlearnConfig(regime=regime, steps=250, beta=2.0) if regime == "retain_forget"
-           else UnlearnConfig(regime=regime, steps=250, beta=10.0, l2=0.1))
-    fit_transform(t, lambda s, i: head(s), z[f], y[f], z[r] if regime == "retain_forget" else None,
-                  y[r] if regime == "retain_forget" else None, cfg)
+    cfg = (
+        UnlearnConfig(regime=regime, steps=250, beta=2.0)
+        if regime == "retain_forget"
+        else UnlearnConfig(regime=regime, steps=250, beta=10.0, l2=0.1)
+    )
+    fit_transform(
+        t,
+        lambda s, i: head(s),
+        z[f],
+        y[f],
+        z[r] if regime == "retain_forget" else None,
+        y[r] if regime == "retain_forget" else None,
+        cfg,
+    )
     with torch.no_grad():
         acc_f = (head(t(z[f])).argmax(-1) == 3).float().mean()
         acc_r = (head(t(z[r])).argmax(-1) == y[r]).float().mean()

@@ -18,8 +18,8 @@ U64 = np.uint64
 
 
 def test_fixed_point_format_from_range_by_hand():
-    assert FixedPoint.from_range(-8, 7.9) == FixedPoint(16, 12, 16)        # [-8, 8) needs 3 integer bits
-    assert FixedPoint.from_range(-8, 8) == FixedPoint(16, 11, 16)          # 8 itself needs one more
+    assert FixedPoint.from_range(-8, 7.9) == FixedPoint(16, 12, 16)  # [-8, 8) needs 3 integer bits
+    assert FixedPoint.from_range(-8, 8) == FixedPoint(16, 11, 16)  # 8 itself needs one more
     assert FixedPoint.from_range(0.1, 0.9, bits=8) == FixedPoint(8, 7, 16)
     fp = FixedPoint(8, 4, 4)
     assert fp.decode(fp.encode([1.25, -2.5, 100.0])).tolist() == [1.25, -2.5, 127 / 16]  # saturates
@@ -40,7 +40,7 @@ def test_table_gate_keys_alone_do_not_depend_on_the_function():
     t1, t2 = np.arange(16, dtype=U64), np.zeros(16, dtype=U64)
     g1 = TableGate.deal(t1, r=5, rng=np.random.default_rng(3))
     g2 = TableGate.deal(t2, r=5, rng=np.random.default_rng(3))
-    assert (g1.key0 == g2.key0).all()                  # party 0's key is pure randomness
+    assert (g1.key0 == g2.key0).all()  # party 0's key is pure randomness
     # reconstruction: at x̂ = x + r the two key entries sum to g(x)
     with np.errstate(over="ignore"):
         assert all(int(g1.eval(0, (x + 5) % 16) + g1.eval(1, (x + 5) % 16)) == x for x in range(16))
@@ -52,14 +52,14 @@ def test_table_gate_keys_alone_do_not_depend_on_the_function():
 def test_protocol_matches_plaintext_on_every_input_of_a_small_domain(fn, lo, hi):
     fp = FixedPoint.from_range(lo, hi, bits=8, arith_frac=12)
     spec = fit_spec(fn, lo, hi, pieces=4, degree=2, fp=fp)
-    enc = np.arange(-128, 128, dtype=np.int64).view(U64)   # every 8-bit input
+    enc = np.arange(-128, 128, dtype=np.int64).view(U64)  # every 8-bit input
     rng = np.random.default_rng(1)
     x0, x1 = share(enc, rng)
     (y0, y1), (b0, b1), stats = fused_eval(spec, x0, x1, rng)
     (z0, z1), base = baseline_eval(spec, x0, x1, rng)
     plain = plain_fixed_eval(spec, enc).view(np.int64)
     xmax = 2 ** (fp.bits - 1 - fp.frac)
-    bound = 1 + spec.degree * (1 + xmax) ** (spec.degree - 1)   # ±1 per truncation, carried by Horner
+    bound = 1 + spec.degree * (1 + xmax) ** (spec.degree - 1)  # ±1 per truncation, carried by Horner
     assert np.abs((y0 + y1).view(np.int64) - plain).max() <= bound
     assert np.abs((z0 + z1).view(np.int64) - plain).max() <= bound
     # the packed comparison returns every predicate bit [x < t_k]

@@ -12,7 +12,7 @@ from interp.contrib.security.orch_jail import (
 
 def test_contains_in_order_by_hand():
     assert contains_in_order(["retrieve", "crop", "blend", "overlay"]) == 3
-    assert contains_in_order(["blend", "retrieve", "overlay"]) == 1          # order matters
+    assert contains_in_order(["blend", "retrieve", "overlay"]) == 1  # order matters
     assert contains_in_order(["retrieve", "upscale", "blend"]) == 2
     assert contains_in_order([]) == 0
 

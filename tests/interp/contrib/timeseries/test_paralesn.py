@@ -1,5 +1,3 @@
-import math
-
 import pytest
 import torch
 
@@ -19,7 +17,9 @@ from interp.contrib.timeseries.paralesn import (
 
 def _rand_complex(shape, seed):
     g = torch.Generator().manual_seed(seed)
-    return torch.complex(torch.randn(shape, generator=g, dtype=torch.float64), torch.randn(shape, generator=g, dtype=torch.float64))
+    return torch.complex(
+        torch.randn(shape, generator=g, dtype=torch.float64), torch.randn(shape, generator=g, dtype=torch.float64)
+    )
 
 
 def test_hand_computed_recurrence():
@@ -34,7 +34,10 @@ def test_hand_computed_recurrence():
 def test_scans_match_the_sequential_recurrence(T, chunk):
     n = 9
     g = torch.Generator().manual_seed(T)
-    a = torch.polar(0.3 + 0.69 * torch.rand(n, generator=g, dtype=torch.float64), 6.28 * torch.rand(n, generator=g, dtype=torch.float64))
+    a = torch.polar(
+        0.3 + 0.69 * torch.rand(n, generator=g, dtype=torch.float64),
+        6.28 * torch.rand(n, generator=g, dtype=torch.float64),
+    )
     u, h0 = _rand_complex((T, n), T), _rand_complex((n,), T + 1)
     ref = sequential_linear(a, u, h0)
     assert torch.allclose(scan_linear(a, u, h0), ref, atol=1e-12)

@@ -24,9 +24,9 @@ def test_elbo_matches_hand_computation_when_q_equals_the_prior_mean():
     with torch.no_grad():  # make q a point mass far below the prior variance? use tiny q variance and compare
         for p in m.parameters():
             p.zero_()
-        m.q.bias.copy_(torch.tensor([0.0, -30.0]))      # q = N(0, e^-30): z ≈ 0
-        m.p_logvar.fill_(0.0)                           # prior N(z_prev + 0, 1)
-        m.b_logvar.fill_(0.0)                           # emission N(0, 1)
+        m.q.bias.copy_(torch.tensor([0.0, -30.0]))  # q = N(0, e^-30): z ≈ 0
+        m.p_logvar.fill_(0.0)  # prior N(z_prev + 0, 1)
+        m.b_logvar.fill_(0.0)  # emission N(0, 1)
     b = torch.tensor([[[1.0], [2.0]]])
     e = torch.zeros(1, 2, 1)
     # per step: log N(b; 0, 1) - KL(N(0, e^-30) || N(0, 1)) with KL = 0.5(-(-30) + e^-30 - 1)

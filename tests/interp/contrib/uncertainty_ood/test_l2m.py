@@ -8,14 +8,16 @@ from interp.contrib.uncertainty_ood.l2m import GaussianLogisticModel, acquire, b
 
 def _model(rho=0.8):
     cov = torch.tensor([[1.0, rho, 0.0], [rho, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
-    return GaussianLogisticModel(torch.zeros(3, dtype=torch.float64), cov, torch.tensor([2.0, 0.0, 0.5], dtype=torch.float64), 0.0)
+    return GaussianLogisticModel(
+        torch.zeros(3, dtype=torch.float64), cov, torch.tensor([2.0, 0.0, 0.5], dtype=torch.float64), 0.0
+    )
 
 
 def test_gaussian_conditional_closed_form():
     m = _model()
     mean, cov = m.conditional(torch.tensor([0.0, 1.0, 0.0]), torch.tensor([False, True, False]))
-    assert mean.tolist() == pytest.approx([0.8, 1.0, 0.0])          # E[x0 | x1 = 1] = ρ
-    assert cov[0, 0].item() == pytest.approx(1 - 0.64)               # Var = 1 - ρ²
+    assert mean.tolist() == pytest.approx([0.8, 1.0, 0.0])  # E[x0 | x1 = 1] = ρ
+    assert cov[0, 0].item() == pytest.approx(1 - 0.64)  # Var = 1 - ρ²
     assert cov[1, 1].item() == 0.0 and cov[2, 2].item() == pytest.approx(1.0)
 
 
@@ -28,7 +30,11 @@ def test_cmi_matches_monte_carlo_and_is_zero_for_an_irrelevant_feature():
     p0 = m.predict(x, obs)
     hs = []
     for v in xs[:4000]:
-        hs.append(binary_entropy(torch.tensor(m.predict(torch.tensor([float(v), 0.0, 0.0]), torch.tensor([True, False, False])))))
+        hs.append(
+            binary_entropy(
+                torch.tensor(m.predict(torch.tensor([float(v), 0.0, 0.0]), torch.tensor([True, False, False])))
+            )
+        )
     brute = float(binary_entropy(torch.tensor(p0)) - torch.stack(hs).mean())
     assert m.cmi(x, obs, 0) == pytest.approx(brute, abs=0.01)
     # x2 independent of the rest with weight 0.5 vs x0 with weight 2: x0 is worth more
@@ -40,7 +46,9 @@ def test_cmi_matches_monte_carlo_and_is_zero_for_an_irrelevant_feature():
 def test_probit_prediction_limits():
     m = _model()
     assert m.predict(torch.zeros(3), torch.zeros(3, dtype=torch.bool)) == pytest.approx(0.5)
-    assert m.predict(torch.tensor([1.0, 0.0, 0.0]), torch.tensor([True, True, True])) == pytest.approx(1 / (1 + math.exp(-2)))
+    assert m.predict(torch.tensor([1.0, 0.0, 0.0]), torch.tensor([True, True, True])) == pytest.approx(
+        1 / (1 + math.exp(-2))
+    )
 
 
 def test_acquisition_policies():
@@ -74,4 +82,6 @@ def test_bad_input():
     with pytest.raises(ValueError, match="permutation"):
         acquire(m, torch.zeros(3), 1, "fixed", order=[0, 0, 1])
     with pytest.raises(ValueError, match="two labeled"):
-        GaussianLogisticModel.fit(torch.zeros(4, 2), torch.ones(4, 2, dtype=torch.bool), torch.zeros(4), torch.zeros(4, dtype=torch.bool))
+        GaussianLogisticModel.fit(
+            torch.zeros(4, 2), torch.ones(4, 2, dtype=torch.bool), torch.zeros(4), torch.zeros(4, dtype=torch.bool)
+        )

@@ -17,6 +17,7 @@ def test_fingerprint_and_reshape_closed_form():
 
 def test_safer_routes_tasks_and_flags_unknowns():
     g = torch.Generator().manual_seed(0)
+
     # 3 tasks in separate 2-D subspaces of R^8, 2 classes each; unknowns in a fourth subspace
     def blob(dims, sign, n=60):
         x = 0.05 * torch.randn(n, 8, generator=g)
@@ -41,8 +42,10 @@ def test_graph_generator_and_sgc():
     # SGC with one hop on a graph with no edges is the identity (self-loops only)
     assert torch.allclose(sgc_features(torch.zeros(3, 3), torch.eye(3), hops=1), torch.eye(3))
     # two nodes joined by an edge: Â = [[.5, .5], [.5, .5]]
-    assert torch.allclose(sgc_features(torch.tensor([[0.0, 1.0], [1.0, 0.0]]), torch.tensor([[2.0], [0.0]]), 1),
-                          torch.tensor([[1.0], [1.0]]))
+    assert torch.allclose(
+        sgc_features(torch.tensor([[0.0, 1.0], [1.0, 0.0]]), torch.tensor([[2.0], [0.0]]), 1),
+        torch.tensor([[1.0], [1.0]]),
+    )
 
 
 def test_bad_input():
