@@ -188,15 +188,21 @@ def show(
     width: int = typer.Option(100, metavar="INT", help="Characters of text per example in the console"),
 ) -> None:
     """Print, per query, the top and bottom training examples with text and scores; write report.html."""
-    from attribution.report import html_report, text_report
+    from contextlib import ExitStack
 
-    try:
-        if top <= 0:
-            raise ValueError(f"--top must be positive, got {top}")
-        report = text_report(run, top=top, width=width)
-        path = html_report(run, out, top=max(top, 10))
-    except (ValueError, FileNotFoundError) as e:
-        _fail(e)
+    from attribution.report import html_report, text_report
+    from interp.store.lock import holding
+
+    with ExitStack() as writing:
+        try:
+            if top <= 0:
+                raise ValueError(f"--top must be positive, got {top}")
+            report = text_report(run, top=top, width=width)
+            if out:  # a folder of the user's: a second writer into it is refused by name, not raced
+                writing.enter_context(holding(out, "the report folder"))
+            path = html_report(run, out, top=max(top, 10))
+        except (ValueError, FileNotFoundError) as e:
+            _fail(e)
     typer.echo(report)
     typer.echo(f"\nHTML: {path}")
 

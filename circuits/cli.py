@@ -12,6 +12,7 @@ interp circuits export runs/ioi/circuit.json --out ct_data          # circuit-tr
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
@@ -45,6 +46,18 @@ def _out_file(out: str, name: str) -> Path:
     """--out is a folder (the toolkit's convention); a path ending in .json is taken as the file itself."""
     p = Path(out)
     return p if p.suffix == ".json" else p / name
+
+
+def _hold(writing: ExitStack, folder: str | Path) -> None:
+    """Hold the writer lock of output folder `folder` until `writing` closes: a second writer into it is refused,
+    naming the holder, instead of racing it; a killed run's temporary files there are removed."""
+    from interp.store.errors import StoreLockedError
+    from interp.store.lock import holding
+
+    try:
+        writing.enter_context(holding(folder, "the output folder"))
+    except StoreLockedError as exc:
+        fail(str(exc))
 
 
 def _load(model: str | None, checkpoint: str | None, device: str, allow_torch_load: bool):
@@ -144,48 +157,51 @@ def extract(
     from circuits.model.checkpoint import CheckpointError
     from circuits.tasks.binary import get_task
 
-    path = _out_file(out, "circuit.json")
-    if path.exists() and not overwrite:
-        fail(f"{path} exists; pass --overwrite to replace it")
-    from interp.cli.options import deprecated
+    with ExitStack() as writing:
+        path = _out_file(out, "circuit.json")
+        if Path(out).suffix != ".json":  # the folder form (a path ending in .json is a file in a folder of the user)
+            _hold(writing, out)
+        if path.exists() and not overwrite:
+            fail(f"{path} exists; pass --overwrite to replace it")
+        from interp.cli.options import deprecated
 
-    n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 64)
-    try:
-        the_task = get_task(task)
-        cfg = ExtractConfig(
-            method=method,
-            metric=metric,
-            ablation=ablation,
-            n_prompts=n_prompts,
-            top_n=top_n,
-            threshold=threshold,
-            ig_steps=ig_steps,
-            budget=budget,
-            min_accuracy=min_accuracy,
-            seed=seed,
-        )
-        finder_cfg = _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, backdoor_weights)
-        m = _load(model, checkpoint, device, allow_torch_load)
-    except (ValueError, FileNotFoundError, CheckpointError) as exc:
-        fail(str(exc))
-    from circuits.finders.prune import TargetNotReached
-
-    try:
-        result = _run(m, the_task, cfg, finder_cfg)
-    except TaskTooHard as exc:
-        fail(str(exc))
-    except TargetNotReached as exc:
-        if exc.best is None:
+        n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 64)
+        try:
+            the_task = get_task(task)
+            cfg = ExtractConfig(
+                method=method,
+                metric=metric,
+                ablation=ablation,
+                n_prompts=n_prompts,
+                top_n=top_n,
+                threshold=threshold,
+                ig_steps=ig_steps,
+                budget=budget,
+                min_accuracy=min_accuracy,
+                seed=seed,
+            )
+            finder_cfg = _finder_config(cfg, target_loss, steps, lambda_steps, objective, head_mode, backdoor_weights)
+            m = _load(model, checkpoint, device, allow_torch_load)
+        except (ValueError, FileNotFoundError, CheckpointError) as exc:
             fail(str(exc))
-        exc.best.provenance["model_spec"] = model or checkpoint
-        exc.best.save(path)
-        fail(f"{exc} The best circuit found so far is saved in {path}.")
-    except ValueError as exc:
-        fail(str(exc))
-    circuit = result["circuit"]
-    circuit.provenance["model_spec"] = model or checkpoint
-    circuit.save(path)
-    summary = {k: v for k, v in circuit.metrics.items() if not isinstance(v, (list, dict))}
+        from circuits.finders.prune import TargetNotReached
+
+        try:
+            result = _run(m, the_task, cfg, finder_cfg)
+        except TaskTooHard as exc:
+            fail(str(exc))
+        except TargetNotReached as exc:
+            if exc.best is None:
+                fail(str(exc))
+            exc.best.provenance["model_spec"] = model or checkpoint
+            exc.best.save(path)
+            fail(f"{exc} The best circuit found so far is saved in {path}.")
+        except ValueError as exc:
+            fail(str(exc))
+        circuit = result["circuit"]
+        circuit.provenance["model_spec"] = model or checkpoint
+        circuit.save(path)
+        summary = {k: v for k, v in circuit.metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(json.dumps({"out": str(path), **summary}, indent=1))
 
 
@@ -353,46 +369,48 @@ def curve(
     from circuits.model.checkpoint import CheckpointError
     from circuits.tasks.binary import get_task
 
-    try:
-        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
-        if quick:
-            seeds, n_prompts, n_eval, n_boot, ig_steps, steps = (
-                min(seeds, 2),
-                min(n_prompts, 8),
-                min(n_eval, 8),
-                min(n_boot, 200),
-                min(ig_steps, 2),
-                min(steps, 5),
+    with ExitStack() as writing:
+        _hold(writing, out)
+        try:
+            size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
+            if quick:
+                seeds, n_prompts, n_eval, n_boot, ig_steps, steps = (
+                    min(seeds, 2),
+                    min(n_prompts, 8),
+                    min(n_eval, 8),
+                    min(n_boot, 200),
+                    min(ig_steps, 2),
+                    min(steps, 5),
+                )
+            cfg = CurveConfig(
+                method=method,
+                sizes=size_list,
+                n_prompts=n_prompts,
+                n_eval=n_eval,
+                seeds=seeds,
+                n_boot=n_boot,
+                metric=metric,
+                ablation=ablation,
+                ig_steps=ig_steps,
+                node_steps=steps,
             )
-        cfg = CurveConfig(
-            method=method,
-            sizes=size_list,
-            n_prompts=n_prompts,
-            n_eval=n_eval,
-            seeds=seeds,
-            n_boot=n_boot,
-            metric=metric,
-            ablation=ablation,
-            ig_steps=ig_steps,
-            node_steps=steps,
-        )
-        the_task = get_task(task or ("quotes" if quick else ""))
-        if quick and not model:
-            from circuits.finders.weight_sparse import WeightSparseConfig, build_model
+            the_task = get_task(task or ("quotes" if quick else ""))
+            if quick and not model:
+                from circuits.finders.weight_sparse import WeightSparseConfig, build_model
 
-            m = build_model(WeightSparseConfig(d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=1))
-        else:
-            m = _load(model, None, device, allow_torch_load)
-        result = faithfulness_curve(m, the_task, cfg, progress=lambda msg: typer.echo(msg, err=True))
-    except (ValueError, FileNotFoundError, CheckpointError) as exc:
-        fail(str(exc))
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    result["model_spec"] = model or ("tiny random gpt_neox (--quick)" if quick else None)
-    (folder / "curve.json").write_text(json.dumps(result, indent=1, default=str))
-    table = curve_table(result)
-    (folder / "curve.md").write_text(table + "\n")
-    write_curve_html(result, folder / "curve.html")
+                m = build_model(WeightSparseConfig(d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=1))
+            else:
+                m = _load(model, None, device, allow_torch_load)
+            result = faithfulness_curve(m, the_task, cfg, progress=lambda msg: typer.echo(msg, err=True))
+        except (ValueError, FileNotFoundError, CheckpointError) as exc:
+            fail(str(exc))
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        result["model_spec"] = model or ("tiny random gpt_neox (--quick)" if quick else None)
+        (folder / "curve.json").write_text(json.dumps(result, indent=1, default=str))
+        table = curve_table(result)
+        (folder / "curve.md").write_text(table + "\n")
+        write_curve_html(result, folder / "curve.html")
     typer.echo(table)
     typer.echo(f"wrote {folder / 'curve.json'}, {folder / 'curve.md'} and {folder / 'curve.html'}")
 
@@ -433,15 +451,18 @@ def export(
 
     if format != "circuit-tracer":
         fail(f"unknown --format {format!r}; use circuit-tracer")
-    try:
-        c = Circuit.load(file)
-        single = Path(out).suffix == ".json"
-        target = Path(out) if single else Path(out) / f"{slug_of(c)}.json"
-        if target.exists() and not overwrite:
-            fail(f"{target} exists; pass --overwrite to replace it")
-        path = write_circuit_tracer(c, out) if single else write_circuit_tracer_folder(c, out)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
+    with ExitStack() as writing:
+        try:
+            c = Circuit.load(file)
+            single = Path(out).suffix == ".json"
+            if not single:  # the folder form: graph-metadata.json is rewritten, so one writer at a time
+                _hold(writing, out)
+            target = Path(out) if single else Path(out) / f"{slug_of(c)}.json"
+            if target.exists() and not overwrite:
+                fail(f"{target} exists; pass --overwrite to replace it")
+            path = write_circuit_tracer(c, out) if single else write_circuit_tracer_folder(c, out)
+        except (ValueError, FileNotFoundError) as exc:
+            fail(str(exc))
     where = "" if single else f" and {Path(out) / 'graph-metadata.json'} (serve this folder with circuit-tracer)"
     typer.echo(f"wrote {path}{where}")
 

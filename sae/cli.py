@@ -195,6 +195,8 @@ def eval_(
     ce_seqs: int | None = typer.Option(None, "--ce-seqs", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
+    from contextlib import ExitStack
+
     from interp.cli import options as O
     from interp.cli.errors import check_out_dir
     from interp.store import ActivationStore
@@ -202,47 +204,52 @@ def eval_(
     from sae import metrics as M
     from sae.evaluate import evaluate_store, sae_row_filter
 
-    try:
-        ce_seqs = O.deprecated(ce_seqs, "--ce-seqs", "--n-ce-seqs", n_ce_seqs, 16)
-        out_file = None
-        if out:
-            if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version
-                typer.echo(
-                    "warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True
-                )
-                out_file = Path(out)
-                check_out_dir(out_file.parent or ".")
-            else:
-                out_file = check_out_dir(out) / "metrics.json"
-        if ce_seqs < 1 or words < 1:
-            raise ValueError(f"--n-ce-seqs and --words must be >= 1, got {ce_seqs} and {words}")
-        if suite not in ("core", "saebench"):
-            raise ValueError(f"--suite must be core or saebench, got {suite!r}")
-        if suite == "saebench" and not model:
-            raise ValueError("--suite saebench runs the model (first-letter tasks, CE/KL): pass --model")
-        from interp.infra.devices import resolve_device
+    with ExitStack() as writing:  # the writer lock of --out, released (a folder it made removed) on any exit
+        try:
+            ce_seqs = O.deprecated(ce_seqs, "--ce-seqs", "--n-ce-seqs", n_ce_seqs, 16)
+            out_file = None
+            if out:
+                if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version
+                    typer.echo(
+                        "warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True
+                    )
+                    out_file = Path(out)
+                    check_out_dir(out_file.parent or ".")
+                else:
+                    out_file = check_out_dir(out) / "metrics.json"
+                    from interp.store.lock import holding
 
-        dev = resolve_device(device)
-        s = load_sae(sae, inference=codes != "batch").to(dev)
-        st = ActivationStore.open(store)
-        res: dict[str, Any] = {
-            "sae": sae,
-            **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes, allow_other_hook=allow_other_hook),
-        }
-        if model:
-            filt = sae_row_filter(sae, st, res["hook"], exclude)
-            res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
-        if suite == "saebench":
-            res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words, dev)]
-        res["device"] = dev
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        _fail(exc)
-    text = json.dumps(M.round_dict(res), indent=1)
-    if out_file is not None:
-        from interp.store.atomic import atomic_write_bytes
+                    # a second `sae eval` into --out is refused by name; a killed one's temporary file is removed
+                    writing.enter_context(holding(out, "the metrics folder"))
+            if ce_seqs < 1 or words < 1:
+                raise ValueError(f"--n-ce-seqs and --words must be >= 1, got {ce_seqs} and {words}")
+            if suite not in ("core", "saebench"):
+                raise ValueError(f"--suite must be core or saebench, got {suite!r}")
+            if suite == "saebench" and not model:
+                raise ValueError("--suite saebench runs the model (first-letter tasks, CE/KL): pass --model")
+            from interp.infra.devices import resolve_device
 
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out_file, (text + "\n").encode())
+            dev = resolve_device(device)
+            s = load_sae(sae, inference=codes != "batch").to(dev)
+            st = ActivationStore.open(store)
+            res: dict[str, Any] = {
+                "sae": sae,
+                **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes, allow_other_hook=allow_other_hook),
+            }
+            if model:
+                filt = sae_row_filter(sae, st, res["hook"], exclude)
+                res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
+            if suite == "saebench":
+                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words, dev)]
+            res["device"] = dev
+        except (ValueError, FileNotFoundError, RuntimeError) as exc:
+            _fail(exc)
+        text = json.dumps(M.round_dict(res), indent=1)
+        if out_file is not None:
+            from interp.store.atomic import atomic_write_bytes
+
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(out_file, (text + "\n").encode())
     typer.echo(text)
 
 

@@ -54,46 +54,49 @@ def probe(
 
     overwrite = O.deprecated(force, "--force", "--overwrite", overwrite, False)
     folder = check_out_dir(out)
-    try:
-        try:
-            sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())
-        except ValueError:
-            raise ValueError(
-                f"--stream-sinks takes comma-separated token counts such as 0,1,4, got {stream_sinks!r}"
-            ) from None
-        cfg = ProbeConfig(
-            data=data,
-            ctx_len=ctx_len,
-            bos=bos,
-            n_seq=n_seq,
-            n_calib=n_calib,
-            n_eval=n_eval,
-            abs_threshold=abs_threshold,
-            ratio_threshold=ratio_threshold,
-            eps=eps,
-            gu_len=gu_len,
-            stream_ctx=stream_ctx,
-            stream_window=stream_window,
-            stream_sinks=sinks,
-            n_stream=n_stream,
-            batch_size=batch_size,
-            seed=seed,
-            cross=cross,
-            ablation_layer=ablation_layer,
-        )
-        if (folder / "report.json").exists() and not overwrite:
-            raise FileExistsError(
-                f"{folder / 'report.json'} exists; pass --overwrite to replace it or choose another --out"
-            )
-        from interp.models import load_model
+    from interp.store.lock import holding
 
-        hooked = load_model(model, device=device)
-        report = run_probes(hooked, cfg, log=lambda s: typer.echo(s, err=True))
-    except (ValueError, FileNotFoundError, FileExistsError, TypeError, RuntimeError) as exc:
-        fail(exc)
-    report["figures"] = write_figures(report, folder)
-    report["headline"] = headline(report)
-    atomic_write_bytes(folder / "report.json", json.dumps(report, indent=1, default=str).encode())
+    with holding(folder, "the probe folder"):  # a second writer into --out is refused by name, not raced
+        try:
+            try:
+                sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())
+            except ValueError:
+                raise ValueError(
+                    f"--stream-sinks takes comma-separated token counts such as 0,1,4, got {stream_sinks!r}"
+                ) from None
+            cfg = ProbeConfig(
+                data=data,
+                ctx_len=ctx_len,
+                bos=bos,
+                n_seq=n_seq,
+                n_calib=n_calib,
+                n_eval=n_eval,
+                abs_threshold=abs_threshold,
+                ratio_threshold=ratio_threshold,
+                eps=eps,
+                gu_len=gu_len,
+                stream_ctx=stream_ctx,
+                stream_window=stream_window,
+                stream_sinks=sinks,
+                n_stream=n_stream,
+                batch_size=batch_size,
+                seed=seed,
+                cross=cross,
+                ablation_layer=ablation_layer,
+            )
+            if (folder / "report.json").exists() and not overwrite:
+                raise FileExistsError(
+                    f"{folder / 'report.json'} exists; pass --overwrite to replace it or choose another --out"
+                )
+            from interp.models import load_model
+
+            hooked = load_model(model, device=device)
+            report = run_probes(hooked, cfg, log=lambda s: typer.echo(s, err=True))
+        except (ValueError, FileNotFoundError, FileExistsError, TypeError, RuntimeError) as exc:
+            fail(exc)
+        report["figures"] = write_figures(report, folder)
+        report["headline"] = headline(report)
+        atomic_write_bytes(folder / "report.json", json.dumps(report, indent=1, default=str).encode())
     typer.echo(json.dumps(report["headline"], indent=1))
     typer.echo(f"report: {folder / 'report.json'}; figures: {', '.join(report['figures'].values())}")
 

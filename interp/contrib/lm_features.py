@@ -123,6 +123,12 @@ def corpus_store(
     if (out / "manifest.json").is_file() and not rebuild:
         store = ActivationStore.open(out)
         if store.complete:
+            if (
+                not (out / KEY_FILE).is_file()
+                and store.meta.model_sha256 == key["model_sha256"]
+                and store.meta.data.get("digest") == key["corpus_digest"]
+            ):
+                _write_key(out, key)  # a run killed after the store was complete, before it wrote the key
             _check_fresh(out, key, store)
             return store
     hooks = [hook_name(l) for l in layers] + ["ln_final.hook_normalized"]
@@ -139,8 +145,15 @@ def corpus_store(
     )
     (out / KEY_FILE).unlink(missing_ok=True)  # a store is created only in a folder holding nothing else
     store, _ = cache_activations(cfg, model=loaded, progress=False, overwrite=rebuild)
-    (out / KEY_FILE).write_text(json.dumps(key, indent=1))
+    _write_key(out, key)
     return store
+
+
+def _write_key(out: Path, key: dict[str, str]) -> None:
+    """Write KEY_FILE atomically: a kill leaves the old file or the new one, never half of one."""
+    from interp.store.atomic import atomic_write_bytes
+
+    atomic_write_bytes(out / KEY_FILE, json.dumps(key, indent=1).encode())
 
 
 def token_rows(store, hook: str, skip_first: bool = True) -> tuple[Tensor, dict[str, Tensor]]:

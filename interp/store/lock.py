@@ -128,14 +128,16 @@ def holding(folder: str | Path, what: str) -> Iterator[WriterLock]:
     """Hold the writer lock of an output folder (a dashboard, an SAE run) for the block.
 
     A second writer into the same folder is refused at once (`StoreLockedError` naming the holder)
-    instead of deleting the first one's temporary files. When the block fails in a folder that did not
-    exist before and now holds nothing but the lock file, the folder is removed: a refused or failed run
-    leaves the disk as it was.
+    instead of deleting the first one's temporary files. Once the lock is held, the temporary files of
+    dead writers (a run killed with kill -9 between writing a file and renaming it) are removed, so a
+    rerun leaves nothing stale. When the block fails in a folder that did not exist before and now holds
+    nothing but the lock file, the folder is removed: a refused or failed run leaves the disk as it was.
     """
     folder = Path(folder)
     existed = folder.exists()
     lock = acquire(folder, False, what)
     try:
+        clean_leftovers(folder)
         yield lock
     except BaseException:
         if not existed and {p.name for p in folder.iterdir()} <= {LOCK_NAME}:
@@ -147,6 +149,20 @@ def holding(folder: str | Path, what: str) -> Iterator[WriterLock]:
         raise
     finally:
         release(lock)
+
+
+def clean_leftovers(folder: str | Path) -> list[str]:
+    """Remove the temporary files (`interp.store.atomic.temp_path_for` names) that dead processes left at
+    the top of `folder`; a live process's write in progress is spared. Returns the names removed."""
+    from interp.store.atomic import is_temp_name
+    from interp.store.leftovers import owned_by_live_process
+
+    removed = []
+    for p in sorted(Path(folder).iterdir()):
+        if is_temp_name(p.name) and p.is_file() and not p.is_symlink() and not owned_by_live_process(p):
+            p.unlink(missing_ok=True)
+            removed.append(p.name)
+    return removed
 
 
 def held(folder: str | Path) -> bool:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
+import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -88,3 +92,26 @@ def token_store(
         )
     st.close()
     return st
+
+
+@contextmanager
+def lock_holder(folder: Path):
+    """A real second process holding the writer lock of `folder` (as `interp.store.lock` takes it) until the
+    block ends; yields its pid. Plain fcntl in the child: importing the toolkit would import torch (seconds)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    code = textwrap.dedent(f"""
+        import fcntl, json, os, socket, sys, time
+        fd = os.open({str(folder / ".writer.lock")!r}, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({{"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}}).encode())
+        print("locked", flush=True)
+        sys.stdin.read()
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "locked"
+        yield p.pid
+    finally:
+        p.stdin.close()
+        p.wait()

@@ -50,24 +50,62 @@ def _holder(folder: Path) -> subprocess.Popen:
     return p
 
 
+FIRST_WRITER = """
+    import sys
+    from pathlib import Path
+    import interp.store.shards as S
+    from interp.store import ActivationStore, write_shard_file
+    from tests.interp.store.store_helpers import make_meta, shard_tensors
+    real = S.write_safetensors_hashed
+
+    def paused(tmp, *args, **kw):
+        digest = real(tmp, *args, **kw)  # the shard's bytes are in its temporary file, not yet renamed
+        Path(sys.argv[2]).write_text(str(tmp))  # the marker: this writer is inside the window
+        print("in window", flush=True)
+        sys.stdin.readline()  # held here while the test runs the second writer
+        return digest
+
+    S.write_safetensors_hashed = paused
+    store = ActivationStore.open_or_create(sys.argv[1], make_meta(), n_shards_planned=4)
+    store.clean_partial()
+    store.commit_shard(write_shard_file(store.path, 3, shard_tensors(75, 5)))
+    print("committed", flush=True)
+"""
+
+
 def test_a_second_writer_is_refused_and_deletes_nothing(tmp_path):
+    """The start-up race: a second writer's open and clean-up while the first writer is inside its shard write
+    (temporary file written, not yet renamed). The first writer holds itself in that window, so the test cannot
+    pass by missing it: the marker file and the live temporary file prove the second writer ran inside it."""
     build(tmp_path / "s")
-    holder = _holder(tmp_path / "s")
+    marker = tmp_path / "in_window"
+    first = _python(
+        FIRST_WRITER.replace("sys.argv[1]", repr(str(tmp_path / "s"))).replace("sys.argv[2]", repr(str(marker)))
+    )
     try:
-        temp = tmp_path / "s" / f".shard_00003.safetensors.tmp-{holder.pid}-0badc0de"
-        temp.write_bytes(b"a write in progress")
-        with pytest.raises(StoreLockedError, match=rf"being written by pid {holder.pid}.*--wait"):
+        assert first.stdout.readline().strip() == "in window"
+        temp = Path(marker.read_text())
+        assert temp.parent == tmp_path / "s" and temp.is_file() and f".tmp-{first.pid}-" in temp.name
+        with pytest.raises(StoreLockedError, match=rf"being written by pid {first.pid}.*--wait"):
             ActivationStore.open_or_create(tmp_path / "s", make_meta(), n_shards_planned=4)
-        reader = ActivationStore.open(tmp_path / "s")
+        with pytest.warns(UserWarning, match="1 of 4 planned shards are not committed"):  # shard 3: in flight
+            reader = ActivationStore.open(tmp_path / "s")
         with pytest.raises(StoreLockedError):
             reader.clean_partial()
         with pytest.raises(StoreLockedError):
             reader.commit_shard(write_shard_file(tmp_path / "s", 3, shard_tensors(75, 5)))
-        assert temp.exists()
         assert len(reader.get_rows(torch.arange(75))["seq"]) == 75  # reading needs no lock
+        assert first.poll() is None and temp.is_file()  # still inside the window: all of the above ran in it
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "committed"
     finally:
-        holder.stdin.close()
-        holder.wait()
+        first.stdin.close()
+        first.wait()
+    assert first.returncode == 0
+    store = ActivationStore.open(tmp_path / "s")
+    assert store.complete and store.verify().ok and len(store) == 80  # the first writer's shard was not lost
+    assert not temp.exists() and not [q for q in (tmp_path / "s").iterdir() if ".tmp-" in q.name]
 
 
 def test_a_writer_that_waits_resumes_from_what_the_first_committed(tmp_path):
