@@ -57,11 +57,13 @@ def train(
     out: str = typer.Option(
         ..., metavar="DIR", help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."
     ),
-    hook: str | None = typer.Option(None, help="Hook to train on (default: the store's only hook)."),
+    hooks: str | None = typer.Option(
+        None, "--hooks", metavar="NAME", help="Hook to train on (default: the store's only hook)."
+    ),
     d_sae: int = typer.Option(1024, help="Number of latents."),
     k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
     max_tokens: int = typer.Option(200_000, "--max-tokens", metavar="INT", help="Training tokens."),
-    batch_size: int = typer.Option(4096, help="Tokens per step."),
+    batch_tokens: int = typer.Option(4096, "--batch-tokens", metavar="INT", help="Tokens per step."),
     lr: float | None = typer.Option(None, help="Adam learning rate (default: 2e-4/sqrt(d_sae/16384), at most 1e-3)."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
@@ -86,13 +88,17 @@ def train(
         metavar="auto|cpu|cuda[:N]",
         help="Where the SAE trains: auto (CUDA when present, else CPU), cpu, cuda or cuda:N.",
     ),
-    overwrite: bool = typer.Option(
+    restart: bool = typer.Option(
         False,
-        "--overwrite",
+        "--restart",
         help="Start over: replace the SAE run in --out (its "
         "weights, configs, reports and checkpoint) instead of resuming or refusing.",
     ),
+    threads: int | None = typer.Option(None, "--threads", metavar="INT", help="torch CPU threads."),
     tokens: int | None = typer.Option(None, "--tokens", hidden=True),
+    hook: str | None = typer.Option(None, "--hook", hidden=True),
+    batch_size: int | None = typer.Option(None, "--batch-size", hidden=True),
+    overwrite: bool = typer.Option(False, "--overwrite", hidden=True),
 ) -> None:
     """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
     from interp.cli import options as O
@@ -102,6 +108,12 @@ def train(
 
     try:
         max_tokens = O.deprecated(tokens, "--tokens", "--max-tokens", max_tokens, 200_000)
+        hook = O.one_hook(hooks, hook)
+        batch_size = O.deprecated(
+            batch_size, "--batch-size (tokens in `sae train`)", "--batch-tokens", batch_tokens, 4096
+        )
+        overwrite = O.deprecated(overwrite, "--overwrite (start over in `sae train`)", "--restart", restart, False)
+        O.compute(threads)
         check_out_dir(out)
         cfg = TrainConfig(
             arch=arch,
@@ -156,7 +168,9 @@ def eval_rows(sae_dir: str | Path, store: Any, split: str = "auto") -> tuple[str
 def eval_(
     sae: str = typer.Option(..., help="SAE folder (cfg.json + sae_weights.safetensors)."),
     store: str = typer.Option(..., help="ActivationStore with the SAE's hook."),
-    hook: str | None = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
+    hooks: str | None = typer.Option(
+        None, "--hooks", metavar="NAME", help="Hook (default: the SAE's hook_name, else the store's only hook)."
+    ),
     max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ordinary rows of the split)."),
     split: str = typer.Option(
         "auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."
@@ -192,7 +206,10 @@ def eval_(
         "--allow-other-hook",
         help="Score the SAE on a hook or model other than the one its cfg.json records (a deliberate transfer study).",
     ),
+    seed: int = typer.Option(0, "--seed", metavar="INT", help="Seed of torch's generators."),
+    threads: int | None = typer.Option(None, "--threads", metavar="INT", help="torch CPU threads."),
     ce_seqs: int | None = typer.Option(None, "--ce-seqs", hidden=True),
+    hook: str | None = typer.Option(None, "--hook", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
     from contextlib import ExitStack
@@ -207,12 +224,12 @@ def eval_(
     with ExitStack() as writing:  # the writer lock of --out, released (a folder it made removed) on any exit
         try:
             ce_seqs = O.deprecated(ce_seqs, "--ce-seqs", "--n-ce-seqs", n_ce_seqs, 16)
+            hook = O.one_hook(hooks, hook)
+            O.compute(threads, seed)
             out_file = None
             if out:
                 if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version
-                    typer.echo(
-                        "warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True
-                    )
+                    O.warn_deprecated("--out FILE.json", "--out DIR (metrics.json inside) or --out-file FILE.json")
                     out_file = Path(out)
                     check_out_dir(out_file.parent or ".")
                 else:
@@ -307,7 +324,13 @@ def _spliced(
     return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows), rows=filt)
 
 
-from sae.dashboard import render_sae_dashboard  # noqa: E402  (re-exported: `interp demo` and notebooks use it)
+def __getattr__(name: str) -> Any:
+    """`sae.cli.render_sae_dashboard` (re-exported for `interp demo`), imported when asked for: it imports torch."""
+    if name == "render_sae_dashboard":
+        from sae.dashboard import render_sae_dashboard
+
+        return render_sae_dashboard
+    raise AttributeError(f"module 'sae.cli' has no attribute {name!r}")
 
 
 @app.command()
@@ -358,6 +381,7 @@ def dashboard(
     """Write a dashboard folder of the SAE's latents: index (FVU, L0, dead/dense, density), pages, JSON exports."""
     from interp.cli.dashboard import prepare_out
     from interp.dashboards import parse_features
+    from sae.dashboard import render_sae_dashboard
 
     try:
         feats = parse_features(features)

@@ -79,13 +79,13 @@ def main(argv=None) -> dict:
     run = out / "run"
     print(
         "next:\n"
-        f"  interp attribute --method tracin --model {args.model} --checkpoints {run} --train "
+        f"  interp attribute run --method tracin --model {args.model} --checkpoints {run} --train "
         f"tokens:{out}/train.safetensors "
         f"--queries tokens:{out}/queries.safetensors --modules '*layers.2[6-9].self_attn.*' --out {out}/tracin\n"
-        f"  interp attribute --method ekfac --model {args.model} --checkpoints {run}@{args.steps} --component "
+        f"  interp attribute run --method ekfac --model {args.model} --checkpoints {run}@{args.steps} --component "
         f"L27H3:qk --train tokens:{out}/train.safetensors "
         f"--queries tokens:{out}/queries.safetensors --out {out}/ekfac\n"
-        f"  interp attribute show {out}/tracin",
+        f"  interp attribute show --run {out}/tracin",
         flush=True,
     )
     return log

@@ -1,6 +1,6 @@
 """`interp dashboard`: feature dashboards of any "feature x token" activations in a store.
 
-    interp dashboard --store runs/demo/store --hook blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as
+    interp dashboard --store runs/demo/store --hooks blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as
     features
     interp dashboard --store runs/demo/store --acts latents.safetensors --out runs/dash_acts        # precomputed [rows,
     F]
@@ -15,6 +15,8 @@ neighbours and logit effects). Only the tokenizer is loaded (the model only for 
 from __future__ import annotations
 
 import typer
+
+from interp.cli import options as O
 
 
 def dashboard_options_help() -> dict[str, str]:
@@ -75,8 +77,8 @@ def register(app: typer.Typer) -> None:
     def dashboard(
         store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (its token ids give the text)."),
         out: str = typer.Option(..., metavar="DIR", help=H["out"]),
-        hook: str | None = typer.Option(
-            None, help="Use this hook's channels as the features (values are not clamped)."
+        hooks: str | None = typer.Option(
+            None, "--hooks", metavar="NAME", help="Use this hook's channels as the features (values are not clamped)."
         ),
         acts: str | None = typer.Option(
             None,
@@ -93,9 +95,11 @@ def register(app: typer.Typer) -> None:
         ),
         text: str | None = typer.Option(None, metavar="TEXT", help=H["text"]),
         overwrite: bool = typer.Option(False, "--overwrite", help=H["overwrite"]),
+        hook: str | None = typer.Option(None, "--hook", hidden=True),
     ) -> None:
         """Write a feature dashboard folder: sortable index, one page per chosen feature, JSON exports."""
         try:
+            hook = O.one_hook(hooks, hook)
             path = run_dashboard(
                 store, out, hook, acts, model, features, top, order, max_rows, exclude, text, overwrite
             )
@@ -125,9 +129,9 @@ def run_dashboard(
     from interp.store import ActivationStore
 
     if (hook is None) == (acts is None):
-        raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
+        raise ValueError("give exactly one of --hooks (channels as features) or --acts (a safetensors file)")
     if text is not None and not hook:
-        raise ValueError("--text needs --hook (the model computes that hook's rows for your text)")
+        raise ValueError("--text needs --hooks (the model computes that hook's rows for your text)")
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
     cfg = DashboardConfig(
@@ -225,8 +229,6 @@ def row_filter(exclude: str | None, store, hook: str, recorded: dict | None = No
 def _tokenizer(spec: str, explicit: bool = False):
     """The tokenizer of `spec`. A --model the user named must load (else an error naming it); the store's
     recorded model may be missing on this machine, and then the pages show token ids with a warning."""
-    import typer as _t
-
     from interp.dashboards import load_tokenizer
 
     try:
@@ -237,7 +239,9 @@ def _tokenizer(spec: str, explicit: bool = False):
                 f"--model {spec!r} gives no tokenizer ({exc}); pass a spec from `interp models`, "
                 "or leave --model out to use the store's model"
             ) from exc
-        _t.echo(f"warning: no tokenizer for {spec!r} ({exc}); showing token ids", err=True)
+        import logging
+
+        logging.getLogger(__name__).warning("no tokenizer for %r (%s); showing token ids", spec, exc)
         return None
 
 

@@ -3,7 +3,7 @@
     interp models
     interp cache --model smollm2-135m --hooks 'blocks.15.hook_resid_post' --data stdlib-docs --max-tokens 65536 --out
     runs/acts
-    interp inspect runs/acts
+    interp inspect --store runs/acts
     interp demo
 
 Importing this module imports no torch: `interp --help` and `interp models` answer at once, and each
@@ -36,8 +36,15 @@ __all__ = ["app", "fail", "main"]
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (works anywhere on the line)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show debug lines."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors: no progress bars or lines."),
 ) -> None:
     """The `interp` command: models, cache, inspect, demo; families add their own sub-commands."""
+    from interp.infra import logs
+
+    if verbose and quiet:
+        fail("--verbose and --quiet contradict each other; give one")
+    logs.setup(logs.VERBOSE if verbose else logs.QUIET if quiet else logs.NORMAL)
 
 
 @app.command()
@@ -82,6 +89,7 @@ def cache(
     hooks: list[str] = O.text(
         ["blocks.*.hook_resid_post"], "--hooks", help="Hook names or globs; repeat or comma-separate."
     ),
+    threads: int | None = O.threads(),
     data: str = O.data(),
     max_tokens: int = O.max_tokens(65_536, help="Tokens to cache (whole sequences)."),
     ctx_len: int = O.integer(128, "--ctx-len", help="Tokens per sequence."),
@@ -101,9 +109,10 @@ def cache(
 ) -> None:
     """Cache activations of a model over a corpus into a sharded store (resumable; progress on stderr)."""
     folder = check_out_dir(out)
+    O.set_threads(threads)
     from interp.cache.caching import CacheConfig, cache_activations
 
-    names = [h.strip() for item in hooks for h in item.split(",") if h.strip()]
+    names = O.hooks_list(hooks)
     cfg = CacheConfig(
         out=str(folder),
         model=model,
@@ -137,11 +146,14 @@ def cache(
 
 @app.command()
 def inspect(
-    store: str = typer.Argument(..., metavar="STORE", help="Store folder."),
+    store_path: str | None = typer.Argument(None, metavar="STORE", hidden=True, help="Store folder (as --store)."),
+    store: str | None = O.path(None, "--store", help="Store folder."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check every shard's sha256."),
 ) -> None:
     """Show a store's manifest (model, hooks, shapes, rows) and verify its shard hashes."""
     from interp.store import ActivationStore
+
+    store = O.positional(store, store_path, "--store")
 
     st = ActivationStore.open(store)
     typer.echo(json.dumps(st.summary(), indent=1, default=str))
@@ -157,9 +169,17 @@ def demo(
     model: str = O.model(),
     out: str = O.out("runs/demo", help="Work folder."),
     max_tokens: int = O.max_tokens(16_384, help="Tokens to cache."),
+    device: str = O.device(),
+    seed: int = O.seed(0, help="Seed of torch's generators."),
+    threads: int | None = O.threads(),
 ) -> None:
     """The main job: cache a few hook points of the default model over a built-in corpus, then the families' steps."""
     check_out_dir(out)
+    O.compute(threads, seed)
+    if device not in ("auto", "cpu"):
+        from interp.infra.devices import resolve_device
+
+        resolve_device(device)  # refuses a CUDA that is not there, in one line
     from interp.demo import run_demo
 
     run_demo(model, out, max_tokens)

@@ -42,6 +42,7 @@ def probe(
         ">= half the sequences), first (any entry), or a layer number.",
     ),
     device: str = O.device(),
+    threads: int | None = O.threads(),
     overwrite: bool = O.overwrite(),
     force: bool = O.hidden("--force", is_flag=True),
 ) -> None:
@@ -54,6 +55,7 @@ def probe(
 
     overwrite = O.deprecated(force, "--force", "--overwrite", overwrite, False)
     folder = check_out_dir(out)
+    O.set_threads(threads)
     from interp.store.lock import holding
 
     with holding(folder, "the probe folder"):  # a second writer into --out is refused by name, not raced

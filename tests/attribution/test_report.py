@@ -45,6 +45,7 @@ def run(tmp_path_factory):
     res = runner.invoke(
         app,
         [
+            "run",
             "--method",
             "sdi",
             "--model",
@@ -121,12 +122,12 @@ def test_dra_flags_reach_the_denoising(run):
     runner = CliRunner()
     got = {}
     for name, flags in {"default": [], "whiten": ["--whiten"], "raw": ["--no-center"]}.items():
-        res = runner.invoke(app, [*base, "--out", str(run / f"dra_{name}"), *flags])
+        res = runner.invoke(app, ["run", *base, "--out", str(run / f"dra_{name}"), *flags])
         assert res.exit_code == 0, res.output
         got[name] = load_scores(run / f"dra_{name}")["scores"][:, 0]
     assert not torch.allclose(got["default"], got["whiten"]) and not torch.allclose(got["default"], got["raw"])
     res = runner.invoke(
-        app, [*base, "--out", str(run / "bad"), "--neutral-removal", "0.5", "--representation", "gradient"]
+        app, ["run", *base, "--out", str(run / "bad"), "--neutral-removal", "0.5", "--representation", "gradient"]
     )
     assert res.exit_code == 2 and "--representation hidden" in res.output and not (run / "bad").exists()
 

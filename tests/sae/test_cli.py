@@ -34,7 +34,7 @@ def test_train_eval_dashboard(tmp_path):
             "32",
             "--max-tokens",
             "1024",
-            "--batch-size",
+            "--batch-tokens",
             "256",
             "--set",
             "coh_lambda=0.5",
@@ -116,7 +116,7 @@ def test_clear_errors(tmp_path):
             "2",
             "--max-tokens",
             "512",
-            "--batch-size",
+            "--batch-tokens",
             "256",
         ],
     )
@@ -145,7 +145,7 @@ def test_old_spellings_still_work_with_a_warning(tmp_path):
             "2",
             "--tokens",
             "512",
-            "--batch-size",
+            "--batch-tokens",
             "256",
             "--device",
             "cpu",
@@ -192,7 +192,7 @@ def test_a_moved_sae_run_still_finds_its_store(tmp_path):
             "2",
             "--max-tokens",
             "512",
-            "--batch-size",
+            "--batch-tokens",
             "256",
         ],
     )
@@ -216,13 +216,13 @@ def test_overwrite_replaces_a_run_with_other_settings(tmp_path):
         "2",
         "--max-tokens",
         "512",
-        "--batch-size",
+        "--batch-tokens",
         "256",
     ]
     assert runner.invoke(app, [*base, "--d-sae", "16"]).exit_code == 0
     r = runner.invoke(app, [*base, "--d-sae", "32"])
     assert r.exit_code == 2 and "other settings" in r.stderr
-    r = runner.invoke(app, [*base, "--d-sae", "32", "--overwrite"])
+    r = runner.invoke(app, [*base, "--d-sae", "32", "--restart"])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "s" / "cfg.json").read_text())["d_sae"] == 32
 
@@ -246,7 +246,7 @@ def test_eval_device_option(tmp_path):
                 "16",
                 "--max-tokens",
                 "1024",
-                "--batch-size",
+                "--batch-tokens",
                 "256",
                 "--out",
                 str(tmp_path / "s"),

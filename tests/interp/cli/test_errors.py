@@ -162,6 +162,7 @@ def test_run_guarded_turns_a_real_disk_full_into_exit_2(capsys):
         (
             [
                 "attribute",
+                "run",
                 "--method",
                 "tracin",
                 "--model",
@@ -197,7 +198,7 @@ def test_run_guarded_turns_a_real_disk_full_into_exit_2(capsys):
             ["sae", "train", "--store", "NOSTORE", "--arch", "topkk", "--out", "OUT"],
             ["unknown SAE architecture", "topk"],
         ),
-        (["dashboard", "--store", "NOSTORE", "--hook", "x", "--out", "OUT"], ["not an activation store"]),
+        (["dashboard", "--store", "NOSTORE", "--hooks", "x", "--out", "OUT"], ["not an activation store"]),
         (["probe", "--model", "no-such-model", "--out", "OUT"], ["unknown model spec"]),
     ],
 )
