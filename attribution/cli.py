@@ -1,11 +1,12 @@
 """`interp attribute ...`: sharded, resumable attribution jobs (see `attribution.jobs`), and `show` to read them.
 
-    interp attribute --method tracin --model smollm2-135m --checkpoints runs/ft --train tokens:train.safetensors \\
+    interp attribute run --method tracin --model smollm2-135m --checkpoints runs/ft --train tokens:train.safetensors \\
         --queries tokens:queries.safetensors --out runs/tracin [--executor ray] [--device cuda] [--dtype bfloat16]
-    interp attribute show runs/tracin [--top 3] [--out DIR]      # top/bottom training examples as text + report.html
+    interp attribute show --run runs/tracin [--top 3] [--out DIR]  # top/bottom training examples as text + report.html
 
 Entry point: `attribution.cli:register` adds the `attribute` group to the core CLI (`attribution.cli:app` is
-the same group on its own).
+the same group on its own). `interp attribute --method ...` (the job's options on the group, before 0.3) still
+runs the job, with a deprecation warning.
 """
 
 from __future__ import annotations
@@ -13,9 +14,24 @@ from __future__ import annotations
 import json
 
 import typer
+from typer.core import TyperGroup
+
+
+class AttributeGroup(TyperGroup):
+    """The `attribute` group; a line that starts with an option (`interp attribute --method tracin ...`, the old
+    form) is the `run` sub-command's, with a deprecation warning."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if args and args[0].startswith("-") and args[0] not in ctx.help_option_names:
+            from interp.cli.options import warn_deprecated
+
+            warn_deprecated("`interp attribute --method ...`", "`interp attribute run --method ...`")
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
 
 app = typer.Typer(help="Training-data attribution: TracIn, SDI (looped models), EK-FAC (MDA), DRA; `show` to read a run.",
-                  add_completion=False, invoke_without_command=True)
+                  add_completion=False, no_args_is_help=True, cls=AttributeGroup)
 
 
 def _split(text: str) -> list[str]:
@@ -27,9 +43,8 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(2) from None
 
 
-@app.callback()
-def attribute(
-    ctx: typer.Context,
+@app.command("run")
+def run(
     method: str = typer.Option(None, metavar="TEXT", help="tracin | sdi | ekfac | dra (required to run a job)"),
     model: str = typer.Option(None, metavar="SPEC", help="Model spec, e.g. smollm2-135m, looped-gpt:RUN, RUN@N, a local folder"),
     train: str = typer.Option(None, metavar="SPEC", help="Training data: tokens:PATH.safetensors or a corpus spec (stdlib-docs, file:PATH, ...)"),
@@ -68,16 +83,15 @@ def attribute(
     executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
     ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
     num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray (CUDA: one per GPU)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Start the run in --out over instead of resuming it"),
+    restart: bool = typer.Option(False, "--restart", help="Start the run in --out over instead of resuming it"),
+    overwrite: bool = typer.Option(False, "--overwrite", hidden=True),
 ) -> None:
     """Score every training sequence against every query; write a resumable attribution store."""
-    if ctx.invoked_subcommand is not None:
-        return
     missing = [f"--{n}" for n, v in (("method", method), ("model", model), ("train", train), ("queries", queries),
                                      ("out", out)) if not v]
     if missing:
-        _fail(ValueError(f"missing {', '.join(missing)}: `interp attribute --method M --model SPEC --train DATA "
-                         "--queries DATA --out DIR` runs a job; `interp attribute show RUN` reads one"))
+        _fail(ValueError(f"missing {', '.join(missing)}: `interp attribute run --method M --model SPEC --train DATA "
+                         "--queries DATA --out DIR` runs a job; `interp attribute show --run RUN` reads one"))
     from attribution.jobs import AttributeConfig, run_attribution
     from interp.cli import options as O
     from interp.cli.errors import check_out_dir
@@ -85,6 +99,7 @@ def attribute(
     try:
         max_train = O.deprecated(max_train, "--max-train", "--n-train", n_train, 256)
         max_queries = O.deprecated(max_queries, "--max-queries", "--n-queries", n_queries, 8)
+        restart = O.deprecated(overwrite, "--overwrite", "--restart", restart, False)
         check_out_dir(out)
         dims = None if select_dims == "all" else select_dims if select_dims == "auto" else int(select_dims)
         cfg = AttributeConfig(
@@ -99,9 +114,9 @@ def attribute(
         from interp.store import StoreMismatchError
 
         try:
-            summary = run_attribution(cfg, overwrite=overwrite)
+            summary = run_attribution(cfg, overwrite=restart)
         except StoreMismatchError as exc:
-            raise ValueError(f"{exc} Or pass --overwrite to start it over.") from None
+            raise ValueError(f"{exc} Or pass --restart to start it over.") from None
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
     typer.echo(json.dumps(summary, indent=1))
@@ -129,5 +144,5 @@ def show(
 
 
 def register(app_: typer.Typer) -> None:
-    """Add the `attribute` group (job + `show`) to another Typer app (e.g. the core `interp` CLI)."""
+    """Add the `attribute` group (`run`, `show`) to another Typer app (e.g. the core `interp` CLI)."""
     app_.add_typer(app, name="attribute")

@@ -28,7 +28,7 @@ def load_run(run: str | Path) -> dict:
     missing = [f for f in ("result.json", "scores.safetensors") if not (run / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{run} is not a finished attribution run (no {', '.join(missing)}); "
-                                "run `interp attribute --method ... --out RUN` first (a killed run resumes)")
+                                "run `interp attribute run --method ... --out RUN` first (a killed run resumes)")
     from interp.infra.json_file import read_json
     from interp.infra.tensor_file import read_tensors
 
@@ -68,7 +68,7 @@ def _check_result(run: Path, result: dict, scores: Tensor, sdi: Tensor | None) -
     bad = int((~torch.isfinite(scores)).sum())
     if bad:
         raise ValueError(f"{sfile} holds {bad} non-finite scores (NaN or inf): the run diverged or the file is "
-                         "damaged; rerun it with --overwrite")
+                         "damaged; rerun it with --restart")
     if sdi is not None and (sdi.dim() != 3 or list(sdi.shape[:2]) != list(scores.shape) or not sdi.is_floating_point()):
         raise ValueError(f"{sfile}: 'sdi' has shape {list(sdi.shape)}; expected [{scores.shape[0]}, "
                          f"{scores.shape[1]}, loop steps]")

@@ -236,7 +236,13 @@ def _spliced(model_spec: str, s: Any, hook: str, st: Any, n_seqs: int, rows: Any
     return M.spliced_loss(model, s, hook, _store_sequences(st, n_seqs, rows), rows=filt)
 
 
-from sae.dashboard import render_sae_dashboard  # noqa: E402  (re-exported: `interp demo` and notebooks use it)
+def __getattr__(name: str) -> Any:
+    """`sae.cli.render_sae_dashboard` (re-exported for `interp demo`), imported when asked for: it imports torch."""
+    if name == "render_sae_dashboard":
+        from sae.dashboard import render_sae_dashboard
+
+        return render_sae_dashboard
+    raise AttributeError(f"module 'sae.cli' has no attribute {name!r}")
 
 
 @app.command()
@@ -257,6 +263,7 @@ def dashboard(
     """Write a dashboard folder of the SAE's latents: index (FVU, L0, dead/dense, density), pages, JSON exports."""
     from interp.cli.dashboard import prepare_out
     from interp.dashboards import parse_features
+    from sae.dashboard import render_sae_dashboard
 
     try:
         feats = parse_features(features)

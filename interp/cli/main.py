@@ -33,8 +33,17 @@ __all__ = ["app", "fail", "main"]
 
 
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (works anywhere on the line).")) -> None:
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (works anywhere on the line)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show debug lines."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors: no progress bars or lines."),
+) -> None:
     """The `interp` command: models, cache, inspect, demo; families add their own sub-commands."""
+    from interp.infra import logs
+
+    if verbose and quiet:
+        fail("--verbose and --quiet contradict each other; give one")
+    logs.setup(logs.VERBOSE if verbose else logs.QUIET if quiet else logs.NORMAL)
 
 
 @app.command()

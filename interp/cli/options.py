@@ -105,9 +105,20 @@ def deprecated(old_value: Any, old: str, new: str, new_value: Any, default: Any 
     """
     if old_value is None or old_value is False:
         return new_value
-    typer.echo(f"warning: {old} is deprecated and will be removed in the next version; use {new}", err=True)
+    warn_deprecated(old, new)
     if new_value != default and new_value != old_value:
         from interp.cli.errors import CliError
 
         raise CliError(f"both {old} and {new} were given with different values; use only {new}")
     return old_value
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """Log that the spelling `old` is deprecated (a warning on stderr, shown under --quiet too)."""
+    import logging
+
+    from interp.infra import logs
+
+    logs.ensure()
+    logging.getLogger("interp.cli").warning("%s is deprecated and will be removed in the next version; use %s",
+                                            old, new)

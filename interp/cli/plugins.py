@@ -7,13 +7,22 @@ The core never imports a family, and `interp --help` imports none either: `LazyG
 names from the entry-point metadata and their one-line help from the first line of the module's
 docstring (read with `ast`, not imported); a command's module is imported only when that command runs
 (or its own `--help` is asked for). Every command then runs under `errors.run_guarded`.
+
+A `--help` line does not run the family package's `__init__` either (`sae/__init__.py` imports torch and
+sae-lens to register its architectures): the package is put in `sys.modules` unexecuted (`import_deferred`),
+its `cli` module is imported on it, and the help is printed. Its `__init__` runs as soon as anything asks the
+package for a name or a command's body starts, and a help-only line that needed neither leaves `sys.modules`
+as it found it (`undo_deferred`). So `interp sae --help` costs what `interp --help` costs, plus typer building
+the family's options.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,10 +60,11 @@ class LazyCommand:
         line = re.sub(r"^`[^`]*`:\s*", "", line)  # "`interp sae ...`: train ..." -> "train ..."
         return line[:1].upper() + line[1:]
 
-    def load(self) -> Any:
-        """The click command of this target (imports the module)."""
+    def load(self, defer_package: bool = False) -> Any:
+        """The click command of this target (imports the module; with `defer_package`, without running its
+        top-level package's `__init__` until the command runs: see `import_deferred`)."""
         module, _, attr = self.target.partition(":")
-        obj = getattr(importlib.import_module(module), attr)
+        obj = getattr(import_deferred(module) if defer_package else importlib.import_module(module), attr)
         if isinstance(obj, typer.Typer):
             cmd = typer.main.get_command(obj)
         else:  # register(app): add to a scratch app and take the command it added
@@ -63,7 +73,96 @@ class LazyCommand:
             group = typer.main.get_group(scratch)
             cmd = group.commands.get(self.name) or next(iter(group.commands.values()))
         cmd.name = self.name
+        top = module.split(".")[0]
+        if top in _DEFERRED:
+            finish_first(cmd, top)
         return normalise(cmd)
+
+
+_DEFERRED: dict[str, set[str]] = {}
+"""Top-level packages put in `sys.modules` without running their `__init__` -> the modules present before."""
+
+
+def import_deferred(module: str) -> Any:
+    """Import `module` (e.g. `sae.cli`) with its top-level package in `sys.modules` but its `__init__` not run yet.
+
+    The package runs its `__init__` (`finish_deferred`) on the first name asked of it (`from sae import ARCHS`)
+    or when a command loaded from it starts (`finish_first`). A module that is itself top-level, a package
+    already imported, or one that is not a plain folder package is imported as usual.
+    """
+    top = module.split(".")[0]
+    if top == module or top in sys.modules:
+        return importlib.import_module(module)
+    spec = importlib.util.find_spec(top)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return importlib.import_module(module)
+    before = set(sys.modules)
+    package = importlib.util.module_from_spec(spec)
+
+    def __getattr__(name: str) -> Any:  # PEP 562: only names the package does not hold yet come here
+        if name.startswith("__"):
+            raise AttributeError(name)
+        finish_deferred(top)
+        return getattr(sys.modules[top], name)
+
+    package.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    sys.modules[top] = package
+    _DEFERRED[top] = before
+    try:
+        return importlib.import_module(module)
+    except BaseException:
+        undo_deferred(top)
+        raise
+
+
+def finish_deferred(top: str) -> None:
+    """Run the `__init__` of a package that `import_deferred` left unexecuted (once; a no-op otherwise)."""
+    if _DEFERRED.pop(top, None) is None:
+        return
+    package = sys.modules[top]
+    package.__dict__.pop("__getattr__", None)
+    try:
+        package.__spec__.loader.exec_module(package)
+    except BaseException:
+        sys.modules.pop(top, None)  # as a failed import does
+        raise
+
+
+def undo_deferred(top: str | None = None) -> None:
+    """Forget a deferred package (all of them by default) whose `__init__` never ran, and the modules imported
+    under it, so a later `import` runs it as usual."""
+    for name in [top] if top else list(_DEFERRED):
+        before = _DEFERRED.pop(name, None)
+        if before is None:
+            continue
+        for mod in [m for m in sys.modules if m not in before and (m == name or m.startswith(name + "."))]:
+            del sys.modules[mod]
+
+
+def finish_first(cmd: Any, top: str) -> None:
+    """Make every callback of `cmd` (and of its sub-commands) run the deferred package's `__init__` first; a
+    group's own callback does not when it only passes on to a sub-command (`interp attribute show --help`)."""
+    seen: dict[str, Any] = {}
+    if getattr(cmd, "commands", None) is not None:
+        group_invoke = cmd.invoke
+
+        def invoke(ctx: Any) -> Any:
+            seen["ctx"] = ctx  # click sets ctx.invoked_subcommand before it calls the group's callback
+            return group_invoke(ctx)
+
+        cmd.invoke = invoke
+    if getattr(cmd, "callback", None) is not None:
+        body = cmd.callback
+
+        @functools.wraps(body)
+        def callback(*args: Any, **kw: Any) -> Any:
+            if getattr(seen.get("ctx"), "invoked_subcommand", None) is None:
+                finish_deferred(top)
+            return body(*args, **kw)
+
+        cmd.callback = callback
+    for sub in getattr(cmd, "commands", {}).values():
+        finish_first(sub, top)
 
 
 LEADING_DOC = re.compile(r'\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*[rRuU]?("""|\'\'\')(.*?)\1', re.DOTALL)
@@ -100,10 +199,23 @@ def module_file(module: str) -> Path | None:
     return None
 
 
+def _false_default(option: Any) -> Any:
+    """A `--help` flag that defaults to False rather than None: typer coerces a flag's non-bool value through
+    pydantic (~0.1 s of imports), which `interp sae train --help` would pay for the unused `--help` of `interp`
+    and of `interp sae`."""
+    if option is not None and option.default is None:
+        option.default = False
+    return option
+
+
 def normalise(cmd: Any) -> Any:
-    """Plain help text (no rich import, no `<str>` metavars) for a command and its sub-commands."""
+    """Plain help text (no rich import, no `<str>` metavars, no pydantic for `--help`) for a command and its
+    sub-commands."""
     if hasattr(cmd, "rich_markup_mode"):
         cmd.rich_markup_mode = None
+    if hasattr(cmd, "get_help_option"):
+        own = cmd.get_help_option
+        cmd.get_help_option = lambda ctx: _false_default(own(ctx))
     for param in getattr(cmd, "params", []):
         if getattr(param, "metavar", "x") is None and not getattr(param, "is_flag", False) and hasattr(param, "bare_type"):
             try:
@@ -141,6 +253,10 @@ class LazyGroup(TyperGroup):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._loaded: dict[str, Any] = {}
+        self._help_only = False
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _false_default(super().get_help_option(ctx))
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*self.commands, *(n for n in self.lazy if n not in self.commands)]
@@ -152,7 +268,7 @@ class LazyGroup(TyperGroup):
             return None
         if name not in self._loaded:
             try:
-                self._loaded[name] = self.lazy[name].load()
+                self._loaded[name] = self.lazy[name].load(defer_package=self._help_only)
             except Exception as exc:  # noqa: BLE001 - one broken family must not take the CLI down
                 if errors.debug_enabled():
                     raise
@@ -179,13 +295,16 @@ class LazyGroup(TyperGroup):
         return errors.run_guarded(lambda: super(LazyGroup, self).invoke(ctx))
 
     def main(self, args: Any = None, *a: Any, **kw: Any) -> Any:
-        import sys
-
         args = list(sys.argv[1:] if args is None else args)
         cut = args.index("--") if "--" in args else len(args)
         errors.set_debug("--debug" in args[:cut] or errors.debug_from_env())
         args = [x for i, x in enumerate(args) if not (i < cut and x == "--debug")]
-        return super().main(args, *a, **kw)
+        self._help_only = "--help" in args[:cut]  # nothing runs: family packages' __init__ can wait
+        try:
+            return super().main(args, *a, **kw)
+        finally:
+            if self._help_only:
+                undo_deferred()
 
 
 def demo_steps() -> list:

@@ -110,15 +110,15 @@ def test_cli_runs_ekfac_and_dra_and_reports_errors(run):
     runner = CliRunner()
     base = ["--model", f"looped-gpt:{run / 'run'}", "--train", f"tokens:{run / 'train.safetensors'}",
             "--queries", f"tokens:{run / 'queries.safetensors'}", "--shard-size", "8", "--device", "cpu"]
-    res = runner.invoke(app, ["--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8",
+    res = runner.invoke(app, ["run", "--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8",
                               "--out", str(run / "ek"), *base])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["n_train"] == 20
     assert load_scores(run / "ek")["scores"].shape == (20, 3)
-    res = runner.invoke(app, ["--method", "dra", "--out", str(run / "dra"), *base])
+    res = runner.invoke(app, ["run", "--method", "dra", "--out", str(run / "dra"), *base])
     assert res.exit_code == 0, res.output
     assert load_scores(run / "dra")["scores"].shape == (20, 1)
-    res = runner.invoke(app, ["--method", "ekfac", "--component", "L0H9", "--out", str(run / "ek2"), *base])
+    res = runner.invoke(app, ["run", "--method", "ekfac", "--component", "L0H9", "--out", str(run / "ek2"), *base])
     assert res.exit_code == 2 and "head 9 does not exist" in res.output
 
 
@@ -169,8 +169,17 @@ def test_damping_and_label_samples_reach_the_ekfac_fit(run, monkeypatch):
     base = ["--model", f"looped-gpt:{run / 'run'}", "--train", f"tokens:{run / 'train.safetensors'}",
             "--queries", f"tokens:{run / 'queries.safetensors'}", "--shard-size", "10", "--device", "cpu",
             "--method", "ekfac", "--component", "L1H1:qk", "--fit-samples", "8"]
-    res = CliRunner().invoke(app, [*base, "--damping", "1.0", "--label-samples", "2", "--out", str(run / "ekd")])
+    res = CliRunner().invoke(app, ["run", *base, "--damping", "1.0", "--label-samples", "2", "--out", str(run / "ekd")])
     assert res.exit_code == 0, res.output
     assert seen["damping_alpha"] == 1.0 and seen["label_samples"] == 2
-    res = CliRunner().invoke(app, [*base, "--damping", "0", "--out", str(run / "ekd0")])
+    res = CliRunner().invoke(app, ["run", *base, "--damping", "0", "--out", str(run / "ekd0")])
     assert res.exit_code == 2 and "damping must be positive" in res.output and not (run / "ekd0").exists()
+
+
+def test_the_old_group_form_runs_the_job_with_a_deprecation_warning(tmp_path):
+    """`interp attribute --method ...` (options on the group, before `run`) still reaches `run`, with a warning."""
+    res = CliRunner().invoke(app, ["--method", "tracin", "--overwrite", "--model", "pythia-14m-init"])
+    assert res.exit_code == 2
+    assert "warning: `interp attribute --method ...` is deprecated" in res.stderr
+    assert "missing --train, --queries, --out" in res.stderr
+    assert not list(tmp_path.iterdir())

@@ -33,7 +33,7 @@ def run(tmp_path_factory):
     save_tokens(root / "train.safetensors", pool, BYTE)
     save_tokens(root / "queries.safetensors", pool[[1, 0]], BYTE)
     runner = CliRunner()
-    res = runner.invoke(app, ["--method", "sdi", "--model", f"looped-gpt:{root / 'run'}", "--train",
+    res = runner.invoke(app, ["run", "--method", "sdi", "--model", f"looped-gpt:{root / 'run'}", "--train",
                               f"tokens:{root / 'train.safetensors'}", "--queries", f"tokens:{root / 'queries.safetensors'}",
                               "--out", str(root / "sdi"), "--sketch-dim", "0", "--device", "cpu", "--shard-size", "4"])
     assert res.exit_code == 0, res.output
@@ -82,11 +82,11 @@ def test_dra_flags_reach_the_denoising(run):
     runner = CliRunner()
     got = {}
     for name, flags in {"default": [], "whiten": ["--whiten"], "raw": ["--no-center"]}.items():
-        res = runner.invoke(app, [*base, "--out", str(run / f"dra_{name}"), *flags])
+        res = runner.invoke(app, ["run", *base, "--out", str(run / f"dra_{name}"), *flags])
         assert res.exit_code == 0, res.output
         got[name] = load_scores(run / f"dra_{name}")["scores"][:, 0]
     assert not torch.allclose(got["default"], got["whiten"]) and not torch.allclose(got["default"], got["raw"])
-    res = runner.invoke(app, [*base, "--out", str(run / "bad"), "--neutral-removal", "0.5", "--representation", "gradient"])
+    res = runner.invoke(app, ["run", *base, "--out", str(run / "bad"), "--neutral-removal", "0.5", "--representation", "gradient"])
     assert res.exit_code == 2 and "--representation hidden" in res.output and not (run / "bad").exists()
 
 

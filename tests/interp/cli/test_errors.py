@@ -139,7 +139,7 @@ def test_run_guarded_turns_a_real_disk_full_into_exit_2(capsys):
 
 @pytest.mark.parametrize("args, needles", [
     (["probe", "--model", "pythia-14m-init", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
-    (["attribute", "--method", "tracin", "--model", "pythia-14m-init", "--train", "stdlib-docs", "--queries",
+    (["attribute", "run", "--method", "tracin", "--model", "pythia-14m-init", "--train", "stdlib-docs", "--queries",
       "stdlib-docs", "--device", "cuda", "--out", "OUT"], ["CUDA", "--device cpu"]),
     (["circuits", "extract", "--model", "pythia-14m-init", "--task", "quotes", "--device", "cuda", "--out", "OUT"],
      ["CUDA", "cpu"]),

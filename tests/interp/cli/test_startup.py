@@ -28,6 +28,33 @@ def test_help_and_models_import_no_torch_and_no_family():
     assert imported_after(run_cli(["models"])) == []
 
 
+LIBRARIES = ("torch", "transformers", "transformer_lens", "sae_lens", "nnsight", "pydantic")
+FAMILY_HELP = (["sae"], ["circuits"], ["attribute"], ["sae", "train"], ["sae", "eval"], ["circuits", "extract"],
+               ["circuits", "show"], ["attribute", "show"])
+
+
+def test_family_help_imports_no_torch_and_leaves_the_family_unimported():
+    """`interp sae --help` loads `sae/cli.py` without running `sae/__init__` (torch, sae-lens), nor pydantic."""
+    for args in FAMILY_HELP:
+        probe = run_cli([*args, "--help"]) + (
+            "import sys, json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(%r))))" % (LIBRARIES,))
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert "Usage:" in proc.stdout, args
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], args
+
+
+def test_help_leaves_the_family_package_as_a_normal_import_would(monkeypatch):
+    """After a help-only line the family package is imported afresh by the next `import` (its __init__ runs)."""
+    code = run_cli(["sae", "--help"]) + (
+        "import sys\nassert 'sae' not in sys.modules and 'sae.cli' not in sys.modules, sorted(sys.modules)\n"
+        "from interp.cli.plugins import import_deferred, finish_deferred\n"
+        "cli = import_deferred('circuits.cli')\nassert 'torch' not in sys.modules\n"
+        "import circuits\nfrom circuits import Circuit\nassert 'torch' in sys.modules and circuits.cli is cli\n"
+        "print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
 def test_help_lists_family_commands_from_metadata():
     proc = subprocess.run([sys.executable, "-m", "interp", "--help"], capture_output=True, text=True, check=True)
     for name in ("models", "cache", "inspect", "probe", "dashboard", "sae", "circuits", "attribute"):
