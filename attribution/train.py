@@ -88,12 +88,9 @@ def train_lm(
     model.train()
     if eval_every:
         evaluate(0)
-    bar = range(1, steps + 1)
-    if progress:
-        from tqdm import tqdm
+    from interp.infra.logs import progress as progress_bar
 
-        bar = tqdm(bar, desc="training", unit="step")
-    for step in bar:
+    for step in progress_bar(range(1, steps + 1), desc="training", unit="step", enabled=bool(progress)):
         batch = pool[stream[(step - 1) * batch_size: step * batch_size]].to(device)
         loss = model(input_ids=batch, labels=batch).loss
         opt.zero_grad(set_to_none=True)

@@ -47,7 +47,9 @@ def _load(model: str | None, checkpoint: str | None, device: str, allow_torch_lo
     from circuits.model.checkpoint import load_checkpoint
 
     if checkpoint and not model:
-        typer.echo("warning: --checkpoint is deprecated and will be removed in the next version; use --model", err=True)
+        from interp.cli.options import warn_deprecated
+
+        warn_deprecated("--checkpoint", "--model")
     spec = model or checkpoint
     if not spec:
         fail("give the model with --model SPEC|PATH|PATH@N")
@@ -235,7 +237,9 @@ def ablate(
         m = _load(model, checkpoint, device, allow_torch_load)
         note = check_circuit_model(c, m)
         if note:
-            typer.echo(note, err=True)
+            import logging
+
+            logging.getLogger(__name__).warning(note.removeprefix("warning: "))
         if "graph" in c.extra:
             from circuits.evaluation.faithfulness import edge_circuit_report
 

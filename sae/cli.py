@@ -148,7 +148,7 @@ def eval_(
         out_file = None
         if out:
             if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version
-                typer.echo("warning: --out FILE.json is deprecated; --out takes a folder (metrics.json inside)", err=True)
+                O.warn_deprecated("--out FILE.json", "--out DIR (metrics.json inside) or --out-file FILE.json")
                 out_file = Path(out)
                 check_out_dir(out_file.parent or ".")
             else:

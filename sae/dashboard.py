@@ -108,9 +108,9 @@ def render_sae_dashboard(sae_dir: str, store_dir: str | None, out: str, model_sp
         try:
             unembed = load_unembedding(spec)
         except Exception as exc:  # noqa: BLE001 - pages still work without logit effects
-            import typer
+            import logging
 
-            typer.echo(f"warning: no unembedding for {spec!r} ({exc}); no logit effects", err=True)
+            logging.getLogger(__name__).warning("no unembedding for %r (%s); no logit effects", spec, exc)
     if unembed is not None and unembed[0].shape[1] != sr.sae.cfg.d_in:
         unembed = None  # not the residual width (e.g. an MLP hook): logit effects do not apply directly
     if text is not None and not spec:

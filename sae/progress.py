@@ -22,7 +22,10 @@ class Progress:
         self.every = every or max(1, total // 10)
         self.postfix: dict[str, Any] = {}
         self.bar = None
-        if enabled and getattr(self.stream, "isatty", lambda: False)():
+        from interp.infra import logs
+
+        self.enabled = enabled = enabled and logs.verbosity() > logs.QUIET  # `interp --quiet`: no progress at all
+        if enabled and logs.progress_enabled(self.stream):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=desc, file=self.stream)

@@ -211,7 +211,7 @@ def _accumulate(scores: Tensor, deltas: Tensor, graph: EdgeGraph, down: slice, g
 def edge_scores(model, batch: PairBatch, metric: Metric = "logit-diff", method: str = "eap", ig_steps: int = 5,
                 batch_size: int = 16, qkv: bool = True, progress: bool = False) -> EdgeScores:
     """EAP (`method="eap"`) or EAP-IG (`method="eap-ig"`, `ig_steps` points) scores of every edge."""
-    from tqdm.auto import tqdm
+    from interp.infra import logs
 
     if method not in ("eap", "eap-ig"):
         raise ValueError(f"unknown method {method!r}; use eap or eap-ig")
@@ -229,7 +229,7 @@ def edge_scores(model, batch: PairBatch, metric: Metric = "logit-diff", method: 
     n_fwd = n_bwd = 0
     clean_m = []
     with _frozen(model):
-        for sub in tqdm(batch.split(batch_size), desc=method, disable=not progress):
+        for sub in logs.progress(batch.split(batch_size), desc=method, enabled=progress):
             sub = sub.to(model.device)
             corrupt, e_corrupt, _ = run_upstream(model, graph, sub.corrupt, sub.corrupt_mask, lw)
             n_fwd += 1

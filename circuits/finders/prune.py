@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
-from tqdm.auto import tqdm
+from interp.infra import logs
 
 from interp.infra.checks import require_numbers
 from circuits.evaluation.ablation import evaluate
@@ -85,7 +85,7 @@ def train_masks(model, task_batch: TaskBatch, cfg: PruneConfig, lam: float, mean
     masks = UnitMasks(model, cfg.kinds, init=0.1, init_std=0.01, gate="ste", means=means, clamp=(-1.0, 1.0), seed=cfg.seed)
     opt = torch.optim.AdamW(masks.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
-    for step in tqdm(range(cfg.steps), desc=f"masks lambda={lam:.1e}", disable=not progress, leave=False):
+    for step in logs.progress(range(cfg.steps), desc=f"masks lambda={lam:.1e}", enabled=progress, leave=False):
         idx = torch.randperm(len(task_batch), generator=gen)[: cfg.batch_size]
         b = TaskBatch([], *(t[idx] for t in (task_batch.ids, task_batch.mask, task_batch.pos, task_batch.target, task_batch.alt)))
         b = b.to(model.device)
@@ -185,7 +185,7 @@ def prune(model, task: Task, cfg: PruneConfig | None = None, mean_batches=None, 
     lo, hi = math.log(cfg.lambda_range[0]), math.log(cfg.lambda_range[1])
     lam = cfg.k_coef
     history = []
-    bar = tqdm(range(max(1, cfg.lambda_steps)), desc=f"prune {task.name}", disable=not progress)
+    bar = logs.progress(range(max(1, cfg.lambda_steps)), desc=f"prune {task.name}", enabled=progress)
     last_masks = None
     masks_now = [None]
     for it in bar:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import torch
-from tqdm.auto import tqdm
+from interp.infra import logs
 
 from interp.infra.checks import require_numbers
 from circuits.format.edges import circuit_edges
@@ -202,7 +202,7 @@ def safeseek(model, task: Task, cfg: SafeSeekConfig | None = None, progress: boo
 
     best, best_state, history = float("inf"), None, []
     t0 = time.perf_counter()
-    bar = tqdm(range(cfg.steps), desc=f"safeseek {objective}", disable=not progress)
+    bar = logs.progress(range(cfg.steps), desc=f"safeseek {objective}", enabled=progress)
     for step in bar:
         for m in masks.values():
             m.train()
@@ -276,7 +276,7 @@ def circuit_tuning(model, nodes, batches, mode: Literal["circuit", "complement"]
     history = []
     try:
         model.hf_model.train()
-        for step in tqdm(range(steps), desc=f"circuit tuning ({mode})", disable=not progress):
+        for step in logs.progress(range(steps), desc=f"circuit tuning ({mode})", enabled=progress):
             b = batches[step % len(batches)].to(model.device)
             loss = loss_fn(model({"input_ids": b.ids, "attention_mask": b.mask}), b)
             opt.zero_grad()

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from interp.infra import logs
 
 from interp.infra.checks import require_numbers
 import interp
@@ -231,7 +231,7 @@ def train_weight_sparse(cfg: WeightSparseConfig, data, val=None, model: interp.H
     report = TrainReport(config=asdict(cfg))
     t0 = time.perf_counter()
     hf.train()
-    bar = tqdm(range(cfg.steps), desc=f"train l0={cfg.l0:g}", disable=not progress)
+    bar = logs.progress(range(cfg.steps), desc=f"train l0={cfg.l0:g}", enabled=progress)
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup)

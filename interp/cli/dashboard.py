@@ -178,8 +178,6 @@ def row_filter(exclude: str | None, store, hook: str, recorded: dict | None = No
 def _tokenizer(spec: str, explicit: bool = False):
     """The tokenizer of `spec`. A --model the user named must load (else an error naming it); the store's
     recorded model may be missing on this machine, and then the pages show token ids with a warning."""
-    import typer as _t
-
     from interp.dashboards import load_tokenizer
 
     try:
@@ -188,7 +186,9 @@ def _tokenizer(spec: str, explicit: bool = False):
         if explicit:
             raise ValueError(f"--model {spec!r} gives no tokenizer ({exc}); pass a spec from `interp models`, "
                              "or leave --model out to use the store's model") from exc
-        _t.echo(f"warning: no tokenizer for {spec!r} ({exc}); showing token ids", err=True)
+        import logging
+
+        logging.getLogger(__name__).warning("no tokenizer for %r (%s); showing token ids", spec, exc)
         return None
 
 

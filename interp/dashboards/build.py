@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,11 +91,10 @@ def parse_features(text: str | None) -> list[int] | None:
 
 def collect(source: Any, n_features: int, cfg: StatsConfig | None = None, progress: bool | None = None) -> FeatureStats:
     """The one pass over the source's chunks."""
-    from tqdm.auto import tqdm
+    from interp.infra.logs import progress as progress_bar
 
     stats = FeatureStats(n_features, cfg)
-    show = sys.stderr.isatty() if progress is None else progress
-    with tqdm(total=source.n_rows, unit="row", desc="dashboard pass", disable=not show) as bar:
+    with progress_bar(total=source.n_rows, unit="row", desc="dashboard pass", enabled=progress is not False) as bar:
         for ch in source.chunks():
             stats.update(ch.z, ch.rows, ch.seq, ch.pos, ch.keep)
             bar.update(len(ch.rows))

@@ -25,9 +25,8 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from tqdm import tqdm
-
 from interp.infra.extras import install_hint, missing_module_hint
+from interp.infra.logs import progress as _progress
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -80,7 +79,9 @@ def run_tasks(
     - `num_workers`: Ray CPUs for a local Ray, and the pace of submission (at most 2x this many tasks
       in flight); None means all CPUs. Ignored in-process.
     - `on_result`: called in this process with each result as it arrives (completion order).
-    - `progress`: a tqdm bar on stderr counting tasks; "auto" shows it only when stderr is a terminal.
+    - `progress`: True or "auto" (the same): a tqdm bar on stderr counting tasks when stderr is a terminal, one
+      log line when the job starts and one when it ends otherwise (no carriage-return redraws in a log file);
+      False: nothing.
     - `ray_options`: options for the Ray tasks, e.g. {"num_gpus": 1} or {"num_cpus": 2}.
     """
     if executor not in EXECUTORS:
@@ -90,14 +91,14 @@ def run_tasks(
     if num_workers is not None and num_workers <= 0:
         raise ValueError(f"num_workers must be positive, got {num_workers}")
     tasks = list(tasks)
-    show = sys.stderr.isatty() if progress == "auto" else bool(progress)
-    with tqdm(total=len(tasks), desc=desc, unit="task", file=sys.stderr, disable=not show, dynamic_ncols=True) as bar:
+    with _progress(total=len(tasks), desc=desc, unit="task", enabled=bool(progress)) as bar:
         if executor == "inprocess" or not tasks:
             return _run_inprocess(tasks, fn, on_result, bar)
         return _run_ray(tasks, fn, on_result, bar, ray_address, num_workers, dict(ray_options or {}))
 
 
-def _run_inprocess(tasks: list[T], fn: Callable[[T], R], on_result: Callable[[R], None] | None, bar: tqdm) -> list[R]:
+def _run_inprocess(tasks: list[T], fn: Callable[[T], R], on_result: Callable[[R], None] | None,
+                   bar: _progress) -> list[R]:
     results = []
     for task in tasks:
         result = fn(task)
@@ -183,7 +184,7 @@ def _run_ray(
     tasks: list[T],
     fn: Callable[[T], R],
     on_result: Callable[[R], None] | None,
-    bar: tqdm,
+    bar: _progress,
     address: str | None,
     num_workers: int | None,
     options: dict[str, Any],

@@ -11,6 +11,8 @@ redraw. `progress_enabled()` says whether bars may be drawn at all (off under `-
 
     >>> for x in progress(range(3), desc="demo"):  # not a TTY here: no bar, two log lines at most
     ...     pass
+    >>> with progress(total=4, desc="tasks") as bar:
+    ...     bar.update(4)
 """
 
 from __future__ import annotations
@@ -109,24 +111,75 @@ def progress_enabled(stream: Any = None) -> bool:
     return verbosity() > QUIET and is_tty(stream)
 
 
-def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, enabled: bool = True,
-             logger: str = "interp", **tqdm_kw: Any) -> Iterator[T]:
-    """`iterable` with a tqdm bar on a terminal; elsewhere one log line at the start and one at the end."""
-    if total is None:
-        try:
-            total = len(iterable)  # type: ignore[arg-type]
-        except TypeError:
-            total = None
-    if enabled and progress_enabled():
-        from tqdm.auto import tqdm
+class progress:
+    """A tqdm bar on a terminal, one log line when the stage starts and one when it ends elsewhere.
 
-        yield from tqdm(iterable, desc=desc, total=total, file=sys.stderr, **tqdm_kw)
-        return
-    log = logging.getLogger(logger)
-    if enabled and desc:
-        log.info("%s: %s", desc, f"{total} steps" if total is not None else "started")
-    t0, n = time.perf_counter(), 0
-    for n, item in enumerate(iterable, 1):
-        yield item
-    if enabled and desc:
-        log.info("%s: done, %d%s in %.1f s", desc, n, f"/{total}" if total is not None else "", time.perf_counter() - t0)
+    Used as tqdm is: `for x in progress(xs, desc=...)`, or `with progress(total=n, desc=...) as bar: bar.update()`,
+    with `set_postfix(...)` (shown in the bar, or in the end line). `enabled=False` shows nothing.
+    """
+
+    def __init__(
+        self,
+        iterable: Iterable[T] | None = None,
+        desc: str = "",
+        total: int | None = None,
+        enabled: bool = True,
+        logger: str = "interp",
+        **tqdm_kw: Any,
+    ) -> None:
+        if total is None and iterable is not None:
+            try:
+                total = len(iterable)  # type: ignore[arg-type]
+            except TypeError:
+                total = None
+        self.iterable, self.desc, self.total, self.n = iterable, desc, total, 0
+        self.postfix: dict[str, Any] = {}
+        self.log = logging.getLogger(logger)
+        self.lines = enabled and bool(desc) and not progress_enabled()
+        self.bar = None
+        if enabled and progress_enabled():
+            from tqdm.auto import tqdm
+
+            tqdm_kw.setdefault("dynamic_ncols", True)
+            self.bar = tqdm(iterable, desc=desc, total=total, file=sys.stderr, **tqdm_kw)
+        elif self.lines:
+            self.log.info("%s: %s", desc, f"{total} steps" if total is not None else "started")
+        self.t0 = time.perf_counter()
+        self.closed = False
+
+    def __iter__(self) -> Iterator[Any]:
+        source = self.bar if self.bar is not None else self.iterable
+        try:
+            for item in source:  # type: ignore[union-attr]
+                if self.bar is None:
+                    self.n += 1
+                yield item
+        finally:
+            self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def set_postfix(self, **kw: Any) -> None:
+        self.postfix = kw
+        if self.bar is not None:
+            self.bar.set_postfix(**kw)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.bar is not None:
+            self.bar.close()
+        elif self.lines:
+            extra = "".join(f" {k}={v}" for k, v in self.postfix.items())
+            of = f"/{self.total}" if self.total is not None else ""
+            self.log.info("%s: done, %d%s in %.1f s%s", self.desc, self.n, of, time.perf_counter() - self.t0, extra)
+
+    def __enter__(self) -> progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

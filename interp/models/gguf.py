@@ -55,7 +55,9 @@ def convert_gguf(gguf: str | os.PathLike, progress: bool = True) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     if progress:
-        print(f"converting {gguf.name} to safetensors (once) -> {dest}", flush=True)
+        import logging
+
+        logging.getLogger(__name__).info("converting %s to safetensors (once) -> %s", gguf.name, dest)
     if not progress:
         hf_logging.disable_progress_bar()
     try:

@@ -19,8 +19,8 @@ from typing import Literal
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from interp.infra import logs
 from interp.probes.massive import MassiveCriterion, massive_mask
 from interp.probes.sinks import streaming_hook
 
@@ -49,7 +49,7 @@ def perplexity(model, tokens: Tensor, mask: Tensor | None = None, fwd_hooks=(), 
     mask = torch.ones_like(tokens) if mask is None else mask
     total, count = 0.0, 0
     with model.hooks(fwd_hooks):
-        for i in tqdm(range(0, tokens.shape[0], batch_size), desc=desc, disable=not progress, leave=False):
+        for i in logs.progress(range(0, tokens.shape[0], batch_size), desc=desc, enabled=progress, leave=False):
             ids = tokens[i : i + batch_size].to(model.device)
             m = mask[i : i + batch_size].to(model.device)
             logits = model.hf_model(input_ids=ids, attention_mask=m, use_cache=False).logits.float()

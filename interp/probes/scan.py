@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from interp.infra import logs
 from interp.probes.ablation import check_tokens
 from interp.probes.massive import MassiveCriterion, MassiveScanner
 from interp.probes.sinks import DEFAULT_EPS, SinkScanner
@@ -46,7 +46,7 @@ def probe_scan(model, tokens: Tensor, mask: Tensor | None = None, criterion: Mas
     sinks = SinkScanner(model.n_layers, model.n_heads, eps=eps, min_queries=min(min_queries, tokens.shape[1] // 2 or 1))
     hooks = list(fwd_hooks) + [("blocks.*.hook_resid_post", massive.hook), ("blocks.*.attn.hook_pattern", sinks.hook)]
     with model.hooks(hooks):
-        for i in tqdm(range(0, tokens.shape[0], batch_size), desc="probe scan", disable=not progress, leave=False):
+        for i in logs.progress(range(0, tokens.shape[0], batch_size), desc="probe scan", enabled=progress, leave=False):
             ids = tokens[i : i + batch_size].to(model.device)
             m = mask[i : i + batch_size].to(model.device)
             massive.begin_batch(ids, m)
