@@ -60,7 +60,7 @@ def run(
     damping: float = typer.Option(0.1, metavar="FLOAT", help="EK-FAC: damping, a multiple of each block's mean eigenvalue"),
     label_samples: int = typer.Option(1, metavar="INT", help="EK-FAC: labels sampled from the model per fitting sequence"),
     representation: str = typer.Option("hidden", metavar="TEXT", help="DRA: hidden | gradient"),
-    hook: str = typer.Option("", metavar="TEXT", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
+    hooks: str = typer.Option("", "--hooks", metavar="NAME", help="DRA hidden states: hook name (default: middle hook_resid_post)"),
     raw: bool = typer.Option(False, "--raw", help="DRA: no denoising at all (the raw-similarity baseline)"),
     center: bool = typer.Option(True, "--center/--no-center", help="DRA: subtract the training pool's mean"),
     whiten: bool = typer.Option(False, "--whiten/--no-whiten",
@@ -83,8 +83,10 @@ def run(
     executor: str = typer.Option("inprocess", metavar="TEXT", help="inprocess | ray"),
     ray_address: str = typer.Option(None, metavar="TEXT", help="Ray cluster address; default: start a local Ray"),
     num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray (CUDA: one per GPU)"),
+    threads: int = typer.Option(None, "--threads", metavar="INT", help="torch CPU threads (in-process runs)"),
     restart: bool = typer.Option(False, "--restart", help="Start the run in --out over instead of resuming it"),
     overwrite: bool = typer.Option(False, "--overwrite", hidden=True),
+    hook: str = typer.Option(None, "--hook", hidden=True),
 ) -> None:
     """Score every training sequence against every query; write a resumable attribution store."""
     missing = [f"--{n}" for n, v in (("method", method), ("model", model), ("train", train), ("queries", queries),
@@ -100,6 +102,8 @@ def run(
         max_train = O.deprecated(max_train, "--max-train", "--n-train", n_train, 256)
         max_queries = O.deprecated(max_queries, "--max-queries", "--n-queries", n_queries, 8)
         restart = O.deprecated(overwrite, "--overwrite", "--restart", restart, False)
+        hook = O.one_hook(hooks, hook) or ""
+        O.set_threads(threads)
         check_out_dir(out)
         dims = None if select_dims == "all" else select_dims if select_dims == "auto" else int(select_dims)
         cfg = AttributeConfig(
@@ -124,15 +128,18 @@ def run(
 
 @app.command("show")
 def show(
-    run: str = typer.Argument(..., metavar="RUN", help="Output folder of a finished `interp attribute` run"),
+    run_arg: str = typer.Argument(None, metavar="RUN", hidden=True, help="As --run"),
+    run: str = typer.Option(None, "--run", metavar="DIR", help="Output folder of a finished `interp attribute run`"),
     top: int = typer.Option(3, metavar="INT", help="Training examples shown per query, at each end"),
     out: str = typer.Option(None, metavar="DIR", help="Folder for report.html (default: RUN)"),
     width: int = typer.Option(100, metavar="INT", help="Characters of text per example in the console"),
 ) -> None:
     """Print, per query, the top and bottom training examples with text and scores; write report.html."""
     from attribution.report import html_report, text_report
+    from interp.cli import options as O
 
     try:
+        run = O.positional(run, run_arg, "--run")
         if top <= 0:
             raise ValueError(f"--top must be positive, got {top}")
         report = text_report(run, top=top, width=width)

@@ -1,12 +1,12 @@
 """`interp circuits`: measure a task, extract its circuit from any model, ablate it, draw and export it.
 
     interp circuits baseline --model smollm2-135m --task ioi
-    interp circuits extract --model smollm2-135m --task ioi --method eap-ig --top-n 200 --out runs/ioi
+    interp circuits extract --model smollm2-135m --task ioi --method eap-ig --top 200 --out runs/ioi
     interp circuits extract --model runs/my_model@2000 --task prompts:my_pairs.jsonl --method eap --out runs/mine
     interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
     interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 --out runs/ioi_curve
-    interp circuits show runs/ioi/circuit.json --out graph.html
-    interp circuits export runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
+    interp circuits show --circuit runs/ioi/circuit.json --out-file graph.html
+    interp circuits export --circuit runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ def fail(message: str) -> None:
 
 
 def _threads(n: int | None) -> None:
-    if n:
-        import torch
+    from interp.cli.options import set_threads
 
-        torch.set_num_threads(n)
+    set_threads(n)
 
 
 def _out_file(out: str, name: str) -> Path:
@@ -90,14 +89,16 @@ def baseline(
 @app.command()
 def extract(
     task: str = typer.Option(..., help=TASK_HELP, metavar="TEXT"),
-    out: str = typer.Option(..., help="Folder to write circuit.json into (a path ending in .json: that file).", metavar="PATH"),
+    out: str = typer.Option(..., help="Folder to write circuit.json into (a path ending in .json: that file).", metavar="DIR"),
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP, metavar="SPEC"),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint", hidden=True, help="Old name of --model."),
     method: str = typer.Option("eap-ig", help="eap, eap-ig (edges); prune, safeseek (unit masks); activation-diff (control)."),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
     ablation: str = typer.Option("auto", help="zero, mean, corrupt, or auto (the method's paper default: eap corrupt, "
                                               "prune mean, safeseek zero). Recorded in the circuit; `ablate` reuses it."),
-    top_n: Optional[int] = typer.Option(None, help="Edge methods: keep the top N edges by |score| (default 200).", metavar="INT"),
+    top_n: Optional[int] = typer.Option(None, "--top", help="Edge methods: keep the top N edges by |score| (default 200).",
+                                        metavar="INT"),
+    top_n_old: Optional[int] = typer.Option(None, "--top-n", hidden=True),
     threshold: Optional[float] = typer.Option(None, help="Edge methods: keep edges with |score| >= this."),
     ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
     n_prompts: int = typer.Option(64, "--max-rows", help="Prompt rows for the baseline and edge scores.", metavar="INT"),
@@ -129,6 +130,7 @@ def extract(
     from interp.cli.options import deprecated
 
     n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 64)
+    top_n = deprecated(top_n_old, "--top-n", "--top", top_n, None)
     try:
         the_task = get_task(task)
         cfg = ExtractConfig(method=method, metric=metric, ablation=ablation, n_prompts=n_prompts, top_n=top_n,
@@ -272,7 +274,7 @@ def _node_report(model, c, task, n, seed, n_random, ablation) -> dict:
 
 @app.command()
 def curve(
-    out: str = typer.Option(..., metavar="PATH",
+    out: str = typer.Option(..., metavar="DIR",
                             help="Folder to write curve.json, curve.md (the table) and curve.html (the plot) into."),
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " --quick without it: a tiny random model.",
                                         metavar="SPEC"),
@@ -281,7 +283,10 @@ def curve(
     sizes: str = typer.Option("", help="Comma-separated circuit sizes (edges or heads); default a log grid.",
                               metavar="N,N,..."),
     seeds: int = typer.Option(3, help="Seeds: each scores the method on its own prompts and draws its own controls."),
-    n_prompts: int = typer.Option(16, help="Prompt rows each seed scores the method on.", metavar="INT"),
+    n_prompts: int = typer.Option(16, "--max-rows", help="Prompt rows each seed scores the method on.", metavar="INT"),
+    n_prompts_old: Optional[int] = typer.Option(None, "--n-prompts", hidden=True),
+    seed: int = typer.Option(0, "--seed", help="Seed of torch's generators (each of --seeds draws its own data).",
+                             metavar="INT"),
     n_eval: int = typer.Option(16, help="Held-out rows every circuit is evaluated on (bootstrapped).", metavar="INT"),
     n_boot: int = typer.Option(1000, help="Bootstrap resamples of the held-out rows.", metavar="INT"),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
@@ -294,7 +299,10 @@ def curve(
     threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Faithfulness and complement vs circuit size, against random and random-connected circuits (95% intervals)."""
-    _threads(threads)
+    from interp.cli.options import compute, deprecated
+
+    compute(threads, seed)
+    n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 16)
     from circuits.evaluation.curve import CurveConfig, curve_table, faithfulness_curve
     from circuits.format.curve_plot import write_curve_html
     from circuits.model.checkpoint import CheckpointError
@@ -330,15 +338,22 @@ def curve(
 
 @app.command()
 def show(
-    file: str = typer.Argument(..., help="Circuit JSON."),
-    out: str = typer.Option("circuit.html", help="HTML file to write (plotly.js embedded).", metavar="PATH"),
-    top_k: int = typer.Option(200, help="Edges shown at first (a slider in the page changes it).", metavar="INT"),
+    file_arg: Optional[str] = typer.Argument(None, metavar="CIRCUIT", hidden=True, help="Circuit JSON (as --circuit)."),
+    circuit: Optional[str] = typer.Option(None, "--circuit", help="Circuit JSON.", metavar="PATH"),
+    out: str = typer.Option("circuit.html", "--out-file", help="HTML file to write (plotly.js embedded).", metavar="PATH"),
+    top_k: int = typer.Option(200, "--top", help="Edges shown at first (a slider in the page changes it).", metavar="INT"),
+    out_old: Optional[str] = typer.Option(None, "--out", hidden=True),
+    top_k_old: Optional[int] = typer.Option(None, "--top-k", hidden=True),
 ) -> None:
     """Draw a circuit as a self-contained interactive HTML graph."""
     from circuits.format.circuit import Circuit
     from circuits.format.graph_html import write_html
+    from interp.cli.options import deprecated, positional
 
     try:
+        file = positional(circuit, file_arg, "--circuit")
+        out = deprecated(out_old, "--out FILE", "--out-file", out, "circuit.html")
+        top_k = deprecated(top_k_old, "--top-k", "--top", top_k, 200)
         c = Circuit.load(file)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
@@ -348,9 +363,12 @@ def show(
 
 @app.command()
 def export(
-    file: str = typer.Argument(..., help="Circuit JSON."),
-    out: str = typer.Option(..., help="circuit-tracer's data folder (graph-metadata.json + <slug>.json; its `serve` "
-                                      "reads it); a path ending in .json: that one graph file.", metavar="PATH"),
+    file_arg: Optional[str] = typer.Argument(None, metavar="CIRCUIT", hidden=True, help="Circuit JSON (as --circuit)."),
+    circuit: Optional[str] = typer.Option(None, "--circuit", help="Circuit JSON.", metavar="PATH"),
+    out: Optional[str] = typer.Option(None, help="circuit-tracer's data folder (graph-metadata.json + <slug>.json; its "
+                                                 "`serve` reads it).", metavar="DIR"),
+    out_file: Optional[str] = typer.Option(None, "--out-file", help="Write only the one graph file (.json) instead.",
+                                           metavar="PATH"),
     format: str = typer.Option("circuit-tracer", help="circuit-tracer (the data its own frontend reads)."),
     overwrite: bool = typer.Option(False, help="Replace an existing graph of the same slug."),
 ) -> None:
@@ -360,7 +378,16 @@ def export(
 
     if format != "circuit-tracer":
         fail(f"unknown --format {format!r}; use circuit-tracer")
+    from interp.cli.options import positional, warn_deprecated
+
+    if out and Path(out).suffix == ".json" and not out_file:  # the old meaning of --out FILE.json
+        warn_deprecated("--out FILE.json", "--out-file FILE.json")
+        out, out_file = None, out
+    if (out is None) == (out_file is None):
+        fail("give one of --out DIR (circuit-tracer's data folder) or --out-file FILE.json (one graph file)")
+    out = out or out_file
     try:
+        file = positional(circuit, file_arg, "--circuit")
         c = Circuit.load(file)
         single = Path(out).suffix == ".json"
         target = Path(out) if single else Path(out) / f"{slug_of(c)}.json"

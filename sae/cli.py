@@ -49,11 +49,11 @@ def train(
     store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (from `interp cache`)."),
     arch: str = typer.Option(..., help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ... (`interp sae archs`)."),
     out: str = typer.Option(..., metavar="DIR", help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."),
-    hook: Optional[str] = typer.Option(None, help="Hook to train on (default: the store's only hook)."),
+    hooks: Optional[str] = typer.Option(None, "--hooks", metavar="NAME", help="Hook to train on (default: the store's only hook)."),
     d_sae: int = typer.Option(1024, help="Number of latents."),
     k: float = typer.Option(32, help="Active latents per token (TopK-family encoders)."),
     max_tokens: int = typer.Option(200_000, "--max-tokens", metavar="INT", help="Training tokens."),
-    batch_size: int = typer.Option(4096, help="Tokens per step."),
+    batch_tokens: int = typer.Option(4096, "--batch-tokens", metavar="INT", help="Tokens per step."),
     lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: 2e-4/sqrt(d_sae/16384), at most 1e-3)."),
     seed: int = typer.Option(0, help="Seed (initialisation and data order)."),
     checkpoint_every: int = typer.Option(50, help="Steps between checkpoints."),
@@ -64,9 +64,13 @@ def train(
                                 "--no-resume ignores it (the folder must then hold no other run)."),
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]",
                                help="Where the SAE trains: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Start over: replace the SAE run in --out (its "
-                                   "weights, configs, reports and checkpoint) instead of resuming or refusing."),
+    restart: bool = typer.Option(False, "--restart", help="Start over: replace the SAE run in --out (its "
+                                 "weights, configs, reports and checkpoint) instead of resuming or refusing."),
+    threads: Optional[int] = typer.Option(None, "--threads", metavar="INT", help="torch CPU threads."),
     tokens: Optional[int] = typer.Option(None, "--tokens", hidden=True),
+    hook: Optional[str] = typer.Option(None, "--hook", hidden=True),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", hidden=True),
+    overwrite: bool = typer.Option(False, "--overwrite", hidden=True),
 ) -> None:
     """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
     from interp.cli import options as O
@@ -76,6 +80,10 @@ def train(
 
     try:
         max_tokens = O.deprecated(tokens, "--tokens", "--max-tokens", max_tokens, 200_000)
+        hook = O.one_hook(hooks, hook)
+        batch_size = O.deprecated(batch_size, "--batch-size (tokens in `sae train`)", "--batch-tokens", batch_tokens, 4096)
+        overwrite = O.deprecated(overwrite, "--overwrite (start over in `sae train`)", "--restart", restart, False)
+        O.compute(threads)
         check_out_dir(out)
         cfg = TrainConfig(arch=arch, d_sae=d_sae, k=k, hook=hook, total_tokens=max_tokens, batch_size=batch_size, lr=lr,
                           seed=seed, checkpoint_every=checkpoint_every, holdout_shards=holdout_shards,
@@ -118,7 +126,8 @@ def eval_rows(sae_dir: str | Path, store: Any, split: str = "auto") -> tuple[str
 def eval_(
     sae: str = typer.Option(..., help="SAE folder (cfg.json + sae_weights.safetensors)."),
     store: str = typer.Option(..., help="ActivationStore with the SAE's hook."),
-    hook: Optional[str] = typer.Option(None, help="Hook (default: the SAE's hook_name, else the store's only hook)."),
+    hooks: Optional[str] = typer.Option(None, "--hooks", metavar="NAME",
+                                        help="Hook (default: the SAE's hook_name, else the store's only hook)."),
     max_rows: int = typer.Option(32_768, help="Rows to evaluate on (the first ordinary rows of the split)."),
     split: str = typer.Option("auto", help="heldout: the shards training held out; all: every row; auto: heldout if any."),
     exclude: Optional[str] = typer.Option(None, help="Special rows to leave out (interp.cache.rows spec: none, bos, positions:0,1, norm-outliers:10, '+' to combine); default: the rule the SAE was trained with, else positions:0+norm-outliers:10."),
@@ -132,7 +141,10 @@ def eval_(
                                help="Where the SAE (and the model, with --model) runs: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
     allow_other_hook: bool = typer.Option(False, "--allow-other-hook", help="Score the SAE on a hook or model "
                                           "other than the one its cfg.json records (a deliberate transfer study)."),
+    seed: int = typer.Option(0, "--seed", metavar="INT", help="Seed of torch's generators."),
+    threads: Optional[int] = typer.Option(None, "--threads", metavar="INT", help="torch CPU threads."),
     ce_seqs: Optional[int] = typer.Option(None, "--ce-seqs", hidden=True),
+    hook: Optional[str] = typer.Option(None, "--hook", hidden=True),
 ) -> None:
     """Reconstruction and sparsity metrics (and CE/KL recovered with --model) as JSON, on ordinary rows."""
     from interp.store import ActivationStore
@@ -145,6 +157,8 @@ def eval_(
 
     try:
         ce_seqs = O.deprecated(ce_seqs, "--ce-seqs", "--n-ce-seqs", n_ce_seqs, 16)
+        hook = O.one_hook(hooks, hook)
+        O.compute(threads, seed)
         out_file = None
         if out:
             if out.endswith(".json"):  # the old meaning of --out (a file), kept for one version

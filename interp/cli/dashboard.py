@@ -1,6 +1,6 @@
 """`interp dashboard`: feature dashboards of any "feature x token" activations in a store.
 
-    interp dashboard --store runs/demo/store --hook blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as features
+    interp dashboard --store runs/demo/store --hooks blocks.15.hook_mlp_out --out runs/dash_mlp      # channels as features
     interp dashboard --store runs/demo/store --acts latents.safetensors --out runs/dash_acts        # precomputed [rows, F]
     interp dashboard ... --features 12,345            # pages for these features only
     interp dashboard ... --top 100 --order max        # pages for the first 100 by max activation
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+
+from interp.cli import options as O
 
 
 def dashboard_options_help() -> dict[str, str]:
@@ -66,7 +68,8 @@ def register(app: typer.Typer) -> None:
     def dashboard(
         store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (its token ids give the text)."),
         out: str = typer.Option(..., metavar="DIR", help=H["out"]),
-        hook: Optional[str] = typer.Option(None, help="Use this hook's channels as the features (values are not clamped)."),
+        hooks: Optional[str] = typer.Option(None, "--hooks", metavar="NAME",
+                                            help="Use this hook's channels as the features (values are not clamped)."),
         acts: Optional[str] = typer.Option(None, metavar="PATH", help="safetensors file with an 'acts' tensor [rows, features] aligned with the store's first rows."),
         model: Optional[str] = typer.Option(None, metavar="SPEC", help=H["model"]),
         features: Optional[str] = typer.Option(None, metavar="TEXT", help=H["features"]),
@@ -76,9 +79,11 @@ def register(app: typer.Typer) -> None:
         exclude: Optional[str] = typer.Option(None, metavar="TEXT", help=H["exclude"] + " Default: the toolkit's rule (interp.cache.rows)."),
         text: Optional[str] = typer.Option(None, metavar="TEXT", help=H["text"]),
         overwrite: bool = typer.Option(False, "--overwrite", help=H["overwrite"]),
+        hook: Optional[str] = typer.Option(None, "--hook", hidden=True),
     ) -> None:
         """Write a feature dashboard folder: sortable index, one page per chosen feature, JSON exports."""
         try:
+            hook = O.one_hook(hooks, hook)
             path = run_dashboard(store, out, hook, acts, model, features, top, order, max_rows, exclude, text, overwrite)
         except (ValueError, FileNotFoundError, KeyError) as exc:
             typer.echo(f"error: {str(exc).strip(chr(39))}", err=True)
@@ -94,9 +99,9 @@ def run_dashboard(store: str, out: str, hook: str | None, acts: str | None, mode
     from interp.infra.tensor_file import read_tensors
 
     if (hook is None) == (acts is None):
-        raise ValueError("give exactly one of --hook (channels as features) or --acts (a safetensors file)")
+        raise ValueError("give exactly one of --hooks (channels as features) or --acts (a safetensors file)")
     if text is not None and not hook:
-        raise ValueError("--text needs --hook (the model computes that hook's rows for your text)")
+        raise ValueError("--text needs --hooks (the model computes that hook's rows for your text)")
     if max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {max_rows}")
     cfg = DashboardConfig(features=parse_features(features), top=top, order=order,

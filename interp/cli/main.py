@@ -2,7 +2,7 @@
 
     interp models
     interp cache --model smollm2-135m --hooks 'blocks.15.hook_resid_post' --data stdlib-docs --max-tokens 65536 --out runs/acts
-    interp inspect runs/acts
+    interp inspect --store runs/acts
     interp demo
 
 Importing this module imports no torch: `interp --help` and `interp models` answer at once, and each
@@ -79,6 +79,7 @@ def cache(
     out: str = O.out(help="Store folder: created, or resumed when it holds a store of the same settings."),
     model: str = O.model(),
     hooks: list[str] = O.text(["blocks.*.hook_resid_post"], "--hooks", help="Hook names or globs; repeat or comma-separate."),
+    threads: Optional[int] = O.threads(),
     data: str = O.data(),
     max_tokens: int = O.max_tokens(65_536, help="Tokens to cache (whole sequences)."),
     ctx_len: int = O.integer(128, "--ctx-len", help="Tokens per sequence."),
@@ -96,9 +97,10 @@ def cache(
 ) -> None:
     """Cache activations of a model over a corpus into a sharded store (resumable; progress on stderr)."""
     folder = check_out_dir(out)
+    O.set_threads(threads)
     from interp.cache.caching import CacheConfig, cache_activations
 
-    names = [h.strip() for item in hooks for h in item.split(",") if h.strip()]
+    names = O.hooks_list(hooks)
     cfg = CacheConfig(out=str(folder), model=model, hooks=names, data=data, max_tokens=max_tokens, ctx_len=ctx_len,
                       seqs_per_shard=seqs_per_shard, batch_size=batch_size, dtype=dtype, seed=seed,
                       device=device, executor=executor, ray_address=ray_address, num_workers=num_workers,
@@ -117,11 +119,14 @@ def cache(
 
 @app.command()
 def inspect(
-    store: str = typer.Argument(..., metavar="STORE", help="Store folder."),
+    store_path: Optional[str] = typer.Argument(None, metavar="STORE", hidden=True, help="Store folder (as --store)."),
+    store: Optional[str] = O.path(None, "--store", help="Store folder."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check every shard's sha256."),
 ) -> None:
     """Show a store's manifest (model, hooks, shapes, rows) and verify its shard hashes."""
     from interp.store import ActivationStore
+
+    store = O.positional(store, store_path, "--store")
 
     st = ActivationStore.open(store)
     typer.echo(json.dumps(st.summary(), indent=1, default=str))
@@ -137,9 +142,17 @@ def demo(
     model: str = O.model(),
     out: str = O.out("runs/demo", help="Work folder."),
     max_tokens: int = O.max_tokens(16_384, help="Tokens to cache."),
+    device: str = O.device(),
+    seed: int = O.seed(0, help="Seed of torch's generators."),
+    threads: Optional[int] = O.threads(),
 ) -> None:
     """The main job: cache a few hook points of the default model over a built-in corpus, then the families' steps."""
     check_out_dir(out)
+    O.compute(threads, seed)
+    if device not in ("auto", "cpu"):
+        from interp.infra.devices import resolve_device
+
+        resolve_device(device)  # refuses a CUDA that is not there, in one line
     from interp.demo import run_demo
 
     run_demo(model, out, max_tokens)

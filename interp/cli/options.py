@@ -6,11 +6,17 @@
 | `--data SPEC` | a corpus: built-in (`stdlib-docs`, ...), `file:`/`dir:`, `jsonl:`/`parquet:`/`csv:`/`hf-disk:` |
 | `--device auto\\|cpu\\|cuda[:N]` | where models run; `auto` (the default) takes CUDA when it is there |
 | `--out DIR` | always a folder; the command names the files inside it |
+| `--out-file PATH` | the one file a command writes, where it writes exactly one |
 | `--overwrite` | replace finished outputs in `--out` (otherwise a finished run is refused) |
-| `--resume/--no-resume` | continue an interrupted run in `--out` (default) or start it over |
+| `--restart` | start a resumable run in `--out` over (`--resume/--no-resume`: continue it, the default) |
 | `--max-tokens INT`, `--max-rows INT` | sizes in tokens / rows; `--n-*` only where the unit is neither |
-| `--seed INT`, `--batch-size INT`, `--ctx-len INT` | the same meaning everywhere |
-| `--debug` | show the traceback of an error (anywhere on the line) |
+| `--batch-size INT` | sequences per forward pass; tokens per step only as `--batch-tokens INT` |
+| `--top INT` | every top-N (edges, latents, examples) |
+| `--store PATH`, `--circuit PATH` | options everywhere (a leading positional path is a hidden alias) |
+| `--hooks NAME[,NAME]` | one or many hook names or globs, repeat or comma-separate |
+| `--seed INT`, `--ctx-len INT` | the same meaning everywhere |
+| `--device`, `--seed`, `--threads INT` | on every command that computes |
+| `--debug`, `--verbose/-v`, `--quiet/-q` | on `interp` itself: tracebacks, debug lines, only warnings |
 
 Metavars are `TEXT`, `INT`, `FLOAT`, `PATH`, `SPEC`. An old spelling stays for one version as a hidden
 option read through `deprecated`, which prints where to go.
@@ -122,3 +128,66 @@ def warn_deprecated(old: str, new: str) -> None:
     logs.ensure()
     logging.getLogger("interp.cli").warning("%s is deprecated and will be removed in the next version; use %s",
                                             old, new)
+
+
+def batch_tokens(default: int, help: str = "Tokens per step.") -> Any:
+    return integer(default, "--batch-tokens", help=help)
+
+
+def restart() -> Any:
+    return typer.Option(False, "--restart", help="Start the resumable run in --out over (its checkpoint and outputs "
+                        "are replaced) instead of resuming it.")
+
+
+def compute(threads_n: int | None, seed_n: int | None = None) -> None:
+    """Apply `--threads` and `--seed` (torch's generators) before a command computes."""
+    set_threads(threads_n)
+    if seed_n is not None:
+        import torch
+
+        torch.manual_seed(seed_n)
+
+
+def threads() -> Any:
+    return typer.Option(None, "--threads", metavar="INT", help="torch CPU threads (default: torch's choice).")
+
+
+def set_threads(n: int | None) -> None:
+    """Apply `--threads` (imports torch only when given)."""
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def hooks_list(values: list[str] | str | None) -> list[str]:
+    """`--hooks a,b --hooks c` -> ["a", "b", "c"]."""
+    if values is None:
+        return []
+    items = [values] if isinstance(values, str) else values
+    return [h.strip() for item in items for h in item.split(",") if h.strip()]
+
+
+def one_hook(values: list[str] | str | None, old: str | None = None) -> str | None:
+    """The one hook of a command that reads one (`--hooks NAME`; the old `--hook NAME` with a warning)."""
+    names = hooks_list(values)
+    if old:
+        warn_deprecated("--hook", "--hooks")
+        names = names or [old]
+    if len(names) > 1:
+        from interp.cli.errors import CliError
+
+        raise CliError(f"this command reads one hook, got --hooks {','.join(names)}")
+    return names[0] if names else None
+
+
+def positional(option_value: Any, positional_value: Any, option: str) -> Any:
+    """The value of `option` (e.g. --store), which a hidden leading positional may give instead."""
+    from interp.cli.errors import CliError
+
+    if option_value is not None and positional_value is not None and option_value != positional_value:
+        raise CliError(f"{option} given twice with different values ({positional_value} and {option_value})")
+    value = option_value if option_value is not None else positional_value
+    if value is None:
+        raise CliError(f"missing {option}")
+    return value

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+from typing import Optional
 from pathlib import Path
 
 import typer
@@ -36,6 +37,7 @@ def probe(
     ablation_layer: str = typer.Option("onset", help="Intervention layer: onset (first layer with massive entries in "
                                        ">= half the sequences), first (any entry), or a layer number."),
     device: str = O.device(),
+    threads: Optional[int] = O.threads(),
     overwrite: bool = O.overwrite(),
     force: bool = O.hidden("--force", is_flag=True),
 ) -> None:
@@ -49,6 +51,7 @@ def probe(
 
     overwrite = O.deprecated(force, "--force", "--overwrite", overwrite, False)
     folder = check_out_dir(out)
+    O.set_threads(threads)
     try:
         try:
             sinks = tuple(int(s) for s in stream_sinks.split(",") if s.strip())

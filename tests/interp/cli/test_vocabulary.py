@@ -9,6 +9,26 @@ OLD_SPELLINGS = {"--force", "--tokens", "--no-no-resume", "--checkpoint", "--ce-
                  "--max-queries", "--n-prompts", "--n"}
 """Spellings replaced by the vocabulary; they may survive one version as hidden options only."""
 
+CONCEPTS = {
+    "top-N": {"--top"},
+    "hook names": {"--hooks"},
+    "output file": {"--out-file"},
+    "start a resumable run over": {"--restart"},
+    "tokens per step": {"--batch-tokens"},
+}
+SECOND_SPELLINGS = {
+    "top-N": {"--top-n", "--top-k", "--topk", "--n-top", "--k-top"},
+    "hook names": {"--hook", "--hook-name", "--hook-names"},
+    "output file": {"--output", "--out-path", "--output-file", "--file"},
+    "start a resumable run over": {"--start-over", "--fresh", "--force", "--reset"},
+    "tokens per step": {"--tokens-per-batch", "--batch-size-tokens"},
+}
+"""One spelling per concept (README's table): any other spelling of it may only be a hidden alias."""
+
+COMPUTES = {"cache", "probe", "demo", "sae train", "sae eval", "circuits baseline", "circuits extract",
+            "circuits ablate", "circuits curve", "attribute run"}
+"""Commands that run a model or train: each takes --device, --seed and --threads."""
+
 
 def commands():
     """(path, click command) of every command and group (a group's own options count too), families included."""
@@ -50,7 +70,34 @@ def test_options_follow_the_vocabulary(path, cmd):
 
 def test_every_command_is_reached():
     paths = {p for p, _ in ALL}
-    assert {"models", "cache", "inspect", "probe", "sae train", "circuits extract", "attribute"} <= paths
+    assert {"models", "cache", "inspect", "probe", "sae train", "circuits extract", "attribute run",
+            "attribute show"} <= paths
+
+
+def names_of(cmd):
+    return {n for p in visible_options(cmd) for n in (*p.opts, *p.secondary_opts)}
+
+
+@pytest.mark.parametrize("path, cmd", ALL, ids=[p for p, _ in ALL])
+def test_one_spelling_per_concept(path, cmd):
+    names = names_of(cmd)
+    for concept, others in SECOND_SPELLINGS.items():
+        assert not names & others, f"interp {path}: {sorted(names & others)} spell {concept!r}; use {CONCEPTS[concept]}"
+    for p in visible_options(cmd):
+        if "--out" in p.opts:
+            assert p.metavar == "DIR", f"interp {path}: --out is a folder (metavar DIR), got {p.metavar}"
+        if "--batch-size" in p.opts:
+            assert "token" not in (p.help or "").lower().split(".")[0], f"interp {path}: --batch-size counts sequences"
+    positional = [p for p in cmd.params if getattr(p, "param_type_name", "") == "argument" and not p.hidden]
+    for p in positional:
+        assert p.name not in ("store", "circuit", "file", "run"), f"interp {path}: {p.name} is an option, not positional"
+
+
+@pytest.mark.parametrize("path", sorted(COMPUTES))
+def test_commands_that_compute_take_device_seed_threads(path):
+    cmd = dict(ALL)[path]
+    missing = {"--device", "--seed", "--threads"} - names_of(cmd)
+    assert not missing, f"interp {path} lacks {sorted(missing)}"
 
 
 def test_a_deprecated_spelling_warns_and_still_works(capsys):
