@@ -1,7 +1,7 @@
 """`interp demo` step of the attribution family (well under a minute on 2 cores).
 
 1. Trains a tiny looped GPT for 30 steps on the byte-level standard-library corpus (checkpoints at 10,
-   20, 30 with their learning rates), then runs the batch job `interp attribute --method sdi` on it:
+   20, 30 with their learning rates), then runs the batch job `interp attribute run --method sdi` on it:
    Step-Decomposed Influence of 32 training sequences on 4 queries, TensorSketch m = 1024, and checks
    that the loop steps sum to TracIn. The same job with exact gradients gives the sketch's error.
 2. Prefix-matching (induction) and previous-token scores of the demo model's heads: the top heads.

@@ -69,11 +69,11 @@ def main(argv=None) -> dict:
         print(f"fine-tuned {args.steps} steps in {log['seconds']} s: loss {first:.3f} -> {final:.3f}", flush=True)
     run = out / "run"
     print("next:\n"
-          f"  interp attribute --method tracin --model {args.model} --checkpoints {run} --train tokens:{out}/train.safetensors "
+          f"  interp attribute run --method tracin --model {args.model} --checkpoints {run} --train tokens:{out}/train.safetensors "
           f"--queries tokens:{out}/queries.safetensors --modules '*layers.2[6-9].self_attn.*' --out {out}/tracin\n"
-          f"  interp attribute --method ekfac --model {args.model} --checkpoints {run}@{args.steps} --component L27H3:qk --train tokens:{out}/train.safetensors "
+          f"  interp attribute run --method ekfac --model {args.model} --checkpoints {run}@{args.steps} --component L27H3:qk --train tokens:{out}/train.safetensors "
           f"--queries tokens:{out}/queries.safetensors --out {out}/ekfac\n"
-          f"  interp attribute show {out}/tracin", flush=True)
+          f"  interp attribute show --run {out}/tracin", flush=True)
     return log
 
 

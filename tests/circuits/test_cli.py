@@ -39,7 +39,7 @@ def test_extract_ablate_show_end_to_end(ckpt, tmp_path):
     assert {"original", "necessity", "sufficiency", "random_necessity", "random_sufficiency"} <= set(report)
     assert report["n_nodes"] == len(c.nodes) and report["ablation"] == "mean"  # the ablation the circuit was found with
     assert len(report["random_necessity"]["runs"]) == 2 and "metric_quantiles" in report["random_necessity"]
-    r = runner.invoke(app, ["show", str(out), "--out", str(tmp_path / "g.html")])
+    r = runner.invoke(app, ["show", str(out), "--out-file", str(tmp_path / "g.html")])
     assert r.exit_code == 0 and (tmp_path / "g.html").stat().st_size > 1_000_000  # plotly.js embedded
 
 
@@ -137,7 +137,7 @@ def test_eap_from_a_prompts_file_on_a_run_step_then_export(ckpt, tmp_path):
                               for w in ("ab", "cd", "ef", "gh")))
     out = tmp_path / "eap"
     r = runner.invoke(app, ["extract", "--model", f"{run}@5", "--task", f"prompts:{rows}", "--method", "eap-ig",
-                            "--ig-steps", "2", "--top-n", "12", "--out", str(out), "--min-accuracy", "0", "--device", "cpu"])
+                            "--ig-steps", "2", "--top", "12", "--out", str(out), "--min-accuracy", "0", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     assert "baseline:" in r.output  # reported before the search
     c = Circuit.load(out / "circuit.json")
@@ -147,7 +147,7 @@ def test_eap_from_a_prompts_file_on_a_run_step_then_export(ckpt, tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["n_edges"] == 12 and len(rep["random_sufficiency"]["runs"]) == 2
-    r = runner.invoke(app, ["export", str(out / "circuit.json"), "--out", str(tmp_path / "ct.json")])
+    r = runner.invoke(app, ["export", str(out / "circuit.json"), "--out-file", str(tmp_path / "ct.json")])
     assert r.exit_code == 0, r.output
     assert len(json.loads((tmp_path / "ct.json").read_text())["links"]) == 12
 

@@ -19,7 +19,7 @@ def _store(path, d=16, n=2048, seed=0):
 def test_train_eval_dashboard(tmp_path):
     _store(tmp_path / "store")
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "coh", "--out", str(tmp_path / "sae"),
-                            "--d-sae", "32", "--max-tokens", "1024", "--batch-size", "256", "--set", "coh_lambda=0.5"])
+                            "--d-sae", "32", "--max-tokens", "1024", "--batch-tokens", "256", "--set", "coh_lambda=0.5"])
     assert r.exit_code == 0, r.output
     # cfg.json is the inference form plain sae-lens loads (coh on the ReLU base ships as "standard");
     # the training settings are in training_sae/
@@ -51,7 +51,7 @@ def test_clear_errors(tmp_path):
     assert not (tmp_path / "x").exists()
     _store(tmp_path / "store32", d=32)
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store32"), "--arch", "topk", "--out", str(tmp_path / "s32"),
-                            "--d-sae", "16", "--k", "2", "--max-tokens", "512", "--batch-size", "256"])
+                            "--d-sae", "16", "--k", "2", "--max-tokens", "512", "--batch-tokens", "256"])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s32"), "--store", str(tmp_path / "store")])
     assert r.exit_code == 2 and "d_model 16 but the SAE expects d_in 32" in r.output
@@ -62,7 +62,7 @@ def test_clear_errors(tmp_path):
 def test_old_spellings_still_work_with_a_warning(tmp_path):
     _store(tmp_path / "store")
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "topk", "--out", str(tmp_path / "s"),
-                            "--d-sae", "16", "--k", "2", "--tokens", "512", "--batch-size", "256", "--device", "cpu"])
+                            "--d-sae", "16", "--k", "2", "--tokens", "512", "--batch-tokens", "256", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     assert "--tokens is deprecated" in r.stderr and json.loads(r.stdout)["steps"] == 2
     r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s"), "--store", str(tmp_path / "store"), "--ce-seqs", "2",
@@ -78,7 +78,7 @@ def test_a_moved_sae_run_still_finds_its_store(tmp_path):
     _store(tmp_path / "runs" / "store")
     r = runner.invoke(app, ["train", "--store", str(tmp_path / "runs" / "store"), "--arch", "topk", "--out",
                             str(tmp_path / "runs" / "sae"), "--d-sae", "16", "--k", "2", "--max-tokens", "512",
-                            "--batch-size", "256"])
+                            "--batch-tokens", "256"])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "runs" / "sae" / "train_config.json").read_text())["store"] == "../store"
     shutil.move(tmp_path / "runs", tmp_path / "moved")
@@ -88,11 +88,11 @@ def test_a_moved_sae_run_still_finds_its_store(tmp_path):
 def test_overwrite_replaces_a_run_with_other_settings(tmp_path):
     _store(tmp_path / "store")
     base = ["train", "--store", str(tmp_path / "store"), "--arch", "topk", "--out", str(tmp_path / "s"),
-            "--k", "2", "--max-tokens", "512", "--batch-size", "256"]
+            "--k", "2", "--max-tokens", "512", "--batch-tokens", "256"]
     assert runner.invoke(app, [*base, "--d-sae", "16"]).exit_code == 0
     r = runner.invoke(app, [*base, "--d-sae", "32"])
     assert r.exit_code == 2 and "other settings" in r.stderr
-    r = runner.invoke(app, [*base, "--d-sae", "32", "--overwrite"])
+    r = runner.invoke(app, [*base, "--d-sae", "32", "--restart"])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "s" / "cfg.json").read_text())["d_sae"] == 32
 
@@ -102,7 +102,7 @@ def test_eval_device_option(tmp_path):
 
     _store(tmp_path / "store")
     assert runner.invoke(app, ["train", "--store", str(tmp_path / "store"), "--arch", "topk", "--k", "4", "--d-sae", "16",
-                               "--max-tokens", "1024", "--batch-size", "256", "--out", str(tmp_path / "s")]).exit_code == 0
+                               "--max-tokens", "1024", "--batch-tokens", "256", "--out", str(tmp_path / "s")]).exit_code == 0
     r = runner.invoke(app, ["eval", "--sae", str(tmp_path / "s"), "--store", str(tmp_path / "store"), "--device", "cpu"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["device"] == "cpu"

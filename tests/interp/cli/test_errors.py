@@ -145,7 +145,7 @@ def test_run_guarded_turns_a_real_disk_full_into_exit_2(capsys):
      ["CUDA", "cpu"]),
     (["sae", "train", "--store", "NOSTORE", "--arch", "topk", "--out", "OUT"], ["not an activation store"]),
     (["sae", "train", "--store", "NOSTORE", "--arch", "topkk", "--out", "OUT"], ["unknown SAE architecture", "topk"]),
-    (["dashboard", "--store", "NOSTORE", "--hook", "x", "--out", "OUT"], ["not an activation store"]),
+    (["dashboard", "--store", "NOSTORE", "--hooks", "x", "--out", "OUT"], ["not an activation store"]),
     (["probe", "--model", "no-such-model", "--out", "OUT"], ["unknown model spec"]),
 ])
 def test_family_commands_fail_in_one_line_and_write_nothing(tmp_path, args, needles):
