@@ -333,6 +333,7 @@ def test_a_ray_start_failure_is_one_error_line_with_no_session_folder_left(run, 
     r = CliRunner().invoke(
         attribute_app,
         [
+            "run",
             "--method",
             "tracin",
             "--model",
