@@ -25,6 +25,7 @@ Probes (differentiable, per example; MDA's `probes/`):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -116,6 +117,60 @@ def emergence_step(evals: list[dict], key: str, threshold: float) -> int | None:
         if e[key] >= threshold:
             return int(e["step"])
     return None
+
+
+# ------------------------------------------------------------------------------------------ formation times
+# Survival analysis of formation times: `times[i]` is the formation step of run i when `events[i]` is true, else the
+# step at which it was censored (it had not formed by then).
+def kaplan_meier(times: Sequence[float], events: Sequence[bool]) -> list[tuple[float, float]]:
+    """[(t, S(t))] at each distinct event time: the Kaplan-Meier probability of not having formed by t."""
+    if len(times) != len(events):
+        raise ValueError(f"times and events differ in length: {len(times)} vs {len(events)}")
+    surv, out = 1.0, []
+    for t in sorted({t for t, e in zip(times, events) if e}):
+        at_risk = sum(1 for u in times if u >= t)
+        formed = sum(1 for u, e in zip(times, events) if e and u == t)
+        surv *= 1 - formed / at_risk
+        out.append((t, surv))
+    return out
+
+
+def kaplan_meier_median(times: Sequence[float], events: Sequence[bool]) -> float | None:
+    """First time at which the Kaplan-Meier curve falls to 0.5 or below (None: censored, not reached)."""
+    return next((t for t, s in kaplan_meier(times, events) if s <= 0.5), None)
+
+
+def restricted_mean(times: Sequence[float], events: Sequence[bool], horizon: float) -> float:
+    """Restricted mean formation time: the area under the Kaplan-Meier curve from 0 to `horizon`."""
+    area, last_t, last_s = 0.0, 0.0, 1.0
+    for t, s in kaplan_meier(times, events):
+        if t >= horizon:
+            break
+        area += last_s * (t - last_t)
+        last_t, last_s = t, s
+    return area + last_s * (horizon - last_t)
+
+
+def logrank_test(times_a: Sequence[float], events_a: Sequence[bool], times_b: Sequence[float],
+                 events_b: Sequence[bool]) -> dict:
+    """Two-sample log-rank test: {"chi2", "p" (chi-square, 1 df), "observed_a", "expected_a"}.
+
+    observed_a < expected_a means group a forms *later* than the pooled hazard predicts."""
+    times = [*times_a, *times_b]
+    events = [*events_a, *events_b]
+    group_a = [True] * len(times_a) + [False] * len(times_b)
+    obs = exp = var = 0.0
+    for t in sorted({t for t, e in zip(times, events) if e}):
+        n = sum(1 for u in times if u >= t)
+        n_a = sum(1 for u, g in zip(times, group_a) if g and u >= t)
+        d = sum(1 for u, e in zip(times, events) if e and u == t)
+        d_a = sum(1 for u, e, g in zip(times, events, group_a) if e and g and u == t)
+        obs += d_a
+        exp += d * n_a / n
+        if n > 1:
+            var += d * (n_a / n) * (1 - n_a / n) * (n - d) / (n - 1)
+    chi2 = (obs - exp) ** 2 / var if var > 0 else 0.0
+    return {"chi2": chi2, "p": math.erfc(math.sqrt(chi2 / 2)), "observed_a": obs, "expected_a": exp}
 
 
 # ------------------------------------------------------------------------------------------ probes
