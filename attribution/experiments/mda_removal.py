@@ -66,10 +66,16 @@ def no_repeat_row(ctx: int, vocab: int, rng: random.Random) -> list[int]:
     return row
 
 
-def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, int], seed: int):
-    """(pool [n, ctx], has_repeat [n] 0/1, span_length [n]): a seeded `rep_frac` share of the rows holds one repeat."""
+def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, int], seed: int, kind: str = "periodic"):
+    """(pool [n, ctx], has_repeat [n] 0/1, span_length [n]): a seeded `rep_frac` share of the rows holds a repeat.
+
+    `kind` "span": one span of random length copied once, both copies at random offsets; "periodic": a span of
+    random length starting at a random offset and repeated back to back to the end of the row (more tokens that
+    induction predicts per row; the period varies per row, so no positional shortcut predicts them)."""
     if not 2 <= span[0] <= span[1] or 2 * span[1] > ctx - 1:
         raise ValueError(f"span {span} must fit twice into the {ctx - 1} tokens after BOS")
+    if kind not in ("span", "periodic"):
+        raise ValueError(f"unknown repeat kind {kind!r}; use 'span' or 'periodic'")
     rng = random.Random(seed)
     rows = [no_repeat_row(ctx, vocab, rng) for _ in range(n)]
     has = torch.zeros(n, dtype=torch.long)
@@ -77,8 +83,12 @@ def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, i
     for i in sorted(rng.sample(range(n), int(round(rep_frac * n)))):
         length = rng.randint(*span)
         a = rng.randint(1, ctx - 2 * length)
-        b = rng.randint(a + length, ctx - length)
-        rows[i][b : b + length] = rows[i][a : a + length]
+        if kind == "span":
+            b = rng.randint(a + length, ctx - length)
+            rows[i][b : b + length] = rows[i][a : a + length]
+        else:
+            for t in range(a + length, ctx):
+                rows[i][t] = rows[i][t - length]
         has[i], lengths[i] = 1, length
     return torch.tensor(rows), has, lengths
 
@@ -139,6 +149,8 @@ def train_run(args, pool: torch.Tensor, seed: int, keep_states: bool = False) ->
         if step % args.eval_every == 0:
             evaluate(step)
             c = curve[-1]
+            if args.verbose:
+                print(f"  step {step}: layer-1 pm {c['pm']:.3f}, layer-0 prev {c['prev']:.3f}", flush=True)
             if formed is None and c["pm"] >= args.threshold and c["prev"] >= args.prev_min:
                 formed = step
             if formed is not None and step >= formed + args.confirm * args.eval_every:
@@ -283,7 +295,8 @@ def main(argv=None) -> dict:
     p.add_argument("--ctx", type=int, default=32)
     p.add_argument("--pool", type=int, default=4096)
     p.add_argument("--rep-frac", type=float, default=0.25, help="share of the pool holding a repeat (the oracle set)")
-    p.add_argument("--span", type=int, nargs=2, default=(5, 12), metavar=("MIN", "MAX"))
+    p.add_argument("--span", type=int, nargs=2, default=(4, 10), metavar=("MIN", "MAX"))
+    p.add_argument("--repeat", choices=("periodic", "span"), default="periodic", help="how a repeat row repeats")
     p.add_argument("--k-frac", type=float, default=0.1, help="share of the pool removed by mda_top / random / repeat_k")
     p.add_argument("--steps", type=int, default=1500, help="horizon: runs not formed by then are censored")
     p.add_argument("--batch", type=int, default=32)
@@ -297,6 +310,7 @@ def main(argv=None) -> dict:
     p.add_argument("--random-sets", type=int, default=3)
     p.add_argument("--no-repeat-k", action="store_true", help="skip the repeat_k arm (k rows of the repeat subset)")
     p.add_argument("--arms", nargs="*", default=None, help="run only these arms (full is always run first)")
+    p.add_argument("--verbose", action="store_true", help="print every eval")
     p.add_argument("--quick", action="store_true", help="tiny pool, few steps, one seed and random set (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
@@ -306,7 +320,7 @@ def main(argv=None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    pool, has, span_len = build_pool(args.pool, args.ctx, args.vocab, args.rep_frac, tuple(args.span), seed=0)
+    pool, has, span_len = build_pool(args.pool, args.ctx, args.vocab, args.rep_frac, tuple(args.span), 0, args.repeat)
     filler = fillers(args.pool, args.ctx, args.vocab, seed=1)
     k = int(round(args.k_frac * args.pool))
     repeat_rows = torch.nonzero(has).flatten().tolist()

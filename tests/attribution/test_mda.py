@@ -88,3 +88,57 @@ def test_rank_training_samples_prefers_repetitive_sequences_on_a_copying_head():
     res = rank_training_samples(model, HeadComponent(1, 0, "qk"), train, n_probe=8, half=6)
     assert res["scores"].shape == (24,) and torch.isfinite(res["scores"]).all()
     assert sorted(res["order"].tolist()) == list(range(24))
+
+
+def test_survival_helpers_on_hand_cases():
+    from attribution.mda import kaplan_meier, kaplan_meier_median, logrank_test, restricted_mean
+
+    # 4 runs: formed at 100 and 300, two censored at 400 -> S = 3/4 after 100, 3/4 * 2/3 = 1/2 after 300
+    times, events = [100, 300, 400, 400], [True, True, False, False]
+    assert kaplan_meier(times, events) == [(100, 0.75), (300, 0.5)]
+    assert kaplan_meier_median(times, events) == 300
+    assert kaplan_meier_median([400, 400], [False, False]) is None  # never formed: censored, no median
+    assert restricted_mean(times, events, 400) == 100 + 0.75 * 200 + 0.5 * 100
+    # identical groups: no difference; a group that never forms against one that forms early: a clear one
+    same = logrank_test([10, 20, 30], [True] * 3, [10, 20, 30], [True] * 3)
+    assert same["chi2"] == 0 and same["p"] == 1
+    late = logrank_test([50] * 6, [False] * 6, [5, 6, 7, 8, 9, 10], [True] * 6)
+    assert late["observed_a"] == 0 and late["expected_a"] > 2 and late["p"] < 0.01
+
+
+def test_removal_pool_keeps_the_stream_and_marks_the_repeat_subset():
+    from attribution.experiments.mda_removal import arm_pool, build_pool, fillers, later
+
+    pool, has, lengths = build_pool(40, 24, 16, 0.25, (3, 8), seed=0, kind="span")
+    assert int(has.sum()) == 10 and bool(((lengths > 0) == (has > 0)).all())
+
+    def repeated_bigrams(row):
+        pairs = list(zip(row, row[1:]))
+        return len(pairs) - len(set(pairs))
+
+    assert all(repeated_bigrams(r) == 0 for r, h in zip(pool.tolist(), has.tolist()) if not h)  # cannot teach induction
+    assert all(repeated_bigrams(r) > 0 for r, h in zip(pool.tolist(), has.tolist()) if h)
+    filler = fillers(40, 24, 16, seed=1)
+    assert all(repeated_bigrams(r) == 0 for r in filler.tolist())
+    removed = torch.nonzero(has).flatten().tolist()
+    arm = arm_pool(pool, filler, removed)
+    kept = [i for i in range(40) if i not in removed]
+    assert torch.equal(arm[kept], pool[kept]) and torch.equal(arm[removed], filler[removed])
+    # the same seed gives the same stream whatever is removed: every kept row sits at the same step
+    stream = data_stream(40, 200, seed=3)
+    at_kept = torch.isin(stream, torch.tensor(kept))
+    assert torch.equal(arm[stream][at_kept], pool[stream][at_kept])
+    assert later(None, 100) and later(200, 100)  # a censored run is later than any formed one
+    assert not later(100, 100) and not later(None, None) and not later(100, None)
+
+
+def test_mda_removal_quick_runs_every_arm(tmp_path):
+    from attribution.experiments.mda_removal import main
+
+    res = main(["--out", str(tmp_path), "--quick"])
+    assert set(res["arms"]) == {"full", "mda_top", "random_0", "repeat_k", "oracle"}
+    assert res["repeat_share_removed"]["oracle"] == 1.0 and res["verdict"]["text"]
+    assert all(len(row["formation_steps"]) == 1 for row in res["arms"].values())
+    assert (tmp_path / "ranking_s0.json").exists() and (tmp_path / "result.json").exists()
+    again = main(["--out", str(tmp_path), "--quick"])  # resumes from the saved runs
+    assert again["arms"] == res["arms"]
