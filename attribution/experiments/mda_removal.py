@@ -66,7 +66,7 @@ def no_repeat_row(ctx: int, vocab: int, rng: random.Random) -> list[int]:
     return row
 
 
-def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, int], seed: int, kind: str = "periodic"):
+def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, int], seed: int, kind: str = "span"):
     """(pool [n, ctx], has_repeat [n] 0/1, span_length [n]): a seeded `rep_frac` share of the rows holds a repeat.
 
     `kind` "span": one span of random length copied once, both copies at random offsets; "periodic": a span of
@@ -290,18 +290,18 @@ def verdict(runs: dict[str, list[dict]], seeds: list[int], random_arms: list[str
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="/work/runs/attr/mda_removal")
-    p.add_argument("--vocab", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--ctx", type=int, default=32)
+    p.add_argument("--ctx", type=int, default=64)
     p.add_argument("--pool", type=int, default=4096)
-    p.add_argument("--rep-frac", type=float, default=0.25, help="share of the pool holding a repeat (the oracle set)")
-    p.add_argument("--span", type=int, nargs=2, default=(4, 10), metavar=("MIN", "MAX"))
-    p.add_argument("--repeat", choices=("periodic", "span"), default="periodic", help="how a repeat row repeats")
+    p.add_argument("--rep-frac", type=float, default=0.5, help="share of the pool holding a repeat (the oracle set)")
+    p.add_argument("--span", type=int, nargs=2, default=(10, 28), metavar=("MIN", "MAX"))
+    p.add_argument("--repeat", choices=("span", "periodic"), default="span", help="how a repeat row repeats")
     p.add_argument("--k-frac", type=float, default=0.1, help="share of the pool removed by mda_top / random / repeat_k")
-    p.add_argument("--steps", type=int, default=1500, help="horizon: runs not formed by then are censored")
+    p.add_argument("--steps", type=int, default=2400, help="horizon: runs not formed by then are censored")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--eval-every", type=int, default=25)
+    p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--threshold", type=float, default=0.3)
     p.add_argument("--prev-min", type=float, default=0.2)
     p.add_argument("--confirm", type=int, default=2, help="evals after formation before a run stops")
