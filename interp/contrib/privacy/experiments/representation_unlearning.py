@@ -144,6 +144,17 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
         out[name] = {**metrics(m, sets), "seconds": round(time.time() - t0, 1)}
 
     # RepUnl: the model is frozen; T is fitted on the cached layer states at the last position
+    regimes = [("RepUnl retain+forget", "retain_forget", 2.0, 1.0)]
+    if setting == "class":
+        regimes.append(("RepUnl forget-only", "forget_only", 10.0, 0.1))
+    for name, regime, beta, l2 in regimes:
+        out[name] = repunl(model, x, y, forget, sets, regime, beta, l2, seed)
+    return out
+
+
+def repunl(model, x, y, forget, sets, regime: str, beta: float, l2: float, seed: int) -> dict:
+    """Fit a RepUnl transform on the frozen model's `HOOK` states at the last position; its metrics."""
+    t0 = time.time()
     for p in model.parameters():
         p.requires_grad_(False)
     _, cache = model.run_with_cache(x, names=HOOK, return_logits=False)
@@ -157,29 +168,63 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
 
         return model.run_with_hooks(xs[idx], fwd_hooks=[(HOOK, put)])[:, -1, TOPIC0 : TOPIC0 + N_TOPICS]
 
-    regimes = [("RepUnl retain+forget", "retain_forget", 2.0, 1.0)]
-    if setting == "class":
-        regimes.append(("RepUnl forget-only", "forget_only", 10.0, 0.1))
-    for name, regime, beta, l2 in regimes:
-        t0 = time.time()
-        T = RepresentationTransform(model.d_model, 64)
-        xf, xr = x[forget], x[~forget]
-        zf, zr = z[forget], z[~forget]
-        cfg = UnlearnConfig(regime=regime, beta=beta, l2=l2, steps=300, lr=3e-3, batch_size=128, seed=seed)
-        if regime == "retain_forget":  # the decoder only ever sees retain rows there (KL needs none)
-            fit_transform(T, lambda t, idx: decode(t, idx, xr), zf, y[forget], zr, y[~forget], cfg)
-        else:  # forget-only: it decodes forget rows (the distillation term)
-            fit_transform(T, lambda t, idx: decode(t, idx, xf), zf, y[forget], cfg=cfg)
-        out[name] = {**metrics(model, sets, hook=T.hook(-1)), "seconds": round(time.time() - t0, 1)}
+    T = RepresentationTransform(model.d_model, 64)
+    xf, xr = x[forget], x[~forget]
+    zf, zr = z[forget], z[~forget]
+    cfg = UnlearnConfig(regime=regime, beta=beta, l2=l2, steps=300, lr=3e-3, batch_size=128, seed=seed)
+    if regime == "retain_forget":  # the decoder only ever sees retain rows there (KL needs none)
+        fit_transform(T, lambda t, idx: decode(t, idx, xr), zf, y[forget], zr, y[~forget], cfg)
+    else:  # forget-only: it decodes forget rows (the distillation term)
+        fit_transform(T, lambda t, idx: decode(t, idx, xf), zf, y[forget], cfg=cfg)
+    return {**metrics(model, sets, hook=T.hook(-1)), "seconds": round(time.time() - t0, 1)}
+
+
+def run_control(data_seed: int, model_seed: int, steps: int) -> dict:
+    """The control that isolates the information-bottleneck term: class 3 forgotten by the same transform,
+    trained with beta = 2 (RepUnl) and beta = 0 (retain cross-entropy through T only, no KL on the forget
+    states). `data_seed` draws the data, `model_seed` the original model's init and batches and T's."""
+    gen = torch.Generator().manual_seed(data_seed)
+    x, y = make_data(3000, gen, flip=0.15)
+    xt, yt = make_data(1000, gen, flip=0.0)
+    forget, test_keep = y == 3, yt != 3
+    sets = {"retain": (x[~forget], y[~forget]), "forget": (x[forget], y[forget]), "test": (xt[test_keep], yt[test_keep])}
+    model = tiny_lm(VOCAB, ctx=16, seed=model_seed)
+    train_lm(model, trainer(x, y), steps, lr=3e-3, seed=model_seed)
+    out = {"original": metrics(model, sets)}
+    for name, beta in (("RepUnl retain+forget (beta 2)", 2.0), ("control: beta 0 (no IB term)", 0.0)):
+        out[name] = repunl(model, x, y, forget, sets, "retain_forget", beta, 1.0, model_seed)
     return out
+
+
+def spread(runs: list[dict]) -> dict:
+    """Per method and metric: mean and sd over runs, and the per-run values."""
+    res = {}
+    for method in runs[0]:
+        res[method] = {}
+        for k in runs[0][method]:
+            v = torch.tensor([float(r[method][k]) for r in runs], dtype=torch.float64)
+            sd = v.std().item() if len(v) > 1 else 0.0
+            res[method][k] = {"mean": round(v.mean().item(), 4), "sd": round(sd, 4), "runs": [round(a, 4) for a in v.tolist()]}
+    return res
 
 
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=1, steps=(1200, "training steps of the original and retrained models"),
                            threads=1)
+    ap.add_argument("--control", action="store_true", help="only the beta = 0 control beside RepUnl (class "
+                    "setting): --seeds model seeds on data split 0, then --data-splits splits with model seed 0")
+    ap.add_argument("--data-splits", type=int, default=0, help="with --control: extra data splits (model seed 0)")
     args = parse(ap, argv)
     t0 = time.time()
     res = {"config": vars(args)}
+    if args.control:
+        res["model seeds (data split 0)"] = spread([run_control(0, m, args.steps) for m in range(args.seeds)])
+        if args.data_splits:
+            runs = [run_control(d, 0, args.steps) for d in range(1, args.data_splits + 1)]
+            res["data splits 1.. (model seed 0)"] = spread(runs)
+        res["seconds"] = round(time.time() - t0, 1)
+        print(json.dumps(res, indent=1))
+        return res
     for setting in ("class", "random10"):
         res[setting] = mean_over_runs([run_setting(setting, s, args.steps) for s in range(args.seeds)])
     res["seconds"] = round(time.time() - t0, 1)
