@@ -4,7 +4,8 @@ Part A (synthetic). In-context estimation with K=8 fresh candidate symbols per s
 observations from a Gaussian (random covariance, condition number 10), Bernoulli or Poisson family. Models:
 `MetricHeads` with 1, 2 or 4 heads, each a shared quadratic QK metric (logit -n/2 (xbar-mu)^T M_h (xbar-mu)),
 values = the candidates, trained by MSE to the exact posterior mean (1500 Adam steps, batch 256).
-Baseline: the Bayes oracle (the closed-form head, zero excess by construction). We report the excess MSE
+Baseline: the Bayes oracle (the closed-form head, zero excess by construction); the no-attention control
+is the sample mean xbar. Seeds: independent trainings (init and batches), evaluation sequences fixed. We report the excess MSE
 over the oracle at n = 4 / 16 / 64, relative to the oracle's own risk E||posterior mean - mu_true||^2,
 and for 1 head the cosine between the learned metric and the Fisher information (the precision for the
 Gaussian; the prior-averaged diagonal Fisher for Bernoulli / Poisson).
@@ -15,7 +16,8 @@ symmetric pre-rotary QK metric (in RMS-normalised residual space) and the precis
 normalised residual rows (the Fisher information of a Gaussian fit), against the same metric randomly
 rotated (same spectrum, random orientation).
 
-    python -m interp.contrib.mechanisms.experiments.bayes [--quick] [--lm]
+    python -m interp.contrib.mechanisms.experiments.bayes [--seeds 3] [--families gaussian,bernoulli,poisson]
+        [--heads 1,2,4] [--quick] [--lm]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from tqdm import tqdm
 
 from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.report import fmt
 from interp.contrib.mechanisms.bayes_attention import (
     default_family, fisher_alignment, make_task, qk_metrics, qk_precision_alignment, train_heads,
 )
@@ -38,25 +41,34 @@ def _prior_fisher(fam, d: int, g: torch.Generator) -> torch.Tensor:
     return torch.stack([fam.fisher(m) for m in t["mus"].reshape(-1, d)[:4096]]).mean(0)
 
 
-def synthetic(heads=(1, 2, 4), steps: int = 1500, ns=(4, 16, 64), d: int = 4, eval_batch: int = 4000) -> dict:
+def synthetic(heads=(1, 2, 4), steps: int = 1500, ns=(4, 16, 64), d: int = 4, eval_batch: int = 4000,
+              seeds: int = 3, families=("gaussian", "bernoulli", "poisson")) -> dict:
+    """Per family and head count, over `seeds` independent trainings (init and training batches; the
+    evaluation sequences are fixed): lists of one value per seed."""
     out = {}
-    for name in ("gaussian", "bernoulli", "poisson"):
+    for name in families:
         fam = default_family(name, d)
         for h in tqdm(heads, desc=name):
-            model = train_heads(fam, h, d=d, steps=steps, seed=0)
             row: dict = {}
-            g = torch.Generator().manual_seed(123)
-            for n in ns:
-                t = make_task(fam, 8, n, eval_batch, d, g)
-                with torch.no_grad():
-                    pred = model(t["x"], t["mus"]).double()
-                truth = t["mus"][torch.arange(eval_batch), t["k"]]
-                oracle = float((t["target"] - truth).pow(2).sum(1).mean())
-                excess = float((pred - t["target"]).pow(2).sum(1).mean())
-                xbar = float((t["x"].mean(1) - t["target"]).pow(2).sum(1).mean())
-                row[f"n={n}"] = {"excess": excess, "oracle_risk": oracle, "rel_excess": excess / oracle, "xbar_excess": xbar}
-            if h == 1:
-                row["fisher"] = fisher_alignment(model.metric(0), _prior_fisher(fam, d, torch.Generator().manual_seed(7)))
+            for seed in range(seeds):
+                model = train_heads(fam, h, d=d, steps=steps, seed=seed)
+                g = torch.Generator().manual_seed(123)
+                for n in ns:
+                    t = make_task(fam, 8, n, eval_batch, d, g)
+                    with torch.no_grad():
+                        pred = model(t["x"], t["mus"]).double()
+                    truth = t["mus"][torch.arange(eval_batch), t["k"]]
+                    oracle = float((t["target"] - truth).pow(2).sum(1).mean())
+                    excess = float((pred - t["target"]).pow(2).sum(1).mean())
+                    xbar = float((t["x"].mean(1) - t["target"]).pow(2).sum(1).mean())
+                    cell = row.setdefault(f"n={n}", {})
+                    for k, v in (("excess", excess), ("oracle_risk", oracle), ("rel_excess", excess / oracle),
+                                 ("xbar_excess", xbar), ("xbar_rel_excess", xbar / oracle)):
+                        cell.setdefault(k, []).append(v)
+                if h == 1:
+                    fa = fisher_alignment(model.metric(0), _prior_fisher(fam, d, torch.Generator().manual_seed(7)))
+                    for k, v in fa.items():
+                        row.setdefault("fisher", {}).setdefault(k, []).append(v)
             out[f"{name}/{h} head{'s' if h > 1 else ''}"] = row
     return out
 
@@ -82,27 +94,42 @@ def lm(model_name: str = "smollm2-135m", n_seq: int = 16, n_random: int = 18) ->
     return out
 
 
-def main() -> None:
-    ap = experiment_parser(__doc__, seeds=None, quick="300 steps, heads 1 and 2, smaller evaluation")
+def main(argv=None) -> dict:
+    ap = experiment_parser(__doc__, seeds=3, quick="300 steps, heads 1 and 2, one seed, smaller evaluation")
     ap.add_argument("--lm", action="store_true", help="also run Part B on smollm2-135m")
-    a = parse(ap)
-    syn = synthetic((1, 2), 300, eval_batch=1000) if a.quick else synthetic()
+    ap.add_argument("--families", default="gaussian,bernoulli,poisson", help="comma-separated families")
+    ap.add_argument("--heads", default="1,2,4", help="comma-separated head counts")
+    a = parse(ap, argv)
+    fams = tuple(a.families.split(","))
+    heads = tuple(int(h) for h in a.heads.split(","))
+    if a.quick:
+        syn = synthetic((1, 2), 300, eval_batch=1000, seeds=1, families=fams)
+    else:
+        syn = synthetic(heads, seeds=a.seeds, families=fams)
     result = {"synthetic": syn}
     if a.lm:
         result["lm"] = lm(n_seq=4 if a.quick else 16)
     print(json.dumps(result, indent=1))
+    n_seeds = 1 if a.quick else a.seeds
     ns = [k for k in next(iter(syn.values())) if k.startswith("n=")]
+    print(f"\nmean ± sd over {n_seeds} training seeds (the sample-mean row is the no-attention baseline)")
     print("\n| family / heads | " + " | ".join(f"excess / oracle risk, {n}" for n in ns) + " | cos(metric, Fisher) |")
     print("|---|" + "---|" * (len(ns) + 1))
     for key, row in syn.items():
-        fish = f"{row['fisher']['cosine']:.3f} (scale {row['fisher']['scale']:.2f})" if "fisher" in row else ""
-        print(f"| {key} | " + " | ".join(f"{row[n]['rel_excess']:.4f}" for n in ns) + f" | {fish} |")
+        fish = f"{fmt(row['fisher']['cosine'])} (scale {fmt(row['fisher']['scale'], 2)})" if "fisher" in row else ""
+        print(f"| {key} | " + " | ".join(fmt(row[n]["rel_excess"], 4) for n in ns) + f" | {fish} |")
+        if key.endswith("/1 head"):
+            print(f"| {key.split('/')[0]}/sample mean | " + " | ".join(fmt(row[n]["xbar_rel_excess"][0], 4) for n in ns) + " |  |")
+    for key, row in syn.items():
+        if n_seeds > 1:
+            print(f"{key}, {ns[-1]} per seed: " + ", ".join(f"{v:.4f}" for v in row[ns[-1]]["rel_excess"]))
     if a.lm:
         print("\n| layer | mean cos(QK metric, precision) over heads | min / max | random rotation mean +- std |")
         print("|---|---|---|---|")
         for layer, r in result["lm"].items():
             print(f"| {layer} | {r['head_cosine_mean']:.3f} | {r['head_cosine_min']:.3f} / {r['head_cosine_max']:.3f} | "
                   f"{r['random_mean']:.3f} +- {r['random_std']:.3f} |")
+    return json.loads(json.dumps(result))
 
 
 if __name__ == "__main__":
