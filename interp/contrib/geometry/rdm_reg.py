@@ -18,6 +18,7 @@ the family fits best after matching the scale, and how far it is, against a mome
 
     loss = rdmreg_loss(z, p=1.0, mu=0.0, n_proj=1024)          # z: [batch, d] ReLU features
     l0_fraction(z)                                             # fraction of non-zero entries
+    rgg_nonzero_fraction(mu=-0.5, p=1.0)                       # the target's own ℓ0, closed form
     rgg_fit(acts, p=1.0)                                        # {"mu", "distance", "gaussian_distance", ...}
 """
 
@@ -55,6 +56,18 @@ def sample_generalized_normal(shape, p: float, generator: torch.Generator | None
 def sample_rgg(shape, p: float = 1.0, mu: float = 0.0, generator: torch.Generator | None = None) -> Tensor:
     """Rectified generalized Gaussian samples ReLU(μ + σ_p GN_p)."""
     return torch.relu(mu + rgg_sigma(p) * sample_generalized_normal(shape, p, generator))
+
+
+def rgg_nonzero_fraction(mu: float, p: float = 1.0) -> float:
+    """P(RGG(μ, p) > 0) = P(GN_p > -μ/σ_p), in closed form: with t = |μ|/σ_p and Q the regularised upper
+    incomplete gamma, P(|GN_p| > t) = Q(1/p, t^p/p), so the fraction is 1 - Q/2 for μ >= 0 and Q/2 below.
+    For p = 1 (rectified Laplace) and μ < 0 it is exp(sqrt(2) μ) / 2. A projector trained to the target
+    has this ℓ0 by construction, so a measured ℓ0 near it says the regulariser did what it was told."""
+    if p <= 0:
+        raise ValueError(f"p={p} must be positive")
+    t = abs(mu) / rgg_sigma(p)
+    q = float(torch.special.gammaincc(torch.tensor(1 / p, dtype=torch.float64), torch.tensor(t**p / p, dtype=torch.float64)))
+    return 1 - q / 2 if mu >= 0 else q / 2
 
 
 def sliced_w2(a: Tensor, b: Tensor, n_proj: int = 1024, generator: torch.Generator | None = None) -> Tensor:

@@ -1,14 +1,16 @@
 """RDMReg demo: Rectified LpJEPA vs a Gaussian-target JEPA vs VICReg on digits; the RGG score of SmolLM2's
 cached activations.
 
-    python -m interp.contrib.geometry.experiments.rdm_reg [--seeds 3] [--epochs 30] [--quick] [--no-lm]
+    python -m interp.contrib.geometry.experiments.rdm_reg [--seeds 3] [--epochs 30] [--splits 0] [--quick] [--no-lm]
 
 Digits (catalog setting; sklearn's 8x8 digits scaled to [0, 1], 70/30 split): two views per image by
 Gaussian noise (sd 0.1), a random ±1-pixel shift and 10% pixel dropout. Encoder 64 -> 256 -> 256 (ReLU),
 projector 256 -> 128 (+ BatchNorm, ReLU) -> 128, ending in a ReLU for RDMReg (as the paper requires) and
 linear for the baselines; batch 256, Adam lr 1e-3, 1024 projections, λ_inv 25 and λ_reg 250 (the paper's
 recipe). Methods: RDMReg (p = 1) at μ in {-1, -0.5, 0, 0.5}; Gaussian target (sliced W2 to N(0, I));
-VICReg. Metrics: linear-probe accuracy (logistic regression on frozen features) of the encoder output
+VICReg. Controls: raw pixels and an untrained encoder (same architecture, random init). Seeds are model
+seeds (init, batches, augmentations) on one 70/30 split; `--splits N` adds N other splits (model seed 0),
+reported apart. Metrics: linear-probe accuracy (logistic regression on frozen features) of the encoder output
 and of the projector output, ℓ0 fraction of the projector output (non-zero entries; lower = sparser).
 
 SmolLM2 (`smollm2-135m` through `HookedModel.run_with_cache`, stdlib-docs, 8 x 64 tokens, position 0
@@ -28,7 +30,14 @@ from interp.contrib.common.datasets import digits
 from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.common.probe import probe_accuracy
 from interp.contrib.experiment import experiment_parser, parse
-from interp.contrib.geometry.rdm_reg import gaussian_reg_loss, l0_fraction, rdmreg_loss, rgg_fit, vicreg_loss
+from interp.contrib.geometry.rdm_reg import (
+    gaussian_reg_loss,
+    l0_fraction,
+    rdmreg_loss,
+    rgg_fit,
+    rgg_nonzero_fraction,
+    vicreg_loss,
+)
 from interp.contrib.report import fmt, markdown_table
 
 MUS = (-1.0, -0.5, 0.0, 0.5)
@@ -74,26 +83,56 @@ def train(method: str, mu: float, x, epochs: int, seed: int) -> JEPA:
     return net.eval()
 
 
-def run_digits(seeds: int, epochs: int, quick: bool) -> dict:
+KEYS = ("probe acc (encoder)", "probe acc, 5 labels/class", "probe acc, shifted test", "probe acc (projector)",
+        "projector ℓ0", "target ℓ0 (closed form)")
+
+
+def evaluate(feats, x, y, tr, te, few, x_shift, quick: bool) -> dict[str, float]:
+    """Probe accuracies of `feats(pixels) -> (encoder features, projector output or None)` on one split."""
+    probe = dict(n_classes=10, standardise=True, steps=100 if quick else 300, lr=0.05, init="linear")
+    with torch.no_grad():
+        (htr, ztr), (hte, zte), (hsh, _) = feats(x[tr]), feats(x[te]), feats(x_shift)
+    out = {"probe acc (encoder)": probe_accuracy(htr, y[tr], hte, y[te], **probe),
+           "probe acc, 5 labels/class": probe_accuracy(htr[few], y[tr][few], hte, y[te], **probe),
+           "probe acc, shifted test": probe_accuracy(htr, y[tr], hsh, y[te], **probe)}
+    if ztr is not None:
+        out["probe acc (projector)"] = probe_accuracy(ztr, y[tr], zte, y[te], **probe)
+        out["projector ℓ0"] = l0_fraction(zte)
+    return out
+
+
+def run_digits(seeds: int, epochs: int, quick: bool, split: int = 0) -> dict:
+    """Every method and the two controls (raw pixels, an untrained encoder) on data split `split`, over
+    `seeds` model seeds (init, batches, augmentations). Beside the full-label probe, two probes that can
+    tell encoders apart: 5 labels per class, and test images shifted one pixel right and down (the
+    invariance the augmentations teach)."""
     x, y = digits()
     if quick:
         x, y = x[:600], y[:600]
     configs = [("rdmreg", mu) for mu in ((0.0,) if quick else MUS)] + [("gaussian", 0.0), ("vicreg", 0.0)]
+    gs = torch.Generator().manual_seed(100 + split)
+    perm = torch.randperm(len(x), generator=gs)
+    tr, te = perm[: int(0.7 * len(x))], perm[int(0.7 * len(x)) :]
+    few = torch.cat([torch.nonzero(y[tr] == c).flatten()[:5] for c in range(10)])
+    x_shift = torch.roll(x[te].view(-1, 8, 8), shifts=(1, 1), dims=(1, 2)).flatten(1)
     res: dict[str, dict[str, list[float]]] = {}
+
+    def add(name, row):
+        for k, v in row.items():
+            res.setdefault(name, {}).setdefault(k, []).append(v)
+
     for s in range(seeds):
-        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(100 + s))
-        tr, te = perm[: int(0.7 * len(x))], perm[int(0.7 * len(x)) :]
+        split_args = (x, y, tr, te, few, x_shift, quick)
+        add("control: raw pixels", evaluate(lambda px: (px, None), *split_args))
+        torch.manual_seed(s)
+        untrained = JEPA(False).eval()
+        add("control: untrained encoder", evaluate(lambda px: (untrained.enc(px), None), *split_args))
         for method, mu in configs:
             net = train(method, mu, x[tr], epochs, s)
-            with torch.no_grad():
-                htr, ztr = net(x[tr])
-                hte, zte = net(x[te])
             name = f"RDMReg μ={mu}" if method == "rdmreg" else {"gaussian": "Gaussian target", "vicreg": "VICReg"}[method]
-            row = res.setdefault(name, {"probe acc (encoder)": [], "probe acc (projector)": [], "projector ℓ0": []})
-            probe = dict(n_classes=10, standardise=True, steps=100 if quick else 300, lr=0.05, init="linear")
-            row["probe acc (encoder)"].append(probe_accuracy(htr, y[tr], hte, y[te], **probe))
-            row["probe acc (projector)"].append(probe_accuracy(ztr, y[tr], zte, y[te], **probe))
-            row["projector ℓ0"].append(l0_fraction(zte))
+            row = evaluate(net, *split_args)
+            row["target ℓ0 (closed form)"] = rgg_nonzero_fraction(mu) if method == "rdmreg" else 1.0
+            add(name, row)
     return res
 
 
@@ -112,12 +151,22 @@ def run_lm() -> dict:
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=3, epochs=30, quick="1 seed, 2 epochs on 600 images, μ = 0 only, no LM run",
                            no_lm="skip the SmolLM2 run")
+    ap.add_argument("--splits", type=int, default=0, help="extra data splits (model seed 0), reported apart")
     a = parse(ap, argv)
     seeds, epochs = (1, 2) if a.quick else (a.seeds, a.epochs)
     out = {"digits": run_digits(seeds, epochs, a.quick)}
-    keys = ["probe acc (encoder)", "probe acc (projector)", "projector ℓ0"]
-    print(f"digits JEPA, {epochs} epochs (mean ± sd over {seeds} seeds)")
-    print(markdown_table(["method", *keys], [[m, *(fmt(r[k]) for k in keys)] for m, r in out["digits"].items()]))
+
+    def show(res):
+        rows = [[m, *(fmt(r[k]) if k in r else "-" for k in KEYS)] for m, r in res.items()]
+        print(markdown_table(["method", *KEYS], rows))
+
+    print(f"digits JEPA, {epochs} epochs, data split 0 (mean ± sd over {seeds} model seeds)")
+    show(out["digits"])
+    if a.splits:
+        per = [run_digits(1, epochs, a.quick, split) for split in range(1, a.splits + 1)]
+        out["digits, data splits"] = {m: {k: [v for r in per for v in r[m][k]] for k in per[0][m]} for m in per[0]}
+        print(f"\ndata splits 1-{a.splits}, model seed 0 (mean ± sd over splits)")
+        show(out["digits, data splits"])
     if not (a.quick or a.no_lm):
         out["smollm2"] = run_lm()
         print("\nsmollm2-135m activations vs the RGG family (p = 1; sliced W2 after unit-RMS scaling)")

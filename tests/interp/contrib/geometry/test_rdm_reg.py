@@ -72,3 +72,15 @@ def test_bad_input():
         sliced_w2(torch.zeros(3, 2), torch.zeros(3, 2), n_proj=0)
     with pytest.raises(ValueError, match="activations"):
         rgg_fit(torch.zeros(1, 3))
+
+
+def test_rgg_nonzero_fraction_matches_samples_and_the_laplace_formula():
+    from interp.contrib.geometry.rdm_reg import rgg_nonzero_fraction
+
+    g = torch.Generator().manual_seed(2)
+    assert rgg_nonzero_fraction(-1.0) == pytest.approx(math.exp(-math.sqrt(2)) / 2, rel=1e-9)
+    assert rgg_nonzero_fraction(0.0) == pytest.approx(0.5)
+    for p, mu in ((1.0, 0.5), (2.0, -0.5), (0.5, -1.0)):
+        assert l0_fraction(sample_rgg((400, 250), p, mu, g)) == pytest.approx(rgg_nonzero_fraction(mu, p), abs=0.01)
+    with pytest.raises(ValueError):
+        rgg_nonzero_fraction(0.0, p=0.0)
