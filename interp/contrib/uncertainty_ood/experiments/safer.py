@@ -7,7 +7,10 @@ Gaussian features (d 32, class-mean scale 0.6); encoder: 2-hop SGC propagation (
 GCN). Tasks {0,1}, {2,3}, {4,5} arrive in turn (60% of their nodes for training, nothing replayed);
 classes 6 and 7 are unknown at test. Methods: fine-tuning one linear head over the classes seen so far
 with max-softmax (MSP) rejection; nearest class-mean prototypes with an energy score (-logsumexp of
--|x - μ_c|²/2); SAFER (rank 8, γ 1), SAFER with γ 0 (logit energy only) and SAFER without reshaping.
+-|x - μ_c|²/2); SAFER (rank 8, γ 1), SAFER with γ 0 (logit energy only) and SAFER without reshaping;
+the control that isolates the fingerprints: one frozen head per task on raw features, routed by the plain
+logit energy (SAFER without reshaping and with γ 0). Seeds: data seeds (graph, split; heads seeded alike),
+then head seeds on graph 0.
 Metrics after the last task: accuracy on known test nodes, forgetting (task-1 accuracy just after task 1
 minus at the end), open-set AUROC (unknown vs known by the method's score).
 
@@ -32,7 +35,8 @@ from interp.contrib.uncertainty_ood.safer import SAFER, sbm_graph, sgc_features
 
 TASKS = ((0, 1), (2, 3), (4, 5))
 UNKNOWN = (6, 7)
-METHODS = ("fine-tune + MSP", "prototype energy", "SAFER", "SAFER γ=0", "SAFER no reshape")
+CONTROL = "control: frozen per-task heads, plain energy"
+METHODS = ("fine-tune + MSP", "prototype energy", CONTROL, "SAFER", "SAFER γ=0", "SAFER no reshape")
 
 
 def split(y: torch.Tensor, seed: int):
@@ -74,13 +78,14 @@ class Prototypes:
         return torch.tensor(self.cls)[d.argmin(1)], torch.logsumexp(-d, 1).neg()
 
 
-def evaluate(make, feats, y, seed: int) -> dict[str, float]:
+def evaluate(make, feats, y, seed: int, model_seed: int | None = None) -> dict[str, float]:
+    """One method's metrics on the split `seed` draws; `model_seed` (default `seed`) seeds the heads."""
     tr, te, unk = split(y, seed)
     m = make()
     first = None
     for i, task in enumerate(TASKS):
         sel = tr & torch.isin(y, torch.tensor(task))
-        m.learn_task(feats[sel], y[sel], seed=seed)
+        m.learn_task(feats[sel], y[sel], seed=seed if model_seed is None else model_seed)
         if i == 0:
             t1 = te & torch.isin(y, torch.tensor(TASKS[0]))
             first = float((m.predict(feats[t1])[0] == y[t1]).float().mean())
@@ -91,18 +96,24 @@ def evaluate(make, feats, y, seed: int) -> dict[str, float]:
             "open-set auroc": auroc(score[unk], score[te])}
 
 
-def run(feats, y, seeds: int, steps: int) -> dict[str, dict[str, list[float]]]:
+def run(feats, y, seeds: int, steps: int, model_seeds: bool = False) -> dict[str, dict[str, list[float]]]:
+    """Every method over `seeds` data seeds (graph and split; the heads seeded alike), or with
+    `model_seeds` over `seeds` head seeds on data seed 0."""
     makers = {
         "fine-tune + MSP": lambda: FineTune(steps),
         "prototype energy": Prototypes,
+        # the control: SAFER's frozen per-task heads and energy routing without its fingerprints
+        # (heads on raw features, no residual term)
+        CONTROL: lambda: SAFER(rank=8, gamma=0.0, reshape_features=False, steps=steps),
         "SAFER": lambda: SAFER(rank=8, gamma=1.0, steps=steps),
         "SAFER γ=0": lambda: SAFER(rank=8, gamma=0.0, steps=steps),
         "SAFER no reshape": lambda: SAFER(rank=8, gamma=1.0, reshape_features=False, steps=steps),
     }
     res: dict[str, dict[str, list[float]]] = {}
     for s in range(seeds):
+        d, m = (0, s) if model_seeds else (s, s)
         for name, make in makers.items():
-            for k, v in evaluate(make, feats(s) if callable(feats) else feats, y(s) if callable(y) else y, s).items():
+            for k, v in evaluate(make, feats(d) if callable(feats) else feats, y(d) if callable(y) else y, d, m).items():
                 res.setdefault(name, {}).setdefault(k, []).append(v)
     return res
 
@@ -136,6 +147,15 @@ def show(title, res):
     print(markdown_table(["method", *keys], [[m, *(fmt(r[k]) for k in keys)] for m, r in res.items()]))
 
 
+def paired(res, a: str, b: str) -> str:
+    """Per-seed differences a - b of every metric, as 'metric +mean ± sd (per seed ...)'."""
+    parts = []
+    for k in res[a]:
+        d = [x - y for x, y in zip(res[a][k], res[b][k])]
+        parts.append(f"{k} {fmt(d)} ({', '.join(f'{v:+.3f}' for v in d)})")
+    return f"{a} - {b}, paired by seed: " + "; ".join(parts)
+
+
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=3, quick="1 seed, 600 nodes, 50 head steps, no LM run",
                            no_lm="skip the SmolLM2 run")
@@ -143,7 +163,10 @@ def main(argv=None) -> dict:
     seeds, n, steps = (1, 600, 50) if a.quick else (a.seeds, 3000, 300)
     data = {s: graph_data(s, n) for s in range(seeds)}
     out = {"graph": run(lambda s: data[s][0], lambda s: data[s][1], seeds, steps)}
-    show(f"SBM graph, {n} nodes, tasks {TASKS}, unknown {UNKNOWN} (mean ± sd over {seeds} seeds)", out["graph"])
+    show(f"SBM graph, {n} nodes, tasks {TASKS}, unknown {UNKNOWN} (mean ± sd over {seeds} graphs and splits)", out["graph"])
+    print(paired(out["graph"], "SAFER", CONTROL))
+    out["graph, head seeds"] = run(lambda s: data[0][0], lambda s: data[0][1], seeds, steps, model_seeds=True)
+    show(f"\nthe same, graph and split 0, {seeds} head seeds", out["graph, head seeds"])
     if not (a.quick or a.no_lm):
         x, y = lm_data()
         out["smollm2"] = run(x, y, seeds, steps)
