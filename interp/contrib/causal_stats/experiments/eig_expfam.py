@@ -6,9 +6,12 @@ exact EIG, on Poisson-Gamma, Beta-Binomial and linear-Gaussian designs.
 Budget B = number of model evaluations: the collapsed estimator draws N = B (θ, y) pairs; NMC uses
 M = round(B^{1/3}) inner samples and N = B / (M + 1) outer ones (the usual N ∝ M² split). RMSE over
 `--reps` independent runs. Designs: Poisson-Gamma (α = 2, β = 1) at exposures ξ in {0.5, 3, 20};
-Beta-Binomial (a = b = 2) at ξ in {1, 10, 50} trials; linear-Gaussian p = 3 with a random 4 x 3 design.
+Beta-Binomial (a = b = 2) at ξ in {1, 10, 50} trials; linear-Gaussian p = 3 with a random 4 x 3 design;
+the non-conjugate control, logistic θ ~ N(0, 4), y ~ Binomial(5, σ(ξ θ)) at ξ in {0.5, 2, 8}, where the
+collapsed estimator uses the Laplace posterior's entropy and the exact EIG comes from quadrature.
 Also: the design ξ each estimator would pick from the Poisson-Gamma grid {0.5, 1, 2, ..., 20} under a
-per-unit exposure cost 0.05 ξ (EIG - cost), at B = 1,000, vs the exact optimum.
+per-unit exposure cost 0.05 ξ (EIG - cost), and from the logistic grid {0.25, ..., 8} under 0.03 ξ, at
+B = 1,000, vs the exact optimum.
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ import math
 
 import torch
 
-from interp.contrib.causal_stats.eig_expfam import BetaBinomial, LinearGaussian, PoissonGamma, collapsed_eig, nmc_eig
+from interp.contrib.causal_stats.eig_expfam import (
+    BetaBinomial,
+    LinearGaussian,
+    LogisticNormal,
+    PoissonGamma,
+    collapsed_eig,
+    nmc_eig,
+)
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import markdown_table
 
@@ -45,6 +55,7 @@ def main(argv=None) -> dict:
     cases = [("Poisson-Gamma", PoissonGamma(2.0, 1.0), xi, f"ξ={xi}") for xi in (0.5, 3.0, 20.0)]
     cases += [("Beta-Binomial", BetaBinomial(2.0, 2.0), xi, f"ξ={xi}") for xi in (1, 10, 50)]
     cases += [("linear-Gaussian", LinearGaussian(3), x, "X 4x3")]
+    cases += [("logistic (non-conjugate)", LogisticNormal(2.0, 5), xi, f"ξ={xi}") for xi in (0.5, 2.0, 8.0)]
     rows, out = [], []
     for name, model, xi, tag in cases:
         exact = model.exact_eig(xi)
@@ -54,19 +65,21 @@ def main(argv=None) -> dict:
             out.append({"model": name, "design": tag, "exact": exact, "budget": b, "rmse_collapsed": c, "rmse_nmc": nm})
     print(f"RMSE of the EIG estimate vs the exact EIG ({reps} runs each)")
     print(markdown_table(["model", "design", "exact EIG", "budget", "collapsed RMSE", "NMC RMSE", "NMC / collapsed"], rows))
-    pg = PoissonGamma(2.0, 1.0)
-    grid = [0.5] + [float(v) for v in range(1, 21)]
-    util = lambda est: max(grid, key=lambda xi: est(xi) - 0.05 * xi)  # noqa: E731
-    best = util(pg.exact_eig)
-    picks_c = [util(lambda xi, r=r: collapsed_eig(pg, xi, 1000, seed=r)) for r in range(min(reps, 10))]
-    picks_n = [util(lambda xi, r=r: nmc_eig(pg, xi, 100, 9, seed=r)) for r in range(min(reps, 10))]
-    regret = lambda xi: (pg.exact_eig(best) - 0.05 * best) - (pg.exact_eig(xi) - 0.05 * xi)  # noqa: E731
-    print("\ndesign choice (Poisson-Gamma, utility EIG - 0.05 ξ, budget 1,000 per design):")
-    print(markdown_table(["estimator", "chosen ξ (runs)", "mean regret (nats)"],
-                         [["exact", best, "0"],
-                          ["collapsed", picks_c, f"{sum(map(regret, picks_c)) / len(picks_c):.4f}"],
-                          ["NMC", picks_n, f"{sum(map(regret, picks_n)) / len(picks_n):.4f}"]]))
-    return json.loads(json.dumps({"rmse": out, "design": {"exact": best, "collapsed": picks_c, "nmc": picks_n}}))
+    design = {}
+    for name, model, grid, cost in (("Poisson-Gamma", PoissonGamma(2.0, 1.0), [0.5] + [float(v) for v in range(1, 21)], 0.05),
+                                    ("logistic (non-conjugate)", LogisticNormal(2.0, 5), [0.25 * v for v in range(1, 33)], 0.03)):
+        util = lambda est, grid=grid, cost=cost: max(grid, key=lambda xi: est(xi) - cost * xi)  # noqa: E731
+        best = util(model.exact_eig)
+        picks_c = [util(lambda xi, r=r, m=model: collapsed_eig(m, xi, 1000, seed=r)) for r in range(min(reps, 10))]
+        picks_n = [util(lambda xi, r=r, m=model: nmc_eig(m, xi, 100, 9, seed=r)) for r in range(min(reps, 10))]
+        regret = lambda xi, m=model, b=best, c=cost: (m.exact_eig(b) - c * b) - (m.exact_eig(xi) - c * xi)  # noqa: E731
+        print(f"\ndesign choice ({name}, utility EIG - {cost} ξ, budget 1,000 per design):")
+        print(markdown_table(["estimator", "chosen ξ (runs)", "mean regret (nats)"],
+                             [["exact", best, "0"],
+                              ["collapsed", picks_c, f"{sum(map(regret, picks_c)) / len(picks_c):.4f}"],
+                              ["NMC", picks_n, f"{sum(map(regret, picks_n)) / len(picks_n):.4f}"]]))
+        design[name] = {"exact": best, "collapsed": picks_c, "nmc": picks_n}
+    return json.loads(json.dumps({"rmse": out, "design": design}))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from interp.contrib.causal_stats.eig_expfam import (
-    BetaBinomial, LinearGaussian, PoissonGamma, beta_entropy, collapsed_eig, gamma_entropy, nmc_eig,
+    BetaBinomial, LinearGaussian, LogisticNormal, PoissonGamma, beta_entropy, collapsed_eig, gamma_entropy, nmc_eig,
 )
 from interp.contrib.causal_stats.experiments.eig_expfam import main
 
@@ -69,4 +69,21 @@ def test_bad_input():
 
 def test_quick_experiment_runs():
     out = main(["--quick"])
-    assert out["design"]["exact"] == 9.0
+    assert out["design"]["Poisson-Gamma"]["exact"] == 9.0
+    assert {r["model"] for r in out["rmse"]} >= {"Poisson-Gamma", "logistic (non-conjugate)"}
+
+
+def test_logistic_normal_exact_eig_matches_nested_mc_and_laplace_is_close_but_biased():
+    m = LogisticNormal(2.0, 5)
+    exact = m.exact_eig(2.0)
+    assert 0 < exact < math.log(6)  # at most the entropy of y in {0..5}
+    assert nmc_eig(m, 2.0, n_outer=4000, n_inner=400, seed=0) == pytest.approx(exact, abs=0.03)
+    # one trial, huge ξ: y = [θ > 0] exactly, so I(θ; y) = ln 2
+    assert LogisticNormal(1.0, 1).exact_eig(1e4) == pytest.approx(math.log(2), abs=1e-3)
+    # the Laplace entropy makes the collapsed estimate close to the truth, not equal to it
+    est = collapsed_eig(m, 2.0, n=20000, seed=0)
+    assert abs(est - exact) < 0.2
+    with pytest.raises(ValueError):
+        m.exact_eig(0.0)
+    with pytest.raises(ValueError):
+        LogisticNormal(0.0, 5)
