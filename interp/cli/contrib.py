@@ -2,6 +2,7 @@
 
     interp contrib list                 # every paper: cluster, module, status and qualifier, one-line result
     interp contrib list --status partial  # only the papers of one status (see `Status` in the registry)
+    interp contrib list --controls      # also each paper's control (what isolates its ingredient) and seeds
     interp contrib list --json
     interp contrib run CoupledPI --quick  # a seconds-long run; without --quick the README's full run
 
@@ -23,8 +24,11 @@ def list_papers(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     status: str | None = typer.Option(None, "--status", help="Only papers of this status: reproduced, partial, "
                                       "'not reproduced', 'metric only', 'not testable here'."),
+    controls: bool = typer.Option(False, "--controls", help="Also print each paper's control (the ablation and "
+                                  "baseline that isolate its ingredient) and what its seeds are."),
 ) -> None:
-    """Every catalogue paper with its cluster, module, status (and its qualifier) and one-line result."""
+    """Every catalogue paper with its cluster, module, status (and its qualifier) and one-line result;
+    with --controls also the control behind the status and the seeds (model trainings or data splits)."""
     from interp.cli.main import fail
     from interp.contrib.registry import PAPERS, papers_with_status
 
@@ -34,7 +38,8 @@ def list_papers(
         fail(exc)
     if as_json:
         typer.echo(json.dumps([{"name": p.name, "cluster": p.cluster, "module": p.module, "status": p.status.value,
-                                "qualifier": p.qualifier, "result": p.result, "experiment": p.experiment}
+                                "qualifier": p.qualifier, "result": p.result, "experiment": p.experiment,
+                                "control": p.control, "seeds": p.seeds}
                                for p in papers], indent=1))
         return
     w = max(len(p.name) for p in PAPERS)
@@ -43,6 +48,9 @@ def list_papers(
         typer.echo(f"{p.name:<{w}}  {p.cluster:<16} {where:<40} {p.status} ({p.qualifier})")
         if p.result:
             typer.echo(f"{'':<{w}}  {p.result}")
+        if controls:
+            typer.echo(f"{'':<{w}}  control: {p.control}")
+            typer.echo(f"{'':<{w}}  seeds: {p.seeds}")
     if status is not None:
         typer.echo(f"{len(papers)} of {len(PAPERS)} papers have status {status.strip().lower()!r}.")
         return

@@ -66,7 +66,8 @@ def rgg_nonzero_fraction(mu: float, p: float = 1.0) -> float:
     if p <= 0:
         raise ValueError(f"p={p} must be positive")
     t = abs(mu) / rgg_sigma(p)
-    q = float(torch.special.gammaincc(torch.tensor(1 / p, dtype=torch.float64), torch.tensor(t**p / p, dtype=torch.float64)))
+    a, x = torch.tensor(1 / p, dtype=torch.float64), torch.tensor(t**p / p, dtype=torch.float64)
+    q = float(torch.special.gammaincc(a, x))
     return 1 - q / 2 if mu >= 0 else q / 2
 
 

@@ -66,8 +66,9 @@ def main(argv=None) -> dict:
     print(f"RMSE of the EIG estimate vs the exact EIG ({reps} runs each)")
     print(markdown_table(["model", "design", "exact EIG", "budget", "collapsed RMSE", "NMC RMSE", "NMC / collapsed"], rows))
     design = {}
-    for name, model, grid, cost in (("Poisson-Gamma", PoissonGamma(2.0, 1.0), [0.5] + [float(v) for v in range(1, 21)], 0.05),
-                                    ("logistic (non-conjugate)", LogisticNormal(2.0, 5), [0.25 * v for v in range(1, 33)], 0.03)):
+    designs = (("Poisson-Gamma", PoissonGamma(2.0, 1.0), [0.5] + [float(v) for v in range(1, 21)], 0.05),
+               ("logistic (non-conjugate)", LogisticNormal(2.0, 5), [0.25 * v for v in range(1, 33)], 0.03))
+    for name, model, grid, cost in designs:
         util = lambda est, grid=grid, cost=cost: max(grid, key=lambda xi: est(xi) - cost * xi)  # noqa: E731
         best = util(model.exact_eig)
         picks_c = [util(lambda xi, r=r, m=model: collapsed_eig(m, xi, 1000, seed=r)) for r in range(min(reps, 10))]

@@ -126,10 +126,11 @@ def run_digits(seeds: int, epochs: int, quick: bool, split: int = 0) -> dict:
         add("control: raw pixels", evaluate(lambda px: (px, None), *split_args))
         torch.manual_seed(s)
         untrained = JEPA(False).eval()
-        add("control: untrained encoder", evaluate(lambda px: (untrained.enc(px), None), *split_args))
+        add("control: untrained encoder", evaluate(lambda px, enc=untrained.enc: (enc(px), None), *split_args))
         for method, mu in configs:
             net = train(method, mu, x[tr], epochs, s)
-            name = f"RDMReg μ={mu}" if method == "rdmreg" else {"gaussian": "Gaussian target", "vicreg": "VICReg"}[method]
+            names = {"gaussian": "Gaussian target", "vicreg": "VICReg"}
+            name = f"RDMReg μ={mu}" if method == "rdmreg" else names[method]
             row = evaluate(net, *split_args)
             row["target ℓ0 (closed form)"] = rgg_nonzero_fraction(mu) if method == "rdmreg" else 1.0
             add(name, row)

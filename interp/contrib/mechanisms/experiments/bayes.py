@@ -5,8 +5,8 @@ observations from a Gaussian (random covariance, condition number 10), Bernoulli
 `MetricHeads` with 1, 2 or 4 heads, each a shared quadratic QK metric (logit -n/2 (xbar-mu)^T M_h (xbar-mu)),
 values = the candidates, trained by MSE to the exact posterior mean (1500 Adam steps, batch 256).
 Baseline: the Bayes oracle (the closed-form head, zero excess by construction); the no-attention control
-is the sample mean xbar. Seeds: independent trainings (init and batches), evaluation sequences fixed. We report the excess MSE
-over the oracle at n = 4 / 16 / 64, relative to the oracle's own risk E||posterior mean - mu_true||^2,
+is the sample mean xbar. Seeds: independent trainings (init and batches), evaluation sequences fixed.
+We report the excess MSE over the oracle at n = 4 / 16 / 64, relative to the oracle's own risk E||posterior mean - mu_true||^2,
 and for 1 head the cosine between the learned metric and the Fisher information (the precision for the
 Gaussian; the prior-averaged diagonal Fisher for Bernoulli / Poisson).
 Claim: Gaussian excess -> 0 and cosine ~ 1; Bernoulli keeps a single-head gap that shrinks with heads.
@@ -28,10 +28,10 @@ import torch
 from tqdm import tqdm
 
 from interp.contrib.experiment import experiment_parser, parse
-from interp.contrib.report import fmt
 from interp.contrib.mechanisms.bayes_attention import (
     default_family, fisher_alignment, make_task, qk_metrics, qk_precision_alignment, train_heads,
 )
+from interp.contrib.report import fmt
 
 
 def _prior_fisher(fam, d: int, g: torch.Generator) -> torch.Tensor:
@@ -119,7 +119,8 @@ def main(argv=None) -> dict:
         fish = f"{fmt(row['fisher']['cosine'])} (scale {fmt(row['fisher']['scale'], 2)})" if "fisher" in row else ""
         print(f"| {key} | " + " | ".join(fmt(row[n]["rel_excess"], 4) for n in ns) + f" | {fish} |")
         if key.endswith("/1 head"):
-            print(f"| {key.split('/')[0]}/sample mean | " + " | ".join(fmt(row[n]["xbar_rel_excess"][0], 4) for n in ns) + " |  |")
+            cells = " | ".join(fmt(row[n]["xbar_rel_excess"][0], 4) for n in ns)
+            print(f"| {key.split('/')[0]}/sample mean | {cells} |  |")
     for key, row in syn.items():
         if n_seeds > 1:
             print(f"{key}, {ns[-1]} per seed: " + ", ".join(f"{v:.4f}" for v in row[ns[-1]]["rel_excess"]))

@@ -187,7 +187,8 @@ def run_control(data_seed: int, model_seed: int, steps: int) -> dict:
     x, y = make_data(3000, gen, flip=0.15)
     xt, yt = make_data(1000, gen, flip=0.0)
     forget, test_keep = y == 3, yt != 3
-    sets = {"retain": (x[~forget], y[~forget]), "forget": (x[forget], y[forget]), "test": (xt[test_keep], yt[test_keep])}
+    sets = {"retain": (x[~forget], y[~forget]), "forget": (x[forget], y[forget]),
+            "test": (xt[test_keep], yt[test_keep])}
     model = tiny_lm(VOCAB, ctx=16, seed=model_seed)
     train_lm(model, trainer(x, y), steps, lr=3e-3, seed=model_seed)
     out = {"original": metrics(model, sets)}
@@ -204,7 +205,8 @@ def spread(runs: list[dict]) -> dict:
         for k in runs[0][method]:
             v = torch.tensor([float(r[method][k]) for r in runs], dtype=torch.float64)
             sd = v.std().item() if len(v) > 1 else 0.0
-            res[method][k] = {"mean": round(v.mean().item(), 4), "sd": round(sd, 4), "runs": [round(a, 4) for a in v.tolist()]}
+            res[method][k] = {"mean": round(v.mean().item(), 4), "sd": round(sd, 4),
+                              "runs": [round(a, 4) for a in v.tolist()]}
     return res
 
 

@@ -113,7 +113,8 @@ def run(feats, y, seeds: int, steps: int, model_seeds: bool = False) -> dict[str
     for s in range(seeds):
         d, m = (0, s) if model_seeds else (s, s)
         for name, make in makers.items():
-            for k, v in evaluate(make, feats(d) if callable(feats) else feats, y(d) if callable(y) else y, d, m).items():
+            fd, yd = feats(d) if callable(feats) else feats, y(d) if callable(y) else y
+            for k, v in evaluate(make, fd, yd, d, m).items():
                 res.setdefault(name, {}).setdefault(k, []).append(v)
     return res
 
@@ -163,7 +164,8 @@ def main(argv=None) -> dict:
     seeds, n, steps = (1, 600, 50) if a.quick else (a.seeds, 3000, 300)
     data = {s: graph_data(s, n) for s in range(seeds)}
     out = {"graph": run(lambda s: data[s][0], lambda s: data[s][1], seeds, steps)}
-    show(f"SBM graph, {n} nodes, tasks {TASKS}, unknown {UNKNOWN} (mean ± sd over {seeds} graphs and splits)", out["graph"])
+    show(f"SBM graph, {n} nodes, tasks {TASKS}, unknown {UNKNOWN} (mean ± sd over {seeds} graphs and splits)",
+         out["graph"])
     print(paired(out["graph"], "SAFER", CONTROL))
     out["graph, head seeds"] = run(lambda s: data[0][0], lambda s: data[0][1], seeds, steps, model_seeds=True)
     show(f"\nthe same, graph and split 0, {seeds} head seeds", out["graph, head seeds"])
