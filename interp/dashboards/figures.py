@@ -374,7 +374,13 @@ def figure_html(fig: Any, *, include_plotlyjs: bool = True, static: bool = True)
     d = fig if isinstance(fig, dict) else fig.to_dict()
     height = (d.get("layout") or {}).get("height") or 450
     live = pio.to_html(
-        d, include_plotlyjs=False, full_html=False, div_id=div, validate=False, default_height=height, default_width="100%"
+        d,
+        include_plotlyjs=False,
+        full_html=False,
+        div_id=div,
+        validate=False,
+        default_height=height,
+        default_width="100%",
     )
     js = ""
     if include_plotlyjs:
