@@ -70,6 +70,6 @@ def test_another_hook_or_model_is_refused(trained, store, extra, needle):
 
 
 def test_allow_other_hook_scores_it_anyway(trained):
-    r = _eval(trained, "store", "--hook", H1, "--allow-other-hook")
+    r = _eval(trained, "store", "--hooks", H1, "--allow-other-hook")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["hook"] == H1
