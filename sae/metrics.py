@@ -114,7 +114,8 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
 
     Special rows (`rows`, an `interp.cache.rows.RowFilter`; default: the toolkit's default rule measured on these
     activations) keep their clean value in the SAE and zero runs: they are never SAE inputs. CE and KL
-    cover every next-token prediction; `spliced_frac` says which share of activations were replaced.
+    cover every next-token prediction (KL: every position, the last one too, as SAEBench's core eval and
+    sae-lens's evals average it); `spliced_frac` says which share of activations were replaced.
     `cache` (a dict the caller keeps) holds the zero-ablation CE per batch, which does not depend on the
     SAE: scoring several SAEs on the same tokens and rows then costs two forward passes each, not three."""
     from interp.wrapper.tokens import next_token_loss
@@ -143,7 +144,7 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
     sae_fn = replace(lambda r: sae(r), count=True)
     zero_fn = replace(lambda t: torch.zeros_like(t))
     ce = {"clean": 0.0, "sae": 0.0, "zero": 0.0}
-    kl, kl_zero, n_tok = 0.0, 0.0, 0
+    kl, kl_zero, n_tok, n_kl = 0.0, 0.0, 0, 0.0
     dev = getattr(model, "device", tokens.device)  # tokens go where the model runs
     tokens, mask = tokens.to(dev), mask.to(dev)
     for i in range(0, len(tokens), batch_size):
@@ -157,7 +158,7 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
             with model.hooks(fwd_hooks=[(hook, zero_fn)]):
                 zero = model(ids)
             zero_ce = float(next_token_loss(zero, ids, m))
-            zero_kl = float(((lp.exp() * (lp - zero.log_softmax(-1))).sum(-1)[:, :-1] * m[:, 1:]).sum())
+            zero_kl = float(((lp.exp() * (lp - zero.log_softmax(-1))).sum(-1) * m).sum())
             if cache is not None:
                 cache[key] = (zero_ce, zero_kl)
         else:
@@ -167,15 +168,16 @@ def spliced_loss(model: Any, sae: Any, hook: str, tokens: Tensor, mask: Tensor |
             ce[k] += float(next_token_loss(lg, ids, m)) * w
         ce["zero"] += zero_ce * w
         lq = spliced.log_softmax(-1)
-        kl_tok = (lp.exp() * (lp - lq)).sum(-1)[:, :-1]
-        kl += float((kl_tok * m[:, 1:]).sum())
+        kl_tok = (lp.exp() * (lp - lq)).sum(-1)  # every position, the last one too (it needs no next token)
+        kl += float((kl_tok * m).sum())
         kl_zero += zero_kl
         n_tok += w
+        n_kl += float(m.sum())
     ce = {k: v / n_tok for k, v in ce.items()}
     den = ce["zero"] - ce["clean"]
     rec = (ce["zero"] - ce["sae"]) / den if abs(den) > 1e-9 else float("nan")
-    return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_tok,
-            "kl_zero": kl_zero / n_tok, "kl_score": 1 - kl / kl_zero if kl_zero > 0 else float("nan"),
+    return {"ce_clean": ce["clean"], "ce_sae": ce["sae"], "ce_zero": ce["zero"], "ce_recovered": rec, "kl": kl / n_kl,
+            "kl_zero": kl_zero / n_kl, "kl_score": 1 - kl / kl_zero if kl_zero > 0 else float("nan"),
             "spliced_frac": n_spliced[0] / max(n_all[0], 1), "spliced_row_rule": rows.config() if rows is not None else None}
 
 
