@@ -152,16 +152,13 @@ def test_notebook_renders(path: Path, shots: Path, monkeypatch):
             assert all(f["live"] for f in probe["figs"]), f"{path.name}: a live plotly figure did not draw: {probe}"
         full = shots / f"{path.stem}.{mode}.png"  # the whole page, to look at
         _chromium(page, f"--screenshot={full}", f"--window-size={WIDTH},{min(int(probe['height']), 16000)}")
+        page_png = _png(full)  # each figure's box is cut from the whole page, laid out at the probe's width
         for k, f in enumerate(probe["figs"]):
-            one = shots / f"{path.stem}.{mode}.fig{k}.html"
-            y = int(f["y"])
-            scroll = f'<script>addEventListener("load",()=>setTimeout(()=>scrollTo(0,{y}),300))</script>'
-            one.write_text(text.replace("</body>", pad + scroll + "</body>"), encoding="utf-8")
-            png = one.with_suffix(".png")
-            _chromium(one, f"--screenshot={png}", f"--window-size={WIDTH},{int(f['h']) + 10}")
-            box = _png(png)[: int(f["h"]), int(f["x"]) : int(f["x"] + f["w"])]
+            png = full
+            y, x = int(f["y"]), int(f["x"])
+            box = page_png[y : y + int(f["h"]), x : x + int(f["w"])]
             inked = float((box.min(axis=2) < 235).mean()) if box.size else 0.0
             colours = len(np.unique(box.reshape(-1, 3)[::7] // 16, axis=0)) if box.size else 0
-            assert f["h"] > 100 and inked > 0.01 and colours > 5, (
+            assert f["h"] > 100 and inked > 0.003 and colours > 5, (  # a blank box: 0 ink, 1 colour; a line plot ~1%
                 f"{path.name} ({mode}) figure {k} looks blank: {f}, {inked:.3%} inked, {colours} colours; see {png}"
             )
