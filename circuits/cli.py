@@ -409,8 +409,11 @@ def curve(
             the_task = get_task(task or ("quotes" if quick else ""))
             if quick and not model:
                 from circuits.finders.weight_sparse import WeightSparseConfig, build_model
+                from interp.infra.devices import resolve_device
 
+                dev = resolve_device(device)  # checked here too: the tiny model does not go through _load
                 m = build_model(WeightSparseConfig(d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=1))
+                m.hf_model.to(dev)
             else:
                 m = _load(model, None, device, allow_torch_load)
             result = faithfulness_curve(m, the_task, cfg, progress=lambda msg: typer.echo(msg, err=True))

@@ -271,3 +271,9 @@ def test_a_task_the_model_cannot_do_is_refused_with_its_number_and_nothing_writt
         app, ["extract", "--model", str(ckpt[0]), "--task", f"prompts:{rows}", "--method", "eap", "--out", str(out)]
     )
     assert r.exit_code == 2 and "row 0: the clean prompt has" in r.output and not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_curve_quick_refuses_cuda_without_cuda(tmp_path):
+    r = CliRunner().invoke(app, ["curve", "--out", str(tmp_path / "c"), "--quick", "--device", "cuda"])
+    assert r.exit_code == 2 and "without CUDA" in r.output and not (tmp_path / "c").exists(), r.output

@@ -63,8 +63,12 @@ def test_readme_python_blocks_run_as_pasted(readme, tmp_path, monkeypatch, capsy
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     namespace = {"__name__": "__readme__"}
-    for i, code in enumerate(blocks(readme)):
+    code_blocks = blocks(readme)
+    ran = 0
+    for i, code in enumerate(code_blocks):
         try:
             exec(compile(code, f"{readme.relative_to(ROOT)} block {i + 1}", "exec"), namespace)
         except Exception as e:
             raise AssertionError(f"{readme.relative_to(ROOT)}, Python block {i + 1} fails: {e!r}\n{code}") from e
+        ran += 1
+    assert ran == len(code_blocks) > 0, f"{readme.relative_to(ROOT)}: {ran} of {len(code_blocks)} blocks ran"

@@ -93,6 +93,7 @@ def _killed_then_rerun(tmp_path, args, kind, at, left_behind, read=_finished):
     r = invoke(args)  # the same command, no --overwrite
     assert r.exit_code == 0, r.output
     assert read(out) == want
+    return out
 
 
 @pytest.fixture
@@ -109,13 +110,15 @@ def _temp_of(name):
 
 def test_killed_dashboard_reruns_to_the_same_folder(tmp_path, store):
     args = ["dashboard", "--store", store, "--hook", HOOK, "--out", tmp_path / "dash", "--top", "5"]
-    _killed_then_rerun(
+    out = _killed_then_rerun(
         tmp_path,
         args,
         "page",
         3,
         lambda out: len(list((out / ".features.partial").iterdir())) > 0 and not (out / "dashboard.json").exists(),
     )
+    assert (out / "dashboard.json").is_file() and (out / "index.html").is_file()
+    assert not (out / ".features.partial").exists()  # the rerun finished the pages and left no half-written ones
 
 
 def test_killed_sae_eval_reruns_to_the_same_metrics(tmp_path, store):
