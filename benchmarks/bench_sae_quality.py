@@ -4,7 +4,9 @@ config defaults), on the same rows in the same order, the same seed, steps, d_sa
 architecture sae-lens trains natively. Both are scored the same way, as shipped (`sae.inference`:
 BatchTopK family and Matryoshka as JumpReLU; sae-lens's with its running-average threshold, ours with
 the calibrated one) on the held-out shard, with the toolkit's one meaning of dead (never fired on those
-rows). Prints one JSON object.
+rows). For the BatchTopK family sae-lens's SAE is also scored at equal L0 (`sae_lens_at_k`): its threshold
+calibrated to k on the same training rows ours is calibrated on, so dead fractions compare codes that
+fire equally often (its running threshold ships many times k in short runs). Prints one JSON object.
 
     python benchmarks/bench_sae_quality.py --quick                    # synthetic store, a few minutes
     python benchmarks/bench_sae_quality.py --store runs/saeeval/store --d-sae 2048 --k 32 --tokens 500000
@@ -99,6 +101,27 @@ def score(sae: Any, store: Any, run_dir: Path, model: Any = None, ce_seqs: int =
     return out
 
 
+def calibrated_like_ours(sae: Any, store: Any, run_dir: Path, cfg: Any) -> Any:
+    """A copy of sae-lens's BatchTopK-family SAE with its shipped threshold calibrated to k on the training
+    rows our run calibrated on (`sae.train`'s own calibration sample); None for other architectures."""
+    import copy
+
+    from interp.cache.rows import RowRule
+    from sae.inference import calibrate_threshold, is_batch_topk
+    from sae.train import calibration_sample, split_shards
+
+    if not is_batch_topk(sae):
+        return None
+    saved = json.loads((run_dir / "train_config.json").read_text())
+    hook = saved["hook"]
+    rowf = RowRule.parse(saved["exclude"]).bind(store, hook, saved["rows"].get("reference_norm"))
+    shards = split_shards(store, saved["holdout_shards"])[0] if saved["holdout_shards"] else None
+    _, x = calibration_sample(store, hook, cfg, shards, rowf)
+    twin = copy.deepcopy(sae)
+    calibrate_threshold(twin, x.split(4096), float(twin.cfg.k))
+    return twin
+
+
 def synthetic_store(folder: Path, seed: int) -> Any:
     from sae.synthetic import hierarchical_split, write_store
 
@@ -173,14 +196,21 @@ def main() -> None:
         t_theirs = time.perf_counter() - t0
         r_o, r_t = score(ours, store, run, model), score(theirs, store, run, model)
         better = {"dead_frac": r_o["dead_frac"] <= r_t["dead_frac"] + 0.02, "fvu": r_o["fvu"] <= r_t["fvu"] * 1.05}
-        rows.append(
-            {
-                "arch": arch,
-                "ours": {**r_o, "seconds": round(t_ours, 1)},
-                "sae_lens": {**r_t, "seconds": round(t_theirs, 1)},
-                "ours_at_least_as_good": better,
+        row = {
+            "arch": arch,
+            "ours": {**r_o, "seconds": round(t_ours, 1)},
+            "sae_lens": {**r_t, "seconds": round(t_theirs, 1)},
+            "ours_at_least_as_good": better,
+        }
+        at_k = calibrated_like_ours(theirs, store, run, cfg)
+        if at_k is not None:
+            r_k = score(at_k, store, run, model)
+            row["sae_lens_at_k"] = r_k
+            row["ours_at_least_as_good_at_equal_l0"] = {
+                "dead_frac": r_o["dead_frac"] <= r_k["dead_frac"] + 0.02,
+                "fvu": r_o["fvu"] <= r_k["fvu"] * 1.05,
             }
-        )
+        rows.append(row)
         print(json.dumps(rows[-1]), flush=True)
     print(
         json.dumps(

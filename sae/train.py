@@ -82,13 +82,17 @@ class TrainConfig:
     dead_window_tokens: int | None = None
     """The same window in tokens (dictionary_learning: 10M; the paper-reproduction runs set it); when set it
     overrides `dead_window_steps`. Runs shorter than the window never mark a latent dead."""
+    init_b_dec: str = "median"
+    """Starting decoder bias (`sae.geometric_median`): "median", the geometric median of a sample of training
+    rows (dictionary_learning's TopK-family trainers); "mean"; or "zeros" (sae-lens's). With b_dec at zero the
+    rows' shared component decides every top-k and most latents never fire in a short run."""
     calibrate: bool = True
     """At the end of training, set the shipped JumpReLU threshold of BatchTopK-family SAEs (batchtopk, c2r,
     matryoshka, ...) so that the shipped codes fire k times per row on the calibration rows
     (`sae.inference.calibrate_threshold`); False ships sae-lens's running average, which lags in short runs."""
     calibration_rows: int = 16_384
-    """Ordinary rows the threshold is calibrated on: the last ones of the held-out shards, else a sample of
-    the training rows."""
+    """Ordinary rows the threshold is calibrated on: a seeded sample of the training rows (never the held-out
+    rows, which are the ones scored)."""
     seed: int = 0
     """Seed of the SAE initialisation and of the data order."""
     normalize: bool = True
@@ -145,6 +149,10 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
+        from sae.geometric_median import INIT_B_DEC
+
+        if self.init_b_dec not in INIT_B_DEC:
+            raise ValueError(f"init_b_dec must be one of {INIT_B_DEC}, got {self.init_b_dec!r}")
         if (
             isinstance(self.calibration_rows, bool)
             or not isinstance(self.calibration_rows, int)
@@ -401,6 +409,7 @@ def _train_sae(
         resumed_from = 0
         if cfg.normalize:
             trainer.activation_scaler.scaling_factor = (d_in**0.5) / mean_norm
+        _init_b_dec(sae, store, hook, cfg, shards, rowf, trainer.activation_scaler.scaling_factor)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "train_config.json", args)
 
@@ -453,7 +462,7 @@ def _train_sae(
 
     calibration = None
     if cfg.calibrate and is_batch_topk(sae):
-        split, x = _calibration_rows(store, hook, cfg, held_out, shards, rowf)
+        split, x = calibration_sample(store, hook, cfg, shards, rowf)
         k = float(sae.cfg.k)
         calibration = {"split": split, **calibrate_threshold(sae, x.split(4096), k)}
     save_trained(sae, out)
@@ -511,30 +520,52 @@ TRAINING_DIR = "training_sae"
 """Subfolder of a run holding the training form of its SAE (when `out/` holds the inference form)."""
 
 
-def _calibration_rows(
-    store: ActivationStore, hook: str, cfg: TrainConfig, held_out: list[int], shards: list[int] | None, rowf: RowFilter
-) -> tuple[str, torch.Tensor]:
-    """(split, rows) to calibrate the shipped threshold on: the last `calibration_rows` ordinary rows of the
-    held-out shards, else a seeded sample of the training rows."""
-    from sae.evaluate import kept_rows
+def _init_b_dec(
+    sae: Any,
+    store: ActivationStore,
+    hook: str,
+    cfg: TrainConfig,
+    shards: list[int] | None,
+    rowf: RowFilter,
+    scale: float | None,
+) -> None:
+    """Start the decoder bias at `cfg.init_b_dec` of a sample of training rows, in the scaled units the SAE
+    trains in (a fresh run only: a resumed one loads its bias from the checkpoint)."""
+    from sae.geometric_median import initial_b_dec
 
-    n = cfg.calibration_rows
-    if held_out:
-        x, split = kept_rows(store, hook, store.shard_rows(held_out).flip(0), rowf, n)[hook].float(), "heldout"
-    else:
-        b = next(
-            iter(
-                store.iter_batches(
-                    min(n + n // 4 + 256, len(store)), hooks=hook, shuffle=True, seed=cfg.seed + 7, shards=shards
-                )
+    if cfg.init_b_dec == "zeros" or not hasattr(sae, "b_dec"):
+        return
+    _, x = calibration_sample(store, hook, cfg, shards, rowf, n=min(cfg.calibration_rows, 8192))
+    b = initial_b_dec(x * (scale or 1.0), cfg.init_b_dec)
+    with torch.no_grad():
+        sae.b_dec.copy_(b.to(sae.b_dec.device, sae.b_dec.dtype))
+
+
+def calibration_sample(
+    store: ActivationStore,
+    hook: str,
+    cfg: TrainConfig,
+    shards: list[int] | None,
+    rowf: RowFilter,
+    n: int | None = None,
+) -> tuple[str, torch.Tensor]:
+    """(split, rows) to calibrate the shipped threshold on: a seeded sample of `calibration_rows` ordinary
+    training rows. Never the held-out rows: they are the rows `interp sae eval` and the report score, so a
+    threshold fitted on them would make shipped L0 = k hold by construction there."""
+    n = cfg.calibration_rows if n is None else n
+    b = next(
+        iter(
+            store.iter_batches(
+                min(n + n // 4 + 256, len(store)), hooks=hook, shuffle=True, seed=cfg.seed + 7, shards=shards
             )
         )
-        x, split = b[hook].float(), "train"
-        x = x[rowf.keep_tensor(x, b.get("pos"))][:n]
+    )
+    x = b[hook].float()
+    x = x[rowf.keep_tensor(x, b.get("pos"))][:n]
     x = x[torch.isfinite(x).all(-1)]
     if not len(x):
         raise ValueError(f"no finite ordinary rows of {hook} to calibrate the threshold on")
-    return split, x
+    return "train", x
 
 
 def _final_eval(sae: Any, store: ActivationStore, out: Path, hook: str, held_out: bool) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_defaults_train_a_live_sae_whose_shipped_codes_match_the_batch_codes(arc
     assert abs(shipped["fvu"] / batch["fvu"] - 1) < 0.05, rep
     assert abs(shipped["l0"] / 3 - 1) < 0.10, rep
     assert shipped["fvu"] < 0.5, rep  # it learned something (0.23 measured; the mean predictor is 1)
-    assert rep["calibration"]["split"] == "heldout"
+    assert rep["calibration"]["split"] == "train"  # never the scored rows
     assert json.loads((tmp_path / arch / "train_report.json").read_text())["shipped_vs_batch"]["fvu_ratio"] < 1.05
 
 
