@@ -67,11 +67,14 @@ class Node:
     kind: str
     index: int
     """Head number, neuron number, or channel number (q/k/v channels: head * d_head + j)."""
+    pos: int | None = None
+    """Token position in position-resolved graphs (`circuits.finders.eap_positions`); None: summed over positions."""
 
     @property
     def key(self) -> str:
-        """Short label, e.g. "L0.head.2"."""
-        return f"L{self.layer}.{self.kind}.{self.index}"
+        """Short label, e.g. "L0.head.2" ("L0.head.2@5" at token position 5)."""
+        at = "" if self.pos is None else f"@{self.pos}"
+        return f"L{self.layer}.{self.kind}.{self.index}{at}"
 
     @property
     def short_label(self) -> str:
@@ -148,6 +151,8 @@ class Circuit:
                 v = getattr(n, name)
                 if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                     raise CircuitFormatError(f"nodes[{i}].{name} must be a non-negative integer, got {v!r}")
+            if n.pos is not None and (not isinstance(n.pos, int) or isinstance(n.pos, bool) or n.pos < 0):
+                raise CircuitFormatError(f"nodes[{i}].pos must be a non-negative integer or absent, got {n.pos!r}")
             if n in seen:
                 raise CircuitFormatError(f"nodes[{i}] {n.key} appears twice")
             seen.add(n)
@@ -169,7 +174,10 @@ class Circuit:
         return {
             "format": FORMAT,
             "version": VERSION,
-            "nodes": [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in self.nodes],
+            "nodes": [
+                {"layer": n.layer, "kind": n.kind, "index": n.index, **({} if n.pos is None else {"pos": n.pos})}
+                for n in self.nodes
+            ],
             "edges": [
                 {"src": e.src, "dst": e.dst, "weight": float(e.weight), **({"label": e.label} if e.label else {})}
                 for e in self.edges
@@ -191,7 +199,10 @@ class Circuit:
             if not isinstance(d.get(key, []), list):
                 raise CircuitFormatError(f"{key} must be a list")
         try:
-            nodes = [Node(int_(n["layer"]), n["kind"], int_(n["index"])) for n in d.get("nodes", [])]
+            nodes = [
+                Node(int_(n["layer"]), n["kind"], int_(n["index"]), None if n.get("pos") is None else int_(n["pos"]))
+                for n in d.get("nodes", [])
+            ]
             edges = [
                 Edge(int_(e["src"]), int_(e["dst"]), e["weight"], str(e.get("label", ""))) for e in d.get("edges", [])
             ]
