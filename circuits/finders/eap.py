@@ -352,6 +352,13 @@ def edge_scores(
     return EdgeScores(graph, scores, method, metric, info)
 
 
+def summed_scores(position_scores) -> EdgeScores:
+    """The `EdgeScores` of a position-resolved `PositionScores`, summed over positions: equal (to float rounding) to
+    what `edge_scores` returns for the same prompts without `positions`."""
+    ps = position_scores
+    return EdgeScores(ps.graph, ps.scores.sum(0), ps.method, ps.metric, dict(ps.info))
+
+
 def eap(model, batch: PairBatch, metric: Metric = "logit-diff", **kw) -> EdgeScores:
     """EAP scores (two forwards and one backward per batch); `positions=True` for position-resolved scores."""
     return edge_scores(model, batch, metric, "eap", **kw)

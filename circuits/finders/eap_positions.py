@@ -2,7 +2,7 @@
 prompts of one template (one token length).
 
     s = eap(model, batch, positions=True)            # PositionScores, scores [p, n_up, n_down]
-    s.summed()                                       # the EdgeScores of eap(model, batch): the sum over positions
+    summed_scores(s)                                 # (circuits.finders.eap) = eap(model, batch): the sum over p
     circuit = s.to_circuit(top_n=200)                # nodes carry `pos`; `interp circuits export` puts it in ctx_idx
 
 Nodes are (component, token position): `input@p` (the embeddings of token p), a head's output `a{l}.h{h}@p`,
@@ -107,12 +107,6 @@ class PositionScores:
     def valid(self) -> Tensor:
         """BoolTensor [p, n_up, n_down]: every edge of the graph at every position."""
         return self.graph.valid[None].expand(self.n_positions, -1, -1)
-
-    def summed(self):
-        """The `EdgeScores` summed over positions (equal to `eap(...)` without positions)."""
-        from circuits.finders.eap import EdgeScores
-
-        return EdgeScores(self.graph, self.scores.sum(0), self.method, self.metric, dict(self.info))
 
     def score(self, up: str, down: str, pos: int) -> float:
         """The score of one edge, by node names (`graph.upstream`, `graph.downstream`) and position."""

@@ -19,7 +19,8 @@ resid_post` (one residual channel). Edge-attribution circuits (`circuits.finders
 (the input embeddings), `head` (a whole head: its output, and its query input), `kv` (a key/value head
 of a grouped-query model: its key and value inputs), `mlp` (a whole MLP) and `logits`; their edges carry
 a `label` naming the input they enter ("q", "k", "v", or "" for an MLP or the logits) and a signed weight
-(the edge's attribution score).
+(the edge's attribution score). Position-resolved edge circuits (`circuits.finders.eap_positions`) give each node
+a token position `"pos"` (absent: summed over positions) and keep the prompt's tokens in `extra.positions`.
 
     >>> c = Circuit(nodes=[Node(0, "head", 2)], metrics={"task_loss": 0.1})
     >>> Circuit.from_dict(c.to_dict()) == c

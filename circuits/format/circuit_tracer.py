@@ -31,7 +31,9 @@ Mapping (ours -> circuit-tracer):
   the page then shows layers by row, one column of components. Position-resolved graphs
   (`circuits.finders.eap_positions`, `extract --positions`): `prompt_tokens` is the prompt's tokens and `ctx_idx`
   each node's token position, `feature` one number per component (shared by its positions), node ids
-  `<layer>_<feature>_<position>` as theirs; edges stay within a position (see that module for why)
+  `<layer>_<feature>_<position>` as theirs; edges stay within a position (see that module for why). Every position
+  without a kept embedding node gets one (no links, `interp_column: true`, skipped on read-back): their page labels
+  a token column only where it has an embedding node
 - provenance: `metadata.slug` (method-task, file-name-safe), `scan` (model spec), `prompt` (task), `transcoder_list
   []`
 """
@@ -150,6 +152,36 @@ def _columns(c: Circuit) -> list[str]:
     return list(COLUMNS)
 
 
+def _column_embeddings(c: Circuit, nodes: list[dict], columns: list[str], component: dict) -> list[dict]:
+    """Position-resolved graphs: an embedding node (no links, marked `interp_column`) at every position without one.
+    Their page labels a token column only where it holds an embedding node, and starts at the first position with
+    a node, as their own graphs (which have every token's embedding) always do."""
+    if not isinstance(c.extra.get("positions"), dict):
+        return []
+    have = {n["ctx_idx"] for n in nodes if n["feature_type"] == "embedding"}
+    feat = component.get((0, "embed", 0), len(component))
+    return [
+        {
+            "node_id": f"E_{feat}_{p}",
+            "feature": feat,
+            "layer": "E",
+            "ctx_idx": p,
+            "feature_type": "embedding",
+            "token_prob": 0.0,
+            "is_target_logit": False,
+            "run_idx": 0,
+            "reverse_ctx_idx": len(columns) - 1 - p,
+            "jsNodeId": f"E_{feat}_{p}",
+            "clerp": "input embeddings (no edge kept here)",
+            "influence": 1.0,
+            "activation": 0.0,
+            "interp_column": True,
+        }
+        for p in range(len(columns))
+        if p not in have
+    ]
+
+
 def to_circuit_tracer(c: Circuit) -> dict:
     """The circuit as circuit-tracer graph JSON (a dict)."""
     n_layers = _n_layers(c)
@@ -195,6 +227,7 @@ def to_circuit_tracer(c: Circuit) -> dict:
                 },
             }
         )
+    nodes += _column_embeddings(c, nodes, columns, component)
     links = [
         {
             "source": ids[e.src],
@@ -283,6 +316,8 @@ def from_circuit_tracer(d: dict) -> Circuit:
     index = {}
     nodes = []
     for n in d["nodes"]:
+        if n.get("interp_column"):  # a column's embedding added for their page (`_column_embeddings`)
+            continue
         m = n.get("interp_node")
         if not isinstance(m, dict):
             raise ValueError(

@@ -182,6 +182,7 @@ def page_data(circuit: Circuit) -> dict:
                 "title": "token position",
                 "tickvals": list(range(len(tokens))),
                 "ticktext": [_text(t) for t in tokens],
+                "range": [-0.6, len(tokens) - 0.4],  # every token's column, with or without nodes
                 "zeroline": False,
             },
             "yaxis": {"title": "layer (embedding below, logits on top; MLP above its heads)", "zeroline": False},

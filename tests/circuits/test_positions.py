@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 import interp
 from circuits.cli import app
 from circuits.evaluation.edge_patching import patched_metric
-from circuits.finders.eap import eap, eap_ig, scores_from_circuit
+from circuits.finders.eap import eap, eap_ig, scores_from_circuit, summed_scores
 from circuits.finders.eap_positions import position_mask
 from circuits.format.circuit import Circuit
 from circuits.format.circuit_tracer import check_circuit_tracer, from_circuit_tracer, to_circuit_tracer
@@ -50,7 +50,7 @@ def test_position_scores_sum_over_positions_to_the_summed_graph(method):
     s, ps = run(), run(positions=True)
     assert ps.scores.shape == (6, *s.scores.shape)
     torch.testing.assert_close(ps.scores.sum(0), s.scores, atol=1e-5, rtol=0)
-    torch.testing.assert_close(ps.summed().scores, s.scores, atol=1e-5, rtol=0)
+    torch.testing.assert_close(summed_scores(ps).scores, s.scores, atol=1e-5, rtol=0)
     per_pos = ps.scores.abs().sum((1, 2))
     assert int((per_pos > 1e-3 * per_pos.max()).sum()) >= 4  # the scores really are spread over positions
     # the logits are read at the last position only: their edges elsewhere score 0
@@ -115,14 +115,19 @@ def test_position_circuit_round_trip_mask_and_circuit_tracer_export(tmp_path):
     assert torch.equal(position_mask(back), ps.top_mask(30))
     # every edge stays within one position
     assert all(c.nodes[e.src].pos == c.nodes[e.dst].pos for e in c.edges)
-    torch.testing.assert_close(scores_from_circuit(back).scores, ps.summed().scores, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(scores_from_circuit(back).scores, summed_scores(ps).scores, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="position-resolved"):
         circuit_mask(back)
     d = to_circuit_tracer(back)
     check_circuit_tracer(d)
     assert d["metadata"]["prompt_tokens"] == c.extra["positions"]["tokens"]
-    assert [n["ctx_idx"] for n in d["nodes"]] == [n.pos for n in c.nodes]
-    assert len({n["node_id"] for n in d["nodes"]}) == len(c.nodes)
+    ours = [n for n in d["nodes"] if not n.get("interp_column")]
+    assert [n["ctx_idx"] for n in ours] == [n.pos for n in c.nodes]
+    assert len({n["node_id"] for n in d["nodes"]}) == len(d["nodes"])
+    # every token column has an embedding node (their page labels only those); the added ones have no links
+    assert {n["ctx_idx"] for n in d["nodes"] if n["feature_type"] == "embedding"} == set(range(6))
+    added = {n["node_id"] for n in d["nodes"] if n.get("interp_column")}
+    assert added and not any(e["source"] in added or e["target"] in added for e in d["links"])
     assert all(n["node_id"].endswith(f"_{n['ctx_idx']}") for n in d["nodes"])
     same = [n["feature"] for n, m in zip(d["nodes"], c.nodes) if (m.layer, m.kind, m.index) == (0, "embed", 0)]
     assert len(same) >= 2 and len(set(same)) == 1  # one feature number per component, shared by its positions
@@ -168,3 +173,16 @@ def test_cli_extract_positions_writes_a_position_circuit_and_exports_it(tmp_path
     d = json.loads(next(p for p in (tmp_path / "ct").glob("*.json") if p.name != "graph-metadata.json").read_text())
     assert d["metadata"]["prompt_tokens"] == tokens
     assert max(n["ctx_idx"] for n in d["nodes"]) == 3
+    r = CliRunner().invoke(
+        app, ["ablate", "--circuit", str(out / "circuit.json"), "--model", str(folder), "--device", "cpu"]
+    )
+    assert r.exit_code == 2 and "position-resolved" in r.output, r.output
+
+
+def test_smollm2_positions_experiment_quick_runs(tmp_path):
+    from circuits.experiments import smollm2_positions
+
+    assert smollm2_positions.main(["--quick", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["eap_sum_vs_summed_max_abs_diff"] < 1e-5 and len(res["checked"]) == 3
+    assert all(abs(r["exact"] - r["eap"]) <= 0.5 * abs(r["exact"]) + 1e-6 for r in res["checked"])
