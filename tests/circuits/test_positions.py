@@ -186,3 +186,20 @@ def test_smollm2_positions_experiment_quick_runs(tmp_path):
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["eap_sum_vs_summed_max_abs_diff"] < 1e-5 and len(res["checked"]) == 3
     assert all(abs(r["exact"] - r["eap"]) <= 0.5 * abs(r["exact"]) + 1e-6 for r in res["checked"])
+
+
+@pytest.mark.slow
+def test_circuit_tracer_frontend_draws_a_position_resolved_export(tmp_path):
+    """Their own page (circuit-tracer 0.5) in headless Chromium: no JS error, every node drawn, one per column."""
+    from circuits.experiments.circuit_tracer_frontend import MissingTools, find_tools, render
+    from circuits.format.circuit_tracer import write_circuit_tracer_folder
+
+    try:
+        find_tools()
+    except MissingTools as exc:
+        pytest.skip(str(exc))
+    c = eap(llama(), pairs(n=2, length=6, seed=3), positions=True).to_circuit(top_n=30, provenance={"task": "toy"})
+    path = write_circuit_tracer_folder(c, tmp_path / "data")
+    n_file = len(json.loads(path.read_text())["nodes"])
+    r = render(tmp_path / "data", tmp_path / "shot.png")
+    assert r["errors"] == [] and r["nodes_drawn"] == r["nodes_expected"] == n_file >= len(c.nodes)
