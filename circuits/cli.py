@@ -127,6 +127,9 @@ def extract(
     ),
     top_n_old: int | None = typer.Option(None, "--top-n", hidden=True),
     threshold: float | None = typer.Option(None, help="Edge methods: keep edges with |score| >= this."),
+    positions: bool = typer.Option(
+        False, "--positions", help="eap/eap-ig: nodes per token position (prompts of one length); default summed."
+    ),
     ig_steps: int = typer.Option(5, help="eap-ig: interpolation steps.", metavar="INT"),
     n_prompts: int = typer.Option(
         64, "--max-rows", help="Prompt rows for the baseline and edge scores.", metavar="INT"
@@ -179,6 +182,7 @@ def extract(
                 top_n=top_n,
                 threshold=threshold,
                 ig_steps=ig_steps,
+                positions=positions,
                 budget=budget,
                 min_accuracy=min_accuracy,
                 seed=seed,

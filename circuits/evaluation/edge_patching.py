@@ -45,7 +45,8 @@ def upstream_means(model, batch: PairBatch, graph: EdgeGraph, batch_size: int = 
 
 def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list:
     """fwd_hooks that give every downstream node its patched input. `ablate`: FloatTensor [n_up, n_down] of 1 for
-    ablated edges; `abl`: [b, p, n_up, d] (corrupt), [n_up, d] (mean) or None (zero) ablated upstream values."""
+    ablated edges (or [p, n_up, n_down]: per token position); `abl`: [b, p, n_up, d] (corrupt), [n_up, d] (mean)
+    or None (zero) ablated upstream values."""
     store: dict = {}
     W_o = {k: v.W_o for k, v in lw.items()}
     hooks = _upstream_hooks(model, graph, store, W_o)
@@ -61,9 +62,11 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
 
     def delta(down: slice) -> Tensor | None:
         upto = graph.up_limit(down.start)
-        w = ablate[:upto, down]
+        w = ablate[..., :upto, down]
         if not bool(w.any()):
             return None
+        if w.ndim == 3:  # position-resolved: edge u@p -> d@p ablated at position p only
+            return torch.einsum("bpud,puk->bpkd", diff(upto), w.to(torch.float32))
         return torch.einsum("bpud,uk->bpkd", diff(upto), w.to(torch.float32))
 
     def save(name):
@@ -154,9 +157,10 @@ def patched_metric(
     graph: EdgeGraph | None = None,
     cache: dict | None = None,
 ) -> dict:
-    """Metric and accuracy per row with only the edges in `keep` (BoolTensor [n_up, n_down]) intact:
-    {"metric": [n], "accuracy": [n]}. `cache` (a dict kept by the caller) keeps the corrupted runs' upstream
-    outputs and the clean reference logits between calls on the same batch (a curve's points)."""
+    """Metric and accuracy per row with only the edges in `keep` (BoolTensor [n_up, n_down], or [p, n_up, n_down]
+    for edges per token position, prompts of p tokens) intact: {"metric": [n], "accuracy": [n]}. `cache` (a dict
+    kept by the caller) keeps the corrupted runs' upstream outputs and the clean reference logits between calls on
+    the same batch (a curve's points)."""
     from circuits.tasks.metrics import accuracy_rows
 
     if ablation not in EDGE_ABLATIONS:
@@ -168,6 +172,10 @@ def patched_metric(
     if ablation == "mean" and means is None:
         means = upstream_means(model, batch, graph, batch_size)
     ablate = (graph.valid & ~keep.bool()).float()
+    if ablate.ndim == 3 and ablate.shape[0] != batch.clean.shape[1]:
+        raise ValueError(
+            f"a position-resolved edge mask has {ablate.shape[0]} positions, the prompts {batch.clean.shape[1]} tokens"
+        )
     cache = {} if cache is None else cache
     out, accs = [], []
     for i, sub in enumerate(batch.split(batch_size)):

@@ -15,6 +15,7 @@ corrupted and one clean forward (no grad) and k forward+backward passes. Scores 
 
     scores = eap(model, batch, metric="logit-diff")          # EdgeScores
     circuit = scores.to_circuit(top_n=200)                     # the 200 edges of largest |score|
+    per_pos = eap(model, batch, positions=True)              # per token position (circuits.finders.eap_positions)
 """
 
 from __future__ import annotations
@@ -238,7 +239,11 @@ def _grad_pass(
 
 
 def _accumulate(scores: Tensor, deltas: Tensor, graph: EdgeGraph, down: slice, g: Tensor, weight: float) -> None:
+    """scores [n_up, n_down] (summed over positions) or [p, n_up, n_down] (position-resolved) += weight * delta . g."""
     upto = graph.up_limit(down.start)
+    if scores.ndim == 3:
+        scores[:, :upto, down] += weight * torch.einsum("bpud,bpkd->puk", deltas[:, :, :upto], g.float())
+        return
     scores[:upto, down] += weight * torch.einsum("bpud,bpkd->uk", deltas[:, :, :upto], g.float())
 
 
@@ -251,8 +256,13 @@ def edge_scores(
     batch_size: int = 16,
     qkv: bool = True,
     progress: bool = False,
-) -> EdgeScores:
-    """EAP (`method="eap"`) or EAP-IG (`method="eap-ig"`, `ig_steps` points) scores of every edge."""
+    positions: bool = False,
+):
+    """EAP (`method="eap"`) or EAP-IG (`method="eap-ig"`, `ig_steps` points) scores of every edge.
+
+    `positions=True`: one score per edge and token position (prompts of one token length), returned as
+    `circuits.finders.eap_positions.PositionScores`; their sum over positions is the `EdgeScores` returned
+    without it."""
     from interp.infra import logs
 
     if method not in ("eap", "eap-ig"):
@@ -268,7 +278,12 @@ def edge_scores(
     graph = EdgeGraph.of(model, qkv)
     lw = _weights(model)
     W_o = {k: v.W_o for k, v in lw.items()}
-    scores = torch.zeros(len(graph.upstream), len(graph.downstream))
+    if positions:
+        from circuits.finders.eap_positions import check_one_length
+
+        scores = torch.zeros(check_one_length(batch), len(graph.upstream), len(graph.downstream))
+    else:
+        scores = torch.zeros(len(graph.upstream), len(graph.downstream))
     t0 = time.perf_counter()
     n_fwd = n_bwd = 0
     clean_m = []
@@ -317,7 +332,7 @@ def edge_scores(
                     n_fwd += 1
                     n_bwd += 1
     scores /= len(batch)
-    scores[~graph.valid] = 0.0
+    scores[..., ~graph.valid] = 0.0
     info = {
         "seconds": round(time.perf_counter() - t0, 3),
         "forwards": n_fwd,
@@ -330,14 +345,25 @@ def edge_scores(
         info["ig_steps"] = ig_steps
     if method == "eap" and metric == "kl":
         info["warning"] = "KL's gradient is zero at the clean run: plain EAP scores are all ~0; use eap-ig"
+    if positions:
+        from circuits.finders.eap_positions import PositionScores, prompt_tokens
+
+        return PositionScores(graph, scores, method, metric, info, prompt_tokens(model, batch))
     return EdgeScores(graph, scores, method, metric, info)
 
 
+def summed_scores(position_scores) -> EdgeScores:
+    """The `EdgeScores` of a position-resolved `PositionScores`, summed over positions: equal (to float rounding) to
+    what `edge_scores` returns for the same prompts without `positions`."""
+    ps = position_scores
+    return EdgeScores(ps.graph, ps.scores.sum(0), ps.method, ps.metric, dict(ps.info))
+
+
 def eap(model, batch: PairBatch, metric: Metric = "logit-diff", **kw) -> EdgeScores:
-    """EAP scores (two forwards and one backward per batch)."""
+    """EAP scores (two forwards and one backward per batch); `positions=True` for position-resolved scores."""
     return edge_scores(model, batch, metric, "eap", **kw)
 
 
 def eap_ig(model, batch: PairBatch, metric: Metric = "logit-diff", steps: int = 5, **kw) -> EdgeScores:
-    """EAP-IG scores with `steps` interpolation points."""
+    """EAP-IG scores with `steps` interpolation points; `positions=True` for position-resolved scores."""
     return edge_scores(model, batch, metric, "eap-ig", ig_steps=steps, **kw)

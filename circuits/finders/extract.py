@@ -43,6 +43,8 @@ class ExtractConfig:
     """Refuse the task when the model's clean accuracy is below this."""
     seed: int = 0
     batch_size: int = 16
+    positions: bool = False
+    """Edge circuits: one node per component and token position (`circuits.finders.eap_positions`)."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -58,6 +60,8 @@ class ExtractConfig:
             raise ValueError("activation-diff needs --budget (the number of units, e.g. the size of another circuit)")
         if self.n_prompts < 1 or self.ig_steps < 1:
             raise ValueError("--max-rows and --ig-steps must be >= 1")
+        if self.positions and self.method not in ("eap", "eap-ig"):
+            raise ValueError(f"--positions is for the edge methods eap and eap-ig, not {self.method}")
         if not 0 <= self.min_accuracy <= 1:
             raise ValueError(f"--min-accuracy must be in [0, 1], got {self.min_accuracy}")
 
@@ -106,12 +110,12 @@ def _edge_circuit(model, batch, metric: str, cfg: ExtractConfig, prov: dict, pro
     from circuits.finders.eap import edge_scores
     from circuits.tasks.metrics import normalised
 
-    scores = edge_scores(model, batch, metric, cfg.method, cfg.ig_steps, cfg.batch_size, progress=progress)
+    scores = edge_scores(
+        model, batch, metric, cfg.method, cfg.ig_steps, cfg.batch_size, progress=progress, positions=cfg.positions
+    )
     top_n = cfg.top_n if cfg.top_n is not None or cfg.threshold is not None else 200
     mask = scores.top_mask(top_n) if top_n is not None else scores.threshold_mask(cfg.threshold)
-    full = patched_metric(model, batch, scores.graph.valid, metric, cfg.ablation, batch_size=cfg.batch_size)[
-        "metric"
-    ].mean()
+    full = patched_metric(model, batch, mask | True, metric, cfg.ablation, batch_size=cfg.batch_size)["metric"].mean()
     empty = patched_metric(model, batch, mask & False, metric, cfg.ablation, batch_size=cfg.batch_size)["metric"].mean()
     run = patched_metric(model, batch, mask, metric, cfg.ablation, batch_size=cfg.batch_size)
     m = float(run["metric"].mean())

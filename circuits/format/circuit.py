@@ -19,7 +19,8 @@ resid_post` (one residual channel). Edge-attribution circuits (`circuits.finders
 (the input embeddings), `head` (a whole head: its output, and its query input), `kv` (a key/value head
 of a grouped-query model: its key and value inputs), `mlp` (a whole MLP) and `logits`; their edges carry
 a `label` naming the input they enter ("q", "k", "v", or "" for an MLP or the logits) and a signed weight
-(the edge's attribution score).
+(the edge's attribution score). Position-resolved edge circuits (`circuits.finders.eap_positions`) give each node
+a token position `"pos"` (absent: summed over positions) and keep the prompt's tokens in `extra.positions`.
 
     >>> c = Circuit(nodes=[Node(0, "head", 2)], metrics={"task_loss": 0.1})
     >>> Circuit.from_dict(c.to_dict()) == c
@@ -67,11 +68,14 @@ class Node:
     kind: str
     index: int
     """Head number, neuron number, or channel number (q/k/v channels: head * d_head + j)."""
+    pos: int | None = None
+    """Token position in position-resolved graphs (`circuits.finders.eap_positions`); None: summed over positions."""
 
     @property
     def key(self) -> str:
-        """Short label, e.g. "L0.head.2"."""
-        return f"L{self.layer}.{self.kind}.{self.index}"
+        """Short label, e.g. "L0.head.2" ("L0.head.2@5" at token position 5)."""
+        at = "" if self.pos is None else f"@{self.pos}"
+        return f"L{self.layer}.{self.kind}.{self.index}{at}"
 
     @property
     def short_label(self) -> str:
@@ -148,6 +152,8 @@ class Circuit:
                 v = getattr(n, name)
                 if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                     raise CircuitFormatError(f"nodes[{i}].{name} must be a non-negative integer, got {v!r}")
+            if n.pos is not None and (not isinstance(n.pos, int) or isinstance(n.pos, bool) or n.pos < 0):
+                raise CircuitFormatError(f"nodes[{i}].pos must be a non-negative integer or absent, got {n.pos!r}")
             if n in seen:
                 raise CircuitFormatError(f"nodes[{i}] {n.key} appears twice")
             seen.add(n)
@@ -169,7 +175,10 @@ class Circuit:
         return {
             "format": FORMAT,
             "version": VERSION,
-            "nodes": [{"layer": n.layer, "kind": n.kind, "index": n.index} for n in self.nodes],
+            "nodes": [
+                {"layer": n.layer, "kind": n.kind, "index": n.index, **({} if n.pos is None else {"pos": n.pos})}
+                for n in self.nodes
+            ],
             "edges": [
                 {"src": e.src, "dst": e.dst, "weight": float(e.weight), **({"label": e.label} if e.label else {})}
                 for e in self.edges
@@ -191,7 +200,10 @@ class Circuit:
             if not isinstance(d.get(key, []), list):
                 raise CircuitFormatError(f"{key} must be a list")
         try:
-            nodes = [Node(int_(n["layer"]), n["kind"], int_(n["index"])) for n in d.get("nodes", [])]
+            nodes = [
+                Node(int_(n["layer"]), n["kind"], int_(n["index"]), None if n.get("pos") is None else int_(n["pos"]))
+                for n in d.get("nodes", [])
+            ]
             edges = [
                 Edge(int_(e["src"]), int_(e["dst"]), e["weight"], str(e.get("label", ""))) for e in d.get("edges", [])
             ]

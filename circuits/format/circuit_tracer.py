@@ -26,9 +26,14 @@ Mapping (ours -> circuit-tracer):
 - node value: `activation`: the node's summed signed score (edges leaving it), or its own score (SafeSeek mask
   logit, pruning tau) in node-only circuits, 0.0 when the file has none. Not an activation: our circuit files keep
   no activations
-- positions: our graphs sum over token positions: `prompt_tokens` is two columns, "input (all positions)" for the
-  embedding and "summed over positions" for every component and the logits (`ctx_idx` 0 and 1); the page then shows
-  layers by row, one column of components
+- positions: graphs summed over token positions (the default): `prompt_tokens` is two columns, "input (all
+  positions)" for the embedding and "summed over positions" for every component and the logits (`ctx_idx` 0 and 1);
+  the page then shows layers by row, one column of components. Position-resolved graphs
+  (`circuits.finders.eap_positions`, `extract --positions`): `prompt_tokens` is the prompt's tokens and `ctx_idx`
+  each node's token position, `feature` one number per component (shared by its positions), node ids
+  `<layer>_<feature>_<position>` as theirs; edges stay within a position (see that module for why). Every position
+  without a kept embedding node gets one (no links, `interp_column: true`, skipped on read-back): their page labels
+  a token column only where it has an embedding node
 - provenance: `metadata.slug` (method-task, file-name-safe), `scan` (model spec), `prompt` (task), `transcoder_list
   []`
 """
@@ -137,40 +142,92 @@ def _logit_clerp(c: Circuit) -> str:
     return f'Output "{what.replace("(p=", "(p =")}" (p={p:.3f})'
 
 
+def _columns(c: Circuit) -> list[str]:
+    """prompt_tokens: the prompt's tokens for a position-resolved graph, else the two summed columns."""
+    positions = c.extra.get("positions")
+    if isinstance(positions, dict):
+        tokens = [str(t) for t in positions.get("tokens", [])]
+        n = int(positions.get("n", len(tokens)))
+        return tokens if len(tokens) == n else [f"pos {p}" for p in range(n)]
+    return list(COLUMNS)
+
+
+def _column_embeddings(c: Circuit, nodes: list[dict], columns: list[str], component: dict) -> list[dict]:
+    """Position-resolved graphs: an embedding node (no links, marked `interp_column`) at every position without one.
+    Their page labels a token column only where it holds an embedding node, and starts at the first position with
+    a node, as their own graphs (which have every token's embedding) always do."""
+    if not isinstance(c.extra.get("positions"), dict):
+        return []
+    have = {n["ctx_idx"] for n in nodes if n["feature_type"] == "embedding"}
+    feat = component.get((0, "embed", 0), len(component))
+    return [
+        {
+            "node_id": f"E_{feat}_{p}",
+            "feature": feat,
+            "layer": "E",
+            "ctx_idx": p,
+            "feature_type": "embedding",
+            "token_prob": 0.0,
+            "is_target_logit": False,
+            "run_idx": 0,
+            "reverse_ctx_idx": len(columns) - 1 - p,
+            "jsNodeId": f"E_{feat}_{p}",
+            "clerp": "input embeddings (no edge kept here)",
+            "influence": 1.0,
+            "activation": 0.0,
+            "interp_column": True,
+        }
+        for p in range(len(columns))
+        if p not in have
+    ]
+
+
 def to_circuit_tracer(c: Circuit) -> dict:
     """The circuit as circuit-tracer graph JSON (a dict)."""
     n_layers = _n_layers(c)
     share, value = _node_values(c)
     influence = _influence(share, c)
+    columns = _columns(c)
+    component: dict[tuple, int] = {}  # one feature number per component, shared by its positions
     nodes, ids = [], []
     for i, n in enumerate(c.nodes):
-        col = 0 if n.kind == "embed" else 1
-        if n.kind == "embed":
-            nid, layer, ftype, clerp = f"E_{i}_{col}", "E", "embedding", "input embeddings"
-        elif n.kind == "logits":
-            nid, layer, ftype, clerp = f"{n_layers + 1}_{i}_{col}", str(n_layers + 1), "logit", _logit_clerp(c)
+        if n.pos is not None:
+            col, feat = n.pos, component.setdefault((n.layer, n.kind, n.index), len(component))
         else:
-            nid, layer, ftype, clerp = f"{n.layer}_{i}_{col}", str(n.layer), FEATURE_TYPE.get(n.kind, n.kind), label(n)
+            col, feat = (0 if n.kind == "embed" else 1), i
+        if n.kind == "embed":
+            nid, layer, ftype, clerp = f"E_{feat}_{col}", "E", "embedding", "input embeddings"
+        elif n.kind == "logits":
+            nid, layer, ftype, clerp = f"{n_layers + 1}_{feat}_{col}", str(n_layers + 1), "logit", _logit_clerp(c)
+        else:
+            nid, layer = f"{n.layer}_{feat}_{col}", str(n.layer)
+            ftype, clerp = FEATURE_TYPE.get(n.kind, n.kind), label(n)
         ids.append(nid)
         p = float((c.metrics.get("baseline") or {}).get("clean_answer_prob", 0.0) or 0.0) if n.kind == "logits" else 0.0
         nodes.append(
             {
                 "node_id": nid,
-                "feature": i,
+                "feature": feat,
                 "layer": layer,
                 "ctx_idx": col,
                 "feature_type": ftype,
                 "token_prob": p,
                 "is_target_logit": n.kind == "logits",
                 "run_idx": 0,
-                "reverse_ctx_idx": len(COLUMNS) - 1 - col,
+                "reverse_ctx_idx": len(columns) - 1 - col,
                 "jsNodeId": nid,
                 "clerp": clerp,
                 "influence": influence[i],
                 "activation": round(value[i], 6),
-                "interp_node": {"layer": n.layer, "kind": n.kind, "index": n.index},
+                "interp_node": {
+                    "layer": n.layer,
+                    "kind": n.kind,
+                    "index": n.index,
+                    **({} if n.pos is None else {"pos": n.pos}),
+                },
             }
         )
+    nodes += _column_embeddings(c, nodes, columns, component)
     links = [
         {
             "source": ids[e.src],
@@ -190,7 +247,7 @@ def to_circuit_tracer(c: Circuit) -> dict:
             "slug": slug_of(c),
             "scan": str(model),
             "transcoder_list": [],
-            "prompt_tokens": list(COLUMNS),
+            "prompt_tokens": columns,
             "prompt": str(prov.get("task", "")),
             "node_threshold": 1.0,
             "schema_version": 1,
@@ -259,16 +316,22 @@ def from_circuit_tracer(d: dict) -> Circuit:
     index = {}
     nodes = []
     for n in d["nodes"]:
+        if n.get("interp_column"):  # a column's embedding added for their page (`_column_embeddings`)
+            continue
         m = n.get("interp_node")
         if not isinstance(m, dict):
             raise ValueError(
                 f"node {n['node_id']!r} was not written by interp (no interp_node); only our exports read back"
             )
         index[n["node_id"]] = len(nodes)
-        nodes.append(Node(int(m["layer"]), m["kind"], int(m["index"])))
+        nodes.append(Node(int(m["layer"]), m["kind"], int(m["index"]), None if m.get("pos") is None else int(m["pos"])))
     edges = [Edge(index[e["source"]], index[e["target"]], float(e["weight"]), e.get("input", "")) for e in d["links"]]
     meta = d["metadata"].get("interp_circuit", {})
-    return Circuit(nodes, edges, dict(meta.get("metrics", {})), dict(meta.get("provenance", {})))
+    extra = {}
+    if any(n.pos is not None for n in nodes):
+        tokens = list(d["metadata"]["prompt_tokens"])
+        extra["positions"] = {"n": len(tokens), "tokens": tokens}
+    return Circuit(nodes, edges, dict(meta.get("metrics", {})), dict(meta.get("provenance", {})), extra)
 
 
 def write_circuit_tracer(c: Circuit, path) -> Path:

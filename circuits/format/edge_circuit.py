@@ -82,6 +82,11 @@ def graph_of(circuit: Circuit) -> EdgeGraph:
 
 def circuit_mask(circuit: Circuit) -> Tensor:
     """BoolTensor [n_up, n_down] of the circuit's edges."""
+    if any(n.pos is not None for n in circuit.nodes):
+        raise ValueError(
+            "this circuit is position-resolved (nodes per token position): evaluate it per position with "
+            "circuits.finders.eap_positions.position_mask and patched_metric, or extract it without --positions"
+        )
     g = graph_of(circuit)
     ups = {up_node(g, n): i for i, n in enumerate(g.upstream)}
     downs = {down_node(g, n): i for i, n in enumerate(g.downstream)}

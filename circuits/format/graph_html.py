@@ -1,6 +1,7 @@
 """A circuit as an interactive graph in one self-contained HTML page (plotly.js embedded, works offline).
 
-Layout by layer: x is the layer (the embedding at the left, each layer's heads at x = layer and its MLP
+Position-resolved graphs (nodes carry a token position) are drawn with a column per token (the token as the
+column's label, escaped) and a row per layer. Otherwise the layout is by layer: x is the layer (the embedding at the left, each layer's heads at x = layer and its MLP
 at layer + 0.5, the logits at the right); y is the head index (key/value heads of grouped-query models
 above the heads, MLPs below). Unit circuits (neurons, channels) go by sub-layer and rank. Node labels
 are drawn (L5H3, MLP7, embed, logits). Edges are coloured by their signed weight on a diverging scale
@@ -80,8 +81,38 @@ def _label(n: Node) -> str:
     return n.short_label
 
 
+def _positional(circuit: Circuit) -> bool:
+    return isinstance(circuit.extra.get("positions"), dict)
+
+
+def _position_layout(circuit: Circuit) -> list[tuple[float, float]]:
+    """Position-resolved graphs: x is the token position (a column per token), y the layer (embedding at the
+    bottom, logits at the top); within a cell heads spread left to right, key/value heads below them, the MLP above."""
+    g = circuit.extra.get("graph") or {}
+    n_heads, n_kv = int(g.get("n_heads", 1)), int(g.get("n_kv", 1))
+    n_layers = int(g.get("n_layers", max([n.layer + 1 for n in circuit.nodes] + [1])))
+    out = []
+    for n in circuit.nodes:
+        p = float(n.pos or 0)
+        if n.kind == "embed":
+            out.append((p, -1.0))
+        elif n.kind == "logits":
+            out.append((p, float(n_layers)))
+        elif n.kind == "head":
+            out.append((p - 0.35 + 0.7 * n.index / max(n_heads - 1, 1), float(n.layer)))
+        elif n.kind == "kv":
+            out.append((p - 0.3 + 0.6 * n.index / max(n_kv - 1, 1), n.layer - 0.3))
+        elif n.kind == "mlp":
+            out.append((p, n.layer + 0.45))
+        else:
+            out.append((p, n.layer + STAGE.get(n.kind, 0.5)))
+    return out
+
+
 def layout(circuit: Circuit) -> list[tuple[float, float]]:
     """(x, y) of every node."""
+    if _positional(circuit):
+        return _position_layout(circuit)
     g = circuit.extra.get("graph") or {}
     n_heads = int(g.get("n_heads", max([n.index + 1 for n in circuit.nodes if n.kind == "head"] + [1])))
     n_layers = int(g.get("n_layers", max([n.layer + 1 for n in circuit.nodes] + [1])))
@@ -120,9 +151,10 @@ def page_data(circuit: Circuit) -> dict:
     """What the page script draws: nodes (label, x, y, colour) and edges sorted by |weight|."""
     pos = layout(circuit)
     values = node_values(circuit)
+    at = (lambda n: f"@{n.pos}") if _positional(circuit) else (lambda n: "")
     nodes = [
         {
-            "label": _text(_label(n)),
+            "label": _text(_label(n) + at(n)),
             "x": x,
             "y": y,
             "kind": n.kind,
@@ -143,7 +175,25 @@ def page_data(circuit: Circuit) -> dict:
         if m.get(k) is not None
     ]
     title = f"{prov.get('method', 'circuit')} circuit of {short_task(prov.get('task', '?'))} in {short_task(model)}"
+    if _positional(circuit):
+        tokens = [str(t) for t in circuit.extra["positions"].get("tokens", [])]
+        axes = {
+            "xaxis": {
+                "title": "token position",
+                "tickvals": list(range(len(tokens))),
+                "ticktext": [_text(t) for t in tokens],
+                "range": [-0.6, len(tokens) - 0.4],  # every token's column, with or without nodes
+                "zeroline": False,
+            },
+            "yaxis": {"title": "layer (embedding below, logits on top; MLP above its heads)", "zeroline": False},
+        }
+    else:
+        axes = {
+            "xaxis": {"title": "layer (heads at the layer, MLP at +0.5)", "zeroline": False},
+            "yaxis": {"title": "head index (MLPs below, key/value heads above)", "zeroline": False},
+        }
     return {
+        **axes,
         "nodes": nodes,
         "edges": edges,
         "title": _text(title),
@@ -257,8 +307,7 @@ function draw() {
              opacity: idx.map(i => selected === null || near.has(i) ? 1 : 0.25)}});
   Plotly.react(el, traces, {title: {text: D.title + '<br><sub>' + D.subtitle + '</sub>'}, template: 'plotly_white',
     hovermode: 'closest', height: 720, margin: {t: 80}, annotations: arrows,
-    xaxis: {title: 'layer (heads at the layer, MLP at +0.5)', zeroline: false},
-    yaxis: {title: 'head index (MLPs below, key/value heads above)', zeroline: false}}, {responsive: true});
+    xaxis: D.xaxis, yaxis: D.yaxis}, {responsive: true});
 }
 const want = decodeURIComponent((location.hash.match(/node=([^&]+)/) || [])[1] || '');
 if (want) { const i = D.nodes.findIndex(n => n.label === want); if (i >= 0) selected = i; }  // e.g. graph.html#node=L9H6
