@@ -37,6 +37,7 @@ CSS = """
 .idash svg.chart { width: 100%; height: auto; max-width: 560px; display: block; margin-top: 0.9em; }
 .idash svg .ct { font-size: 12px; font-weight: 600; fill: #333; } .idash svg .ax { font-size: 10px; fill: #666; }
 .idash .none { color: #999; font-style: italic; }
+.idash .dup { color: #fff; background: #888; border-radius: 7px; font-size: 10.5px; padding: 0 5px; margin-left: 6px; }
 """
 
 _ESC = re.compile(r"(\\n|\\t|\\r|\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|<0x[0-9A-F]{2}>|·|∅)")
@@ -68,7 +69,9 @@ def context_html(ctx: dict[str, Any], tokens: dict[str, list[str]], scale: float
             style = f"background:rgba(255,120,0,{a:.3f})" if v > 0 else f"background:rgba(41,128,185,{a:.3f})"
         cls = "t hit" if k == ctx["target"] else "t"
         spans.append(token_html(tid, tokens, f"activation {v:.4g}" if v is not None else "", cls, style))
-    return f'<div class="ctx"><span class="val">{ctx["value"]:.3g}</span>{"".join(spans)}</div>'
+    n = int(ctx.get("count", 1))
+    dup = f'<span class="dup" title="{n} rows kept for this list show this same window">×{n}</span>' if n > 1 else ""
+    return f'<div class="ctx"><span class="val">{ctx["value"]:.3g}</span>{"".join(spans)}{dup}</div>'
 
 
 def _feature_link(g: int, link: Callable[[int], str | None] | None) -> str:
