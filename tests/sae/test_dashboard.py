@@ -120,3 +120,92 @@ def test_text_view_lists_dense_latents_last():
     assert view.features == [3, 1, 2, 0]  # by max among the others, the dense latent 0 after them
     assert "Dense features (1)" in view.fragment()
     assert TextView(torch.tensor([65, 66]), z, Vocab(None)).features[0] == 0  # no density given: by max
+
+
+def test_model_gives_the_hover_its_ablation_effects(tmp_path):
+    """`sae dashboard --model SPEC` (a tiny llama saved in the test): each top window's hover numbers equal one
+    forward per position with code * W_dec[latent] taken off the hook there; a zero decoder row gives 0."""
+    import interp
+    from sae import load_sae
+    from tests.tiny import tiny_hf
+
+    hook, ctx, n_seq = "blocks.0.hook_resid_post", 16, 24
+    tiny_hf("llama").save_pretrained(tmp_path / "m")
+    model = interp.load_model(str(tmp_path / "m"))
+    ids = torch.randint(0, 256, (n_seq, ctx), generator=torch.Generator().manual_seed(0))
+    _, cache = model.run_with_cache(ids, names=[hook], return_logits=False)
+    meta = StoreMeta(
+        model=str(tmp_path / "m"),
+        model_sha256="-",
+        hooks={hook: [64]},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=ctx,
+        data={},
+    )
+    st = ActivationStore.open_or_create(tmp_path / "store", meta, n_shards_planned=1)
+    rows = {
+        hook: cache[hook].reshape(-1, 64).float(),
+        "tokens": ids.flatten().int(),
+        "seq": torch.arange(n_seq * ctx) // ctx,
+        "pos": (torch.arange(n_seq * ctx) % ctx).int(),
+    }
+    st.commit_shard(write_shard_file(st.path, 0, rows))
+    store, sae_dir = str(tmp_path / "store"), str(tmp_path / "sae")
+    r = runner.invoke(
+        app,
+        ["train", "--store", store, "--arch", "relu", "--out", sae_dir, "--d-sae", "32"]
+        + ["--max-tokens", "384", "--batch-size", "64"],
+    )
+    assert r.exit_code == 0, r.output
+    base = ["dashboard", "--sae", sae_dir, "--store", store, "--exclude", "none", "--top", "2", "--max-rows", "384"]
+    r = runner.invoke(
+        app, base + ["--out", str(tmp_path / "d"), "--model", str(tmp_path / "m"), "--ablate-windows", "3"]
+    )
+    assert r.exit_code == 0, r.output
+    f = json.loads((tmp_path / "d" / "dashboard.json").read_text())["pages"][0]
+    rec = json.loads((tmp_path / "d" / "features" / f"{f}.json").read_text())
+    sae = load_sae(sae_dir)
+    W = sae.W_dec[f].detach().float()
+    ce = torch.nn.functional.cross_entropy
+    checked = 0
+    with torch.no_grad():
+        for c in rec["top"][:3]:
+            s = ids[c["seq"]]
+            x = cache[hook][c["seq"]].float()
+            for k, dl in enumerate(c["ablation"]):
+                p = c["pos"] - c["target"] + k
+                if dl is None:
+                    assert not (c["values"][k] or 0) > 0 or p + 1 == ctx
+                    continue
+                a = float(sae.encode(x[p : p + 1])[0, f])
+
+                def ablate(t, h, p=p, a=a):
+                    t = t.clone()
+                    t[0, p] -= a * W
+                    return t
+
+                slow = ce(model.run_with_hooks(s[None], fwd_hooks=[(hook, ablate)])[0, p], s[p + 1])
+                assert abs(dl - float(slow - ce(model(s[None])[0, p], s[p + 1]))) < 1e-5
+                checked += 1
+    assert checked >= 3 and all("ablation" not in c for c in rec["top"][3:])
+    page = (tmp_path / "d" / "features" / f"{f}.html").read_text()
+    assert "removing it here changes the next token" in page and "activation only" not in page
+    # without --model: activations only, and the page says so
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "d2")])
+    assert r.exit_code == 0, r.output
+    assert "activation only (built without a model" in (tmp_path / "d2" / "features" / f"{f}.html").read_text()
+    # a latent whose decoder row is zero changes nothing: every computed effect is 0
+    from interp.dashboards import DashboardConfig, Vocab, collect
+    from interp.dashboards.build import records
+    from sae.dashboard import latent_ablation, sae_rows
+
+    sr = sae_rows(sae_dir, store, 384, "none")
+    with torch.no_grad():
+        sr.sae.W_dec[f] = 0
+    src = sr.source()
+    cfg = DashboardConfig(features=[f])
+    rec0 = records(collect(src, 32, cfg.stats, progress=False), src, Vocab(), [f], cfg)[f]
+    latent_ablation(sr, model, "tiny", max_windows=3).annotate(rec0, src)
+    got = [v for c in rec0["top"][:3] for v in c["ablation"] if v is not None]
+    assert got and all(v == 0.0 for v in got)
