@@ -122,14 +122,16 @@ def test_text_view_lists_dense_latents_last():
     assert TextView(torch.tensor([65, 66]), z, Vocab(None)).features[0] == 0  # no density given: by max
 
 
-def test_model_gives_the_hover_its_ablation_effects(tmp_path):
-    """`sae dashboard --model SPEC` (a tiny llama saved in the test): each top window's hover numbers equal one
-    forward per position with code * W_dec[latent] taken off the hook there; a zero decoder row gives 0."""
+HOOK = "blocks.0.hook_resid_post"
+
+
+def _tiny_lm_store_and_sae(tmp_path, n_seq=24, ctx=16):
+    """A tiny llama saved as a folder (the model spec), a store of its layer-0 residual rows on random bytes,
+    and a ReLU SAE trained on them for a few steps."""
     import interp
-    from sae import load_sae
     from tests.tiny import tiny_hf
 
-    hook, ctx, n_seq = "blocks.0.hook_resid_post", 16, 24
+    hook = HOOK
     tiny_hf("llama").save_pretrained(tmp_path / "m")
     model = interp.load_model(str(tmp_path / "m"))
     ids = torch.randint(0, 256, (n_seq, ctx), generator=torch.Generator().manual_seed(0))
@@ -158,6 +160,16 @@ def test_model_gives_the_hover_its_ablation_effects(tmp_path):
         + ["--max-tokens", "384", "--batch-size", "64"],
     )
     assert r.exit_code == 0, r.output
+    return model, ids, cache[hook], rows[hook], store, sae_dir
+
+
+def test_model_gives_the_hover_its_ablation_effects(tmp_path):
+    """`sae dashboard --model SPEC` (a tiny llama saved in the test): each top window's hover numbers equal one
+    forward per position with code * W_dec[latent] taken off the hook there; a zero decoder row gives 0."""
+    from sae import load_sae
+
+    model, ids, acts, _, store, sae_dir = _tiny_lm_store_and_sae(tmp_path)
+    hook, ctx = HOOK, ids.shape[1]
     base = ["dashboard", "--sae", sae_dir, "--store", store, "--exclude", "none", "--top", "2", "--max-rows", "384"]
     r = runner.invoke(
         app, base + ["--out", str(tmp_path / "d"), "--model", str(tmp_path / "m"), "--ablate-windows", "3"]
@@ -172,7 +184,7 @@ def test_model_gives_the_hover_its_ablation_effects(tmp_path):
     with torch.no_grad():
         for c in rec["top"][:3]:
             s = ids[c["seq"]]
-            x = cache[hook][c["seq"]].float()
+            x = acts[c["seq"]].float()
             for k, dl in enumerate(c["ablation"]):
                 p = c["pos"] - c["target"] + k
                 if dl is None:
@@ -191,10 +203,6 @@ def test_model_gives_the_hover_its_ablation_effects(tmp_path):
     assert checked >= 3 and all("ablation" not in c for c in rec["top"][3:])
     page = (tmp_path / "d" / "features" / f"{f}.html").read_text()
     assert "removing it here changes the next token" in page and "activation only" not in page
-    # without --model: activations only, and the page says so
-    r = runner.invoke(app, base + ["--out", str(tmp_path / "d2")])
-    assert r.exit_code == 0, r.output
-    assert "activation only (built without a model" in (tmp_path / "d2" / "features" / f"{f}.html").read_text()
     # a latent whose decoder row is zero changes nothing: every computed effect is 0
     from interp.dashboards import DashboardConfig, Vocab, collect
     from interp.dashboards.build import records
@@ -209,3 +217,38 @@ def test_model_gives_the_hover_its_ablation_effects(tmp_path):
     latent_ablation(sr, model, "tiny", max_windows=3).annotate(rec0, src)
     got = [v for c in rec0["top"][:3] for v in c["ablation"] if v is not None]
     assert got and all(v == 0.0 for v in got)
+
+
+def test_text_view_lists_dense_latents_last_on_the_real_path(tmp_path):
+    """`sae dashboard --text` and `text_view` (which measures density on the store itself) put the latents that
+    fire on > 10% of the store's rows after all the others."""
+    import re
+
+    from sae import load_sae
+    from sae import metrics as M
+    from sae.dashboard import sae_rows, text_view
+
+    model, _, _, x_all, store, sae_dir = _tiny_lm_store_and_sae(tmp_path)
+    sae = load_sae(sae_dir)
+    base = ["dashboard", "--sae", sae_dir, "--store", store, "--exclude", "none", "--top", "2", "--max-rows", "384"]
+    # without --model: activations only, and the page says so; the text view uses the store's model
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "d2"), "--text", "The cat sat on the mat, twice."])
+    assert r.exit_code == 0, r.output
+    f = json.loads((tmp_path / "d2" / "dashboard.json").read_text())["pages"][0]
+    assert "activation only (built without a model" in (tmp_path / "d2" / "features" / f"{f}.html").read_text()
+    view = (tmp_path / "d2" / "text.html").read_text()
+    listed = [int(g) for g in re.findall(r'<tr><td>(?:<a href="[^"]*">)?(\d+)(?:</a>)?</td>', view)]
+    dense = (M.encode(sae, x_all) > 0).float().mean(0) > 0.1  # the index's rule on the same 384 rows
+    flags = [bool(dense[g]) for g in listed]
+    assert listed and flags == sorted(flags) and ("Dense features (" in view) == any(flags)
+    assert text_view(sae_dir, model, "The cat sat on the mat, twice.", exclude="none").features == listed
+    # this barely trained SAE is dense everywhere: make half its latents fire on ~7% of rows, then both kinds show
+    sr = sae_rows(sae_dir, store, 384, "none")
+    with torch.no_grad():
+        pre = x_all @ sr.sae.W_enc + sr.sae.b_enc
+        sr.sae.b_enc[:16] -= pre[:, :16].quantile(0.93, dim=0).clamp_min(0)
+    tv = text_view(sr, model, "The cat sat on the mat, twice. The dog ran off.")
+    dense = (M.encode(sr.sae, x_all) > 0).float().mean(0) > 0.1
+    flags = [bool(dense[g]) for g in tv.features]
+    assert flags == sorted(flags) and any(flags) and not all(flags)  # the sparse latents first, then the dense
+    assert "Dense features (" in tv.fragment()
