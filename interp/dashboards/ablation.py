@@ -4,9 +4,10 @@ the feature's contribution is removed at one position (SAEDashboard's per-token 
 At position p of a sequence, the effect is CE(next token | hook output at p minus coef(x_p) * direction)
 minus the clean CE, everything else unchanged. Removing the feature at all its firing positions in one
 forward is not that: an ablation at an earlier position would change the later losses. So each position
-gets its own batch row (one ablated position per row, at most `max_batch` rows per forward), after one
-clean forward that gives the hook rows and the clean losses. Rows stop after the last token a loss needs
-(a causal model's loss at p does not see tokens after p + 1). Windows of one sequence share their forwards.
+gets its own batch row (one ablated position per row, at most `max_batch` rows per forward). The clean
+tokens before the first ablated position run once, and their cached keys and values serve every row;
+rows stop after the last token a loss needs (a causal model's loss at p does not see tokens after p + 1).
+Windows of one sequence share their forwards.
 
     >>> next_token_loss_deltas(model, "blocks.1.hook_resid_post", ids, [3, 7], d, lambda x: x @ w_enc)
     {3: 0.412, 7: -0.05}
@@ -14,6 +15,8 @@ clean forward that gives the hook rows and the clean losses. Rows stop after the
 
 from __future__ import annotations
 
+import copy
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +38,11 @@ def next_token_loss_deltas(
     """{p: loss on token p+1 with the feature removed at p, minus the clean loss} for each p in `positions`
     that has a next token. `tokens` [T]: the ids the model reads (the sequence from its start); `direction`
     [d]: the feature's contribution per unit at `hook`; `coef(rows [n, d]) -> [n]`: the feature's value on
-    hook rows. A position where the contribution is exactly zero gets 0.0 without a forward."""
+    hook rows. A position where the contribution is exactly zero gets 0.0.
+
+    The tokens before the first position are run once (their keys and values cached, clean in every row);
+    only the rest runs per batch row. Row j's hook row at its own position is still clean when the hook
+    sees it (nothing before it changed), so its coefficient is read there."""
     if max_batch < 1:
         raise ValueError(f"max_batch must be >= 1, got {max_batch}")
     if not model.hook_points([hook]):
@@ -45,40 +52,68 @@ def next_token_loss_deltas(
     if not ps:
         return {}
     ids = tokens[: ps[-1] + 2].long().reshape(1, -1).to(model.device)
+    p0 = ps[0]
+    hf = model.hf_model
+    kw = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"  # transformers 5.24
+    cache = None
+    if p0 > 0:  # the clean prefix, once
+        got = hf(input_ids=ids[:, :p0], use_cache=True)
+        cache = got.cache if getattr(got, "cache", None) is not None else got.past_key_values
+    suffix = ids[:, p0:]
+
+    head = hf.get_output_embeddings()
+
+    def run(rows: int, fn: Callable[[Tensor, Any], Any], at: Tensor) -> Tensor:
+        """Logits [rows, len(at[0]), vocab] at suffix positions `at` [rows, n] only (the unembedding is
+        the costly part of such short rows: it sees just the positions whose loss is wanted)."""
+        past = None
+        if cache is not None:
+            past = copy.deepcopy(cache)
+            if rows > 1:
+                past.batch_repeat_interleave(rows)
+        r = torch.arange(rows, device=at.device)[:, None]
+        gather = head.register_forward_pre_hook(lambda _m, args: (args[0][r, at],) + tuple(args[1:]))
+        try:
+            with model.hooks(fwd_hooks=[(hook, fn)]):
+                return hf(input_ids=suffix.expand(rows, -1), use_cache=True, **{kw: past}).logits
+        finally:
+            gather.remove()
+
     seen: dict[str, Tensor] = {}
 
     def save(t: Tensor, _hook: Any) -> None:
         seen["x"] = t.detach()
 
-    logits = model.run_with_hooks(ids, fwd_hooks=[(hook, save)])
+    rel_all = torch.tensor([p - p0 for p in ps], device=ids.device)
+    logits = run(1, save, rel_all[None])[0]  # [len(ps), vocab]
     if "x" not in seen:
         raise RuntimeError(f"the forward never reached hook {hook!r}")
-    nxt = ids[0, 1:]
-    clean = torch.nn.functional.cross_entropy(logits[0, :-1].float(), nxt, reduction="none")
     x = seen["x"][0]
     if x.dim() != 2:
         raise ValueError(f"{hook} rows have shape {list(x.shape[1:])}; ablation needs one vector per token")
-    a = coef(x[ps].float()).reshape(-1).float()
     d = direction.reshape(-1).to(device=x.device, dtype=torch.float32)
     if d.shape[0] != x.shape[1]:
         raise ValueError(f"direction has d={d.shape[0]} but {hook} rows have d={x.shape[1]}")
+    nxt = suffix[0, 1:]
+    ce_clean = torch.nn.functional.cross_entropy(logits.float(), nxt[rel_all], reduction="none")
+    clean = dict(zip(ps, ce_clean.tolist()))
+    a = coef(x[rel_all].float()).reshape(-1).float()
     out = {p: 0.0 for p, v in zip(ps, a.tolist()) if v == 0 or not bool(d.any())}
-    todo = [(p, v) for p, v in zip(ps, a.tolist()) if p not in out]
+    todo = [p for p in ps if p not in out]
     for i in range(0, len(todo), max_batch):
         part = todo[i : i + max_batch]
-        pos = torch.tensor([p for p, _ in part], device=x.device)
-        amt = torch.tensor([v for _, v in part], device=x.device)
+        rel = torch.tensor([p - p0 for p in part], device=x.device)
         rows = torch.arange(len(part), device=x.device)
-        batch = ids[:, : int(pos.max()) + 2].expand(len(part), -1)
 
-        def ablate(t: Tensor, _hook: Any, pos: Tensor = pos, amt: Tensor = amt, rows: Tensor = rows) -> Tensor:
+        def ablate(t: Tensor, _hook: Any, rel: Tensor = rel, rows: Tensor = rows) -> Tensor:
             t = t.clone()
-            t[rows, pos] = (t[rows, pos].float() - amt[:, None] * d).to(t.dtype)
+            here = t[rows, rel].float()  # still clean: only this row's own position is ever changed
+            t[rows, rel] = (here - coef(here).reshape(-1, 1).float() * d).to(t.dtype)
             return t
 
-        lg = model.run_with_hooks(batch, fwd_hooks=[(hook, ablate)])
-        ce = torch.nn.functional.cross_entropy(lg[rows, pos].float(), nxt[pos], reduction="none")
-        out.update({p: float(c - clean[p]) for (p, _), c in zip(part, ce)})
+        lg = run(len(part), ablate, rel[:, None])[:, 0]
+        ce = torch.nn.functional.cross_entropy(lg.float(), nxt[rel], reduction="none")
+        out.update({p: float(c) - clean[p] for p, c in zip(part, ce.tolist())})
     return out
 
 

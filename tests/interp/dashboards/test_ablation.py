@@ -1,6 +1,7 @@
 """Per-token ablation effects (`interp.dashboards.ablation`) on a tiny llama built in the test: the batched
 numbers equal one forward per ablated position, a zero direction gives 0, and the page's hover shows them."""
 
+import pytest
 import torch
 
 from interp.dashboards import DashboardConfig, TensorSource, Vocab, collect
@@ -14,8 +15,8 @@ from tests.tiny import tiny_hf
 HOOK = "blocks.0.hook_resid_post"
 
 
-def _setup():
-    model = HookedModel(tiny_hf("llama"), byte_tokenizer())
+def _setup(arch="llama"):
+    model = HookedModel(tiny_hf(arch), byte_tokenizer())
     g = torch.Generator().manual_seed(0)
     w = torch.randn(64, generator=g)
     d = 3 * torch.randn(64, generator=g)
@@ -44,8 +45,9 @@ def _slow(model, ids, p, d, a):
     return float(ce(model.run_with_hooks(ids[None], fwd_hooks=[(HOOK, ablate)])[0, p], ids[p + 1]) - clean)
 
 
-def test_batched_deltas_equal_one_forward_per_position():
-    model, w, d, coef = _setup()
+@pytest.mark.parametrize("arch", ["llama", "gpt_neox", "gemma3"])  # gemma3: a sliding window of 8 < 24 tokens
+def test_batched_deltas_equal_one_forward_per_position(arch):
+    model, w, d, coef = _setup(arch)
     ids = torch.randint(0, 257, (24,), generator=torch.Generator().manual_seed(1))
     a = coef(_hook_rows(model, ids))
     fires = [p for p in range(23) if a[p] > 0]
@@ -59,8 +61,9 @@ def test_batched_deltas_equal_one_forward_per_position():
     every = torch.zeros(24, 64)
     every[fires] = a[fires, None] * d
     ce = torch.nn.functional.cross_entropy
-    lg = model.run_with_hooks(ids[None], fwd_hooks=[(HOOK, lambda t, h: t - every[None])])[0]
-    joint = ce(lg[:-1], ids[1:], reduction="none") - ce(model(ids[None])[0, :-1], ids[1:], reduction="none")
+    with torch.no_grad():
+        lg = model.run_with_hooks(ids[None], fwd_hooks=[(HOOK, lambda t, h: t - every[None])])[0]
+        joint = ce(lg[:-1], ids[1:], reduction="none") - ce(model(ids[None])[0, :-1], ids[1:], reduction="none")
     assert max(abs(float(joint[p]) - slow[p]) for p in fires[1:]) > 1e-4
 
 
