@@ -108,7 +108,7 @@ def next_token_loss_deltas(
         def ablate(t: Tensor, _hook: Any, rel: Tensor = rel, rows: Tensor = rows) -> Tensor:
             t = t.clone()
             here = t[rows, rel].float()  # still clean: only this row's own position is ever changed
-            t[rows, rel] = (here - coef(here).reshape(-1, 1).float() * d).to(t.dtype)
+            t[rows, rel] = (here - coef(here).reshape(-1, 1).to(here.device, torch.float32) * d).to(t.dtype)
             return t
 
         lg = run(len(part), ablate, rel[:, None])[:, 0]
@@ -124,7 +124,8 @@ class WindowAblation:
 
     `direction(f)` -> [d] and `coef(f, rows [n, d])` -> [n] describe feature f at `hook` (for an SAE latent:
     its decoder row in the hook's units and its encoder value). The model reads each window's sequence from
-    its start, taken from the source's token ids; a window whose sequence start is not there is skipped."""
+    its start, taken from the source's token ids; a window whose sequence start is not there is skipped. A
+    row that stands for N identical windows (×N) gets the effects of the first, highest one."""
 
     model: Any
     hook: str

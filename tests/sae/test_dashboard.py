@@ -203,6 +203,14 @@ def test_model_gives_the_hover_its_ablation_effects(tmp_path):
     assert checked >= 3 and all("ablation" not in c for c in rec["top"][3:])
     page = (tmp_path / "d" / "features" / f"{f}.html").read_text()
     assert "removing it here changes the next token" in page and "activation only" not in page
+    r = runner.invoke(
+        app, base + ["--out", str(tmp_path / "e"), "--model", str(tmp_path / "m"), "--ablate-windows", "-1"]
+    )
+    assert (
+        r.exit_code == 2
+        and "--ablate-windows must be >= 0" in r.output
+        and not (tmp_path / "e" / "index.html").exists()
+    )
     # a latent whose decoder row is zero changes nothing: every computed effect is 0
     from interp.dashboards import DashboardConfig, Vocab, collect
     from interp.dashboards.build import records
