@@ -156,7 +156,10 @@ class WindowAblation:
             got = source.tokens_of(torch.arange(start, start + end))
             same = (got["seq"] == seq) & (got["pos"] == torch.arange(len(got["pos"])))
             n = int(same.long().cumprod(0).sum())  # rows of this sequence from its start, in order
-            if n == 0 or any(c["pos"] >= n for c in cs):
+            seq_ids = got["tokens"][:n].tolist()
+            # a window is contiguous in its sequence (checked: its ids must be the sequence's there)
+            cs = [c for c in cs if seq_ids[c["pos"] - c["target"] :][: len(c["tokens"])] == list(c["tokens"])]
+            if n == 0 or not cs:
                 continue
             want = {
                 c["pos"] - c["target"] + k for c in cs for k, v in enumerate(c["values"]) if v is not None and v > 0

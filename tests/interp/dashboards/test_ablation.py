@@ -101,3 +101,14 @@ def test_page_hover_shows_the_deltas_of_each_top_window():
     assert checked >= 3 and all("ablation" not in c for c in rec["top"][3:])
     html = feature_fragment(rec)
     assert "removing it here changes the next token&#x27;s loss by" in html and "(tiny llama)" in html
+
+
+def test_a_window_whose_sequence_start_is_missing_is_skipped():
+    model, _, d, coef = _setup()
+    ids = torch.randint(0, 257, (20,), generator=torch.Generator().manual_seed(4))
+    acts = coef(_hook_rows(model, ids))[:, None]
+    src = TensorSource(acts, ids, torch.zeros(20, dtype=torch.long), torch.arange(20) + 5)  # positions 0-4 absent
+    cfg = DashboardConfig(features=[0])
+    rec = records(collect(src, 1, cfg.stats, progress=False), src, Vocab(), [0], cfg)[0]
+    WindowAblation(model, HOOK, lambda f: d, lambda f, x: coef(x)).annotate(rec, src)
+    assert rec["top"] and all(v is None for c in rec["top"] for v in c["ablation"])  # the model never saw them
