@@ -349,7 +349,8 @@ def dashboard(
     model: str | None = typer.Option(
         None,
         metavar="SPEC",
-        help="Model spec for the tokenizer, the unembedding and --text (default: the store's model).",
+        help="Model spec for the tokenizer, the unembedding and --text (default: the store's model); given, the model "
+        "is loaded for the per-token ablation hover (see --ablate-windows).",
     ),
     features: str | None = typer.Option(
         None, metavar="TEXT", help="Comma-separated latents to give a page, e.g. 12,345 (default: --top N in --order)."
@@ -377,6 +378,12 @@ def dashboard(
         None, metavar="TEXT", help="Also write text.html: every latent on this text (loads the model)."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dashboard folder."),
+    ablate_windows: int = typer.Option(
+        20,
+        metavar="INT",
+        help="With --model: top windows per page whose tokens show, on hover, the next-token loss change when the "
+        "latent is removed there (one forward row per position; loads the model). 0: none.",
+    ),
 ) -> None:
     """Write a dashboard folder of the SAE's latents: index (FVU, L0, dead/dense, density), pages, JSON exports."""
     from interp.cli.dashboard import prepare_out
@@ -387,7 +394,19 @@ def dashboard(
         feats = parse_features(features)
         prepare_out(out, overwrite)
         path = render_sae_dashboard(
-            sae, store, out, model, top, max_rows, feats, order, exclude, text, split=split, overwrite=overwrite
+            sae,
+            store,
+            out,
+            model,
+            top,
+            max_rows,
+            feats,
+            order,
+            exclude,
+            text,
+            split=split,
+            overwrite=overwrite,
+            ablate_windows=ablate_windows,
         )
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         _fail(exc)

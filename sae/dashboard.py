@@ -115,8 +115,12 @@ def render_sae_dashboard(
     text: str | None = None,
     overwrite: bool = True,
     split: str = "auto",
+    ablate_windows: int = 20,
 ) -> Path:
-    """Encode store rows with the SAE and write its dashboard folder; returns out/index.html."""
+    """Encode store rows with the SAE and write its dashboard folder; returns out/index.html.
+
+    With `model_spec` given, the model is loaded and the first `ablate_windows` top windows of each page get
+    per-token ablation effects on hover (`latent_ablation`); without it, pages show activations only."""
     from interp.cli.dashboard import _tokenizer
     from interp.dashboards import DashboardConfig, check_features
     from interp.dashboards.logits import load_unembedding
@@ -144,21 +148,61 @@ def render_sae_dashboard(
         unembed = None  # not the residual width (e.g. an MLP hook): logit effects do not apply directly
     if text is not None and not spec:
         raise ValueError("--text needs a model: pass --model SPEC")
+    if ablate_windows < 0:
+        raise ValueError(f"--ablate-windows must be >= 0, got {ablate_windows}")
     model = None
-    if text is not None:  # loaded (and the hook checked on it) before anything is written
+    if text is not None or (model_spec and ablate_windows):  # loaded before anything is written
         import interp
 
         model = interp.load_model(spec)
+        if not model.hook_points([sr.hook]):
+            raise ValueError(f"{spec} has no hook {sr.hook!r} (the SAE's); pass the --model the store was built from")
+    ablation = latent_ablation(sr, model, spec, ablate_windows) if model_spec and ablate_windows else None
     from interp.cli.dashboard import prepare_out
     from interp.store.lock import holding
 
     with holding(out, "the dashboard folder"):  # a second writer into `out` is refused, not raced
         prepare_out(str(out), overwrite)
-        return _write(sr, out, cfg, spec, tok, unembed, model, text, d_sae)
+        return _write(sr, out, cfg, spec, tok, unembed, model, text, d_sae, ablation)
+
+
+def latent_ablation(sr: SaeRows, model: Any, spec: str | None, max_windows: int = 20, max_batch: int = 16) -> Any:
+    """The `WindowAblation` of the SAE's latents on `model` at the SAE's hook: latent i's contribution is its
+    code times decoder(e_i) - decoder(0) (W_dec[i] in the hook's units; PolySAE: its linear atom)."""
+    from interp.dashboards.ablation import WindowAblation
+    from sae import metrics as M
+
+    sae = sr.sae
+
+    @torch.no_grad()
+    def direction(f: int) -> torch.Tensor:
+        if hasattr(sae, "linear_atoms"):
+            return sae.linear_atoms()[f].detach().float()
+        e = torch.zeros(2, sae.cfg.d_sae, device=sae.W_dec.device, dtype=sae.W_dec.dtype)
+        e[0, f] = 1
+        out = sae.decode(e).float()
+        return (out[0] - out[1]).detach()
+
+    @torch.no_grad()
+    def coef(f: int, x: torch.Tensor) -> torch.Tensor:
+        return M.encode(sae, x.to(sae.W_dec.device, sae.W_dec.dtype))[:, f].float().cpu()
+
+    return WindowAblation(
+        model, sr.hook, direction, coef, label=spec or "", max_batch=max_batch, max_windows=max_windows
+    )
 
 
 def _write(
-    sr: SaeRows, out: str, cfg: Any, spec: str | None, tok: Any, unembed: Any, model: Any, text: str | None, d_sae: int
+    sr: SaeRows,
+    out: str,
+    cfg: Any,
+    spec: str | None,
+    tok: Any,
+    unembed: Any,
+    model: Any,
+    text: str | None,
+    d_sae: int,
+    ablation: Any = None,
 ) -> Path:
     from interp.cli.dashboard import _layer
     from interp.dashboards import Vocab, collect, write_folder
@@ -184,6 +228,7 @@ def _write(
         unembedding=unembed,
         head=head,
         export_meta=meta,
+        ablation=ablation,
     )
     if text is not None:
         from interp.store.atomic import atomic_write_bytes

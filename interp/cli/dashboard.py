@@ -205,7 +205,9 @@ def _write_dashboard(st, out, hook, acts, spec, cfg, tok, max_rows, exclude, tex
             vocab,
             keep,
             link=lambda g: f"features/{g}.html" if g in pages else None,
-            note=f"{hook} channels of {spec}; rows rule {head['rows rule']}",
+            note=f"{hook} channels of {spec}; rows rule {head['rows rule']}; dense: fires on > "
+            f"{100 * cfg.dense:g}% of the store's rows, listed last as in the index",
+            dense=stats.freq > cfg.dense,
         )
         from pathlib import Path
 

@@ -227,8 +227,10 @@ def write_folder(
     head: dict[str, Any] | None = None,
     export_meta: dict[str, Any] | None = None,
     overwrite: bool = True,
+    ablation: Any = None,
 ) -> Path:
-    """Pages, JSON and index for `stats` into the folder `out`; returns `out/index.html`."""
+    """Pages, JSON and index for `stats` into the folder `out`; returns `out/index.html`. `ablation`: a
+    `WindowAblation` (needs the model) that adds each top window's per-token ablation effects to the pages."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; a dashboard is a folder (give a folder path)")
@@ -236,6 +238,13 @@ def write_folder(
     order = feature_order(stats, cfg.order, cfg.dense)
     pages = list(cfg.features) if cfg.features is not None else order[: cfg.top]
     recs = records(stats, source, vocab, pages, cfg, directions, unembedding, names)
+    if ablation is not None:
+        from interp.infra.logs import progress as progress_bar
+
+        with progress_bar(total=len(recs), unit="page", desc="ablation effects") as bar:
+            for rec in recs.values():
+                ablation.annotate(rec, source)
+                bar.update(1)
     hdr = header(stats, source, cfg.dense, head)
     meta = export_meta or {}
     out.mkdir(parents=True, exist_ok=True)

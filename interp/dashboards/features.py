@@ -14,7 +14,9 @@ SAEDashboard/Neuronpedia export are three views of the same data. Its fields:
     logits {top [[id, v]], bottom [[id, v]], edges, counts} or None
     tokens {id: [shown text, decoded text, hover title]}   every token id the record uses
 
-A context is {value, row, seq, pos, target, tokens [ids], values [activation per token, None = no value]}.
+A context is {value, row, seq, pos, target, tokens [ids], values [activation per token, None = no value],
+count [rows with this same window among those kept: "×N"], ablation [next-token loss change per token when the
+feature is ablated there, None = not computed; only with a model, `interp.dashboards.ablation`]}.
 """
 
 from __future__ import annotations
@@ -110,18 +112,18 @@ class ContextFetcher:
 
 
 def distinct(contexts: Iterable[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The first `n` contexts whose text windows (token ids) differ from every earlier one (`contexts`
-    may be a generator: it is consumed only as far as needed)."""
-    seen, out = set(), []
+    """The first `n` contexts whose text windows (token ids, and which of them is the active one) differ from
+    every earlier one, in the given order (best first). Each gets `count`: how many of `contexts` show that
+    same window (e.g. one boilerplate line repeated across the corpus), shown as "×N" on the page; so
+    `contexts` is read to the end (the tracker's kept rows: a few times `n`)."""
+    first: dict[tuple, dict[str, Any]] = {}
     for c in contexts:
-        key = tuple(c["tokens"])
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(c)
-        if len(out) == n:
-            break
-    return out
+        key = (c["target"], tuple(c["tokens"]))
+        if key in first:
+            first[key]["count"] += 1
+        else:
+            first[key] = {**c, "count": 1}
+    return list(first.values())[:n]
 
 
 def feature_record(

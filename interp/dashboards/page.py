@@ -37,6 +37,7 @@ CSS = """
 .idash svg.chart { width: 100%; height: auto; max-width: 560px; display: block; margin-top: 0.9em; }
 .idash svg .ct { font-size: 12px; font-weight: 600; fill: #333; } .idash svg .ax { font-size: 10px; fill: #666; }
 .idash .none { color: #999; font-style: italic; }
+.idash .dup { color: #fff; background: #888; border-radius: 7px; font-size: 10.5px; padding: 0 5px; margin-left: 6px; }
 """
 
 _ESC = re.compile(r"(\\n|\\t|\\r|\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|<0x[0-9A-F]{2}>|·|∅)")
@@ -59,16 +60,25 @@ def token_html(tid: int, tokens: dict[str, list[str]], extra_title: str = "", cl
 
 
 def context_html(ctx: dict[str, Any], tokens: dict[str, list[str]], scale: float) -> str:
-    """A context line: its value, then the window with each token shaded by the feature's activation."""
+    """A context line: its value, then the window with each token shaded by the feature's activation; the
+    hover gives the activation and, where computed (`ctx["ablation"]`), the next-token loss change when the
+    feature is removed at that token."""
     spans = []
+    abl = ctx.get("ablation")
     for k, (tid, v) in enumerate(zip(ctx["tokens"], ctx["values"])):
         style = ""
         if v is not None and v != 0 and scale > 0:
             a = min(1.0, abs(v) / scale)
             style = f"background:rgba(255,120,0,{a:.3f})" if v > 0 else f"background:rgba(41,128,185,{a:.3f})"
         cls = "t hit" if k == ctx["target"] else "t"
-        spans.append(token_html(tid, tokens, f"activation {v:.4g}" if v is not None else "", cls, style))
-    return f'<div class="ctx"><span class="val">{ctx["value"]:.3g}</span>{"".join(spans)}</div>'
+        tip = f"activation {v:.4g}" if v is not None else ""
+        dl = abl[k] if abl else None
+        if dl is not None:
+            tip += f" · removing it here changes the next token's loss by {dl:+.4g}"
+        spans.append(token_html(tid, tokens, tip, cls, style))
+    n = int(ctx.get("count", 1))
+    dup = f'<span class="dup" title="{n} rows kept for this list show this same window">×{n}</span>' if n > 1 else ""
+    return f'<div class="ctx"><span class="val">{ctx["value"]:.3g}</span>{"".join(spans)}{dup}</div>'
 
 
 def _feature_link(g: int, link: Callable[[int], str | None] | None) -> str:
@@ -101,6 +111,15 @@ def feature_fragment(
         p.append(f'<p class="muted">{esc(header)}</p>')
     p.append('<div class="grid"><div>')
     p.append("<h3>Top activations</h3>")
+    if rec["top"]:
+        if rec.get("ablation_model"):
+            hover = (
+                "hover a token: its activation, and how the loss on the next token changes when this feature's "
+                f"contribution is removed at that token alone ({rec['ablation_model']})"
+            )
+        else:
+            hover = "hover a token: its activation only (built without a model; with --model SPEC, also its ablation effect)"
+        p.append(f'<p class="muted">{esc(hover)}</p>')
     p += [context_html(c, toks, scale) for c in rec["top"]] or ['<p class="none">never fires</p>']
     if rec["buckets"]:
         p.append('<h3>Activation quantiles <span class="muted">(random examples in each bucket)</span></h3>')

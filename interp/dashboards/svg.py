@@ -16,6 +16,15 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _fmt_count(x: float) -> str:
+    """A y-axis count: whole numbers in full up to 99,999 (no `4.18e+03`), else 3 significant digits."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e5 else _fmt(x)
+
+
+_CHAR_W = 6.2
+"""Width of one character of the 10px axis font (digits are ~5.6px in the sans-serif fonts tried)."""
+
+
 def bars(
     edges: Sequence[float],
     counts: Sequence[float],
@@ -35,7 +44,9 @@ def bars(
     n = len(counts)
     if n == 0 or len(edges) != n + 1:
         return '<p class="none">no data</p>'
-    ml, mb, mt = 50, 30, 18 if title else 6
+    ytick = _fmt_count(max(float(c) for c in counts))
+    # left margin: the rotated y label (x 0-12) plus the right-aligned top tick, so neither is clipped
+    ml, mb, mt = max(50, round(18 + _CHAR_W * len(ytick))), 30, 18 if title else 6
     pw, ph = width - ml - 6, height - mb - mt
     tr = (lambda c: math.log10(1 + c)) if log_y else (lambda c: c)
     top = max(tr(float(c)) for c in counts) or 1.0
@@ -57,15 +68,15 @@ def bars(
     if highlight_zero and lo < 0 < hi:
         xz = ml + (0 - lo) / span * pw
         parts.append(f'<line x1="{xz:.1f}" x2="{xz:.1f}" y1="{mt}" y2="{mt + ph}" stroke="#999" stroke-dasharray="2"/>')
-    yl = ylabel or ("log10(1+n)" if log_y else "count")
+    yl = ylabel or ("count (log scale)" if log_y else "count")
     parts += [
         f'<line x1="{ml}" x2="{ml + pw}" y1="{mt + ph}" y2="{mt + ph}" stroke="#888"/>',
         f'<text x="{ml}" y="{mt + ph + 12}" class="ax">{html.escape(_fmt(lo))}</text>',
         f'<text x="{ml + pw}" y="{mt + ph + 12}" class="ax" text-anchor="end">{html.escape(_fmt(hi))}</text>',
         f'<text x="{ml + pw / 2}" y="{mt + ph + 25}" class="ax" text-anchor="middle">{html.escape(xlabel)}</text>',
-        f'<text x="{ml - 4}" y="{mt + 8}" class="ax" '
-        f'text-anchor="end">{html.escape(_fmt(max(float(c) for c in counts)))}</text>',
-        f'<text x="10" y="{mt + ph / 2 + 20}" class="ax" transform="rotate(-90 10 {mt + ph / 2 + 20})">{yl}</text>',
+        f'<text x="{ml - 4}" y="{mt + 8}" class="ax" text-anchor="end">{html.escape(ytick)}</text>',
+        f'<text x="10" y="{mt + ph / 2}" class="ax" text-anchor="middle" '
+        f'transform="rotate(-90 10 {mt + ph / 2})">{html.escape(yl)}</text>',
         "</svg>",
     ]
     return "".join(parts)

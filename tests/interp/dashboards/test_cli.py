@@ -102,3 +102,42 @@ def test_clear_errors_write_nothing(tmp_path):
         r = runner.invoke(app, ["dashboard", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "e"), *args])
         assert r.exit_code == 2 and msg in r.output, (args, r.output)
         assert not (tmp_path / "e").exists()
+
+
+def test_text_view_lists_dense_channels_last(tmp_path):
+    """`interp dashboard --text`: a channel that fires on every store row is dense and goes after all the
+    others, even when it is the one most active on the text (it used to be listed among the first)."""
+    import re
+
+    import interp
+    from interp.dashboards.text import hook_activations
+    from tests.tiny import tiny_hf
+
+    hook, text = "blocks.0.hook_resid_post", "The cat sat on the mat."
+    tiny_hf("llama").save_pretrained(tmp_path / "m")
+    _, x, _ = hook_activations(interp.load_model(str(tmp_path / "m")), hook, text)
+    c = int(x[1:].max(0).values.argmax())  # the channel most active on the text (position 0 is a special row)
+    g = torch.Generator().manual_seed(0)
+    n = 256
+    rows = 0.3 * torch.randn(n, 64, generator=g) - 1  # every other channel fires on a few rows only
+    rows[:, c] = 1 + torch.rand(n, generator=g)  # channel c fires on every row: dense
+    meta = StoreMeta(
+        model=str(tmp_path / "m"),
+        model_sha256="-",
+        hooks={hook: [64]},
+        dtype="float32",
+        tokenizer="-",
+        ctx_len=8,
+        data={},
+    )
+    st = ActivationStore.open_or_create(tmp_path / "store", meta, n_shards_planned=1)
+    idx = {"tokens": torch.randint(0, 256, (n,), generator=g, dtype=torch.int32), "seq": torch.arange(n) // 8}
+    st.commit_shard(write_shard_file(st.path, 0, {hook: rows, **idx, "pos": (torch.arange(n) % 8).int()}))
+    out = tmp_path / "d"
+    args = ["dashboard", "--store", str(tmp_path / "store"), "--hook", hook, "--out", str(out), "--text", text]
+    r = CliRunner().invoke(_app(), args + ["--exclude", "none", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    page = (out / "text.html").read_text()
+    listed = [int(f) for f in re.findall(r'<tr><td>(?:<a href="[^"]*">)?(\d+)(?:</a>)?</td>', page)]
+    assert len(listed) == 12 and c not in listed  # 12 non-dense channels fire on the text and come first
+    assert json.loads((out / "dashboard.json").read_text())["header"]["dense (> 10%)"].startswith("1 ")

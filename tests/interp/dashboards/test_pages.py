@@ -189,3 +189,35 @@ def test_page_fits_1400px_without_clipping(tmp_path):
     ).stdout
     width, right = (float(x) for x in dom.split("<title>", 1)[1].split("</title>", 1)[0].split(","))
     assert width <= 1400 and right <= 1400
+
+
+def test_repeated_windows_collapse_into_one_row_with_a_count():
+    from interp.dashboards import DashboardConfig, TensorSource, collect
+    from interp.dashboards.build import records
+    from interp.dashboards.page import feature_fragment
+
+    # a boilerplate line (ids 1..8) fills sequences 0-5, sequences 6-7 hold other text; feature 0 fires on id 4
+    ids = torch.tensor(list(range(1, 9)) * 12 + list(range(20, 36)) + list(range(40, 56)))
+    seq, pos = torch.arange(len(ids)) // 16, torch.arange(len(ids)) % 16
+    a = torch.zeros(len(ids), 1)
+    g = torch.Generator().manual_seed(0)
+    a[ids == 4, 0] = 1 + torch.rand(int((ids == 4).sum()), generator=g)
+    a[(ids == 25) | (ids == 29) | (ids == 45) | (ids == 49), 0] = 5 + torch.rand(
+        4, generator=g
+    )  # the best windows are unique ones
+    src = TensorSource(a, ids, seq, pos)
+    cfg = DashboardConfig(features=[0])
+    stats = collect(src, 1, cfg.stats, progress=False)
+    rec = records(stats, src, Vocab(), [0], cfg)[0]
+    top = rec["top"]
+    kept = len(stats.top.entries(0))
+    assert sum(c["count"] for c in top) == kept == len(ids[ids == 4]) + 4  # every kept row is in one row
+    windows = [(c["target"], tuple(c["tokens"])) for c in top]
+    assert len(windows) == len(set(windows))
+    assert [c["value"] for c in top] == sorted((c["value"] for c in top), reverse=True)  # order by max kept
+    assert [c["count"] for c in top[:4]] == [1, 1, 1, 1] and max(c["count"] for c in top) > 1
+    # the boilerplate's windows: the two in-sequence positions of id 4 (3 and 11), six sequences each
+    rep = [c for c in top if c["count"] > 1]
+    assert sorted(c["count"] for c in rep) == [6, 6] and all(c["tokens"][c["target"]] == 4 for c in rep)
+    html = feature_fragment(rec).split("Activation quantiles")[0]  # the top list (buckets count their samples)
+    assert html.count('class="dup"') == 2 and ">×6</span>" in html
