@@ -5,7 +5,9 @@ at every hook, in hook order, the nodes in C keep the value this (patched) forwa
 node takes its ablated value:
 
     corrupt  its value on the corrupted prompt (aligned pairs), as the node scores assumed
-    mean     its mean over the clean prompts' real tokens (Marks et al.'s choice)
+    mean     its mean over the clean prompts at the same position (over the rows long enough to have it): Marks
+             et al. mean-ablate; per position, because a pooled mean replaces position 0's outsized residual
+             (SmolLM2's attention sink, `NOTES.md`) by an ordinary one and breaks every prompt at once
 
 so effects propagate: a kept latent at a later hook is re-encoded from a residual that earlier ablations
 changed. Faithfulness = (m(C) - m(nothing)) / (m(everything) - m(nothing)), with "nothing" every latent
@@ -53,16 +55,17 @@ class Ablator:
         self.refs, self.corrupt = [], []
         self.active = {d.hook: torch.zeros(d.d_sae, dtype=torch.bool) for d in self.dicts}
         sums = {d.hook: (0.0, 0.0) for d in self.dicts}
-        count = 0
+        count = 0.0
         with torch.no_grad():
             for sub in self.subs:
                 clean: dict = {}
                 logits = run_spliced(model, self.dicts, sub.clean, sub.clean_mask, record=clean)
                 self.refs.append(last(logits, sub.clean_pos) if metric == "kl" else None)
                 keep = sub.clean_mask.bool()
-                count += int(keep.sum())
+                w = sub.clean_mask.float()[..., None]  # per position: mean over the rows that reach it
+                count = count + w.sum(0)
                 for h, (f, e) in clean.items():
-                    sums[h] = (sums[h][0] + f[keep].sum(0), sums[h][1] + e[keep].sum(0))
+                    sums[h] = (sums[h][0] + (f * w).sum(0), sums[h][1] + (e * w).sum(0))
                     self.active[h] |= (f[keep] != 0).any(0).cpu()
                 rec: dict = {}
                 if sub.corrupt is not None:
@@ -70,7 +73,8 @@ class Ablator:
                     for h, (f, _) in rec.items():
                         self.active[h] |= (f[sub.corrupt_mask.bool()] != 0).any(0).cpu()
                 self.corrupt.append(rec if ablation == "corrupt" else None)
-        self.means = {h: (s[0] / count, s[1] / count) for h, s in sums.items()}
+        denom = count.clamp(min=1) if isinstance(count, Tensor) else 1.0
+        self.means = {h: (s[0] / denom, s[1] / denom) for h, s in sums.items()}  # [pos, d_sae], [pos, d_model]
 
     def metric_rows(self, keep: dict[str, Tensor]) -> Tensor:
         """[n] the metric per row with only the nodes in `keep` (hook -> BoolTensor [d_sae + 1]) intact."""
@@ -81,7 +85,7 @@ class Ablator:
                 def edit(hook, f, err, rec=rec):
                     k = keep[hook].to(f.device)
                     fa, ea = rec[hook] if rec is not None else self.means[hook]
-                    f = torch.where(k[:-1], f, fa)
+                    f = torch.where(k[:-1], f, fa.expand_as(f))
                     return f, (err if bool(k[-1]) else ea.expand_as(err))
 
                 logits = run_spliced(self.model, self.dicts, sub.clean, sub.clean_mask, edit=edit)

@@ -183,6 +183,7 @@ class FeatureScores:
             "nodes": nodes,
             "edges": self.edges,
             "error_scores": {h: float(self.scores[h][-1]) for h in self.hooks},
+            "score_sums": {h: float(self.scores[h].sum()) for h in self.hooks},
             "info": self.info,
         }
 
