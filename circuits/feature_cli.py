@@ -100,6 +100,9 @@ def features(
                     raise ValueError("give the SAE folders with --sae DIR (one per hook), or use --quick")
                 m = _load(model, device)
                 dicts = [load_dictionary(p, device=str(m.device)) for p in sae]
+                for p, d in zip(sae, dicts):
+                    if d.model_name and d.model_name != model:
+                        typer.echo(f"warning: {p} was trained on {d.model_name!r}, not {model!r}", err=True)
             pages = {}
             for d, dash in zip(dicts, dashboard):
                 if dash != "-":

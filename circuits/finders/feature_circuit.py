@@ -59,6 +59,12 @@ def check_dictionaries(model, dicts: list) -> list:
             raise ValueError(
                 f"dictionary hook {d.hook!r} is not a hook point of this model; e.g. blocks.0.hook_resid_post"
             )
+        d_in = getattr(d, "d_in", None)
+        if d_in is not None and ".hook_resid_" in d.hook and d_in != model.d_model:
+            raise ValueError(
+                f"the dictionary at {d.hook} reads {d_in} channels but this model's residual stream has "
+                f"{model.d_model}: was it trained on another model?"
+            )
         if d.hook in seen:
             raise ValueError(f"two dictionaries at {d.hook}; give one per hook")
         seen.add(d.hook)

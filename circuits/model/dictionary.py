@@ -33,6 +33,7 @@ class Dictionary(Protocol):
 
     d_sae: int
     hook: str
+    # optional: d_in (checked against the residual width) and dtype (what activations are cast to)
 
     def encode(self, x: Tensor) -> Tensor: ...
 
@@ -46,7 +47,7 @@ class AffineDictionary:
         if W_enc.shape[1] != W_dec.shape[0] or W_enc.shape[0] != W_dec.shape[1]:
             raise ValueError(f"W_enc {tuple(W_enc.shape)} and W_dec {tuple(W_dec.shape)} do not transpose")
         self.W_enc, self.b_enc, self.W_dec, self.b_dec = W_enc, b_enc, W_dec, b_dec
-        self.hook, self.k, self.d_sae, self.dtype = hook, k, W_enc.shape[1], W_enc.dtype
+        self.hook, self.k, self.d_sae, self.d_in, self.dtype = hook, k, W_enc.shape[1], W_enc.shape[0], W_enc.dtype
 
     def to(self, dtype: torch.dtype) -> AffineDictionary:
         """The same dictionary in another dtype."""
@@ -84,6 +85,7 @@ class SaeLensDictionary:
         self.hook = hook or getattr(sae.cfg.metadata, "hook_name", None) or ""
         self.source = source
         self.dtype = sae.W_enc.dtype
+        self.model_name = getattr(sae.cfg.metadata, "model_name", None)
         if not self.hook:
             raise ValueError(f"{source or 'the SAE'}: its cfg.json names no hook (metadata.hook_name); pass hook=")
 

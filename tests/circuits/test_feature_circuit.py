@@ -159,6 +159,8 @@ def test_bad_dictionaries_are_refused(setup, tmp_path):
     model, dicts, batch = setup
     with pytest.raises(ValueError, match="blocks.9.hook_resid_post"):
         feature_scores(model, [random_dictionary(64, 8, "blocks.9.hook_resid_post")], batch)
+    with pytest.raises(ValueError, match="reads 32 channels"):
+        feature_scores(model, [random_dictionary(32, 8, HOOKS[0])], batch)
     with pytest.raises(ValueError, match="two dictionaries"):
         feature_scores(model, [dicts[0], dicts[0]], batch)
     (tmp_path / "cfg.json").write_text(json.dumps({"architecture": "poly_batchtopk"}))
