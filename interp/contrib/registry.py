@@ -204,7 +204,7 @@ PAPERS: tuple[Paper, ...] = (
         "reduction; the 8-row sketch fails",
         "ViT-tiny on digits at equal parameters, our reconstruction: PACE (exact Gram) matches CRATE-MSSA (0.777 vs "
         "0.780) without a larger rate reduction (ΔR 1.16 vs 1.27); the 8-row sketch fails (0.260); softmax MHSA "
-        "0.906; SmolLM2: 12-14 nats of corpus ΔR above shuffled labels at every layer",
+        "0.906; SmolLM2: 9.4-11.1 nats of corpus ΔR above shuffled labels at every layer",
         "interp.contrib.mechanisms.experiments.pace_attention",
         ("--quick",),
         control="CRATE-MSSA (the same tied-weight attention with the exact Gram) and softmax MHSA at equal "
@@ -289,11 +289,11 @@ PAPERS: tuple[Paper, ...] = (
         "iso-parameter toy regression and SmolLM2 features: dense wins at every noise level",
         "iso-parameter top-1 MoE vs dense: dense has lower test MSE at every noise level (σ=1: 2.45 vs 2.77) and 3-4x "
         "lower perturbation sensitivity; the expert filters noise only at σ <= 0.5, routing purity falls 0.73 -> "
-        "0.34; SmolLM2 features: dense 2.5 points more accurate",
+        "0.34; SmolLM2 features: dense 2-4 points more accurate",
         "interp.contrib.moe.experiments.noise_filter",
         ("--quick",),
         control="an iso-parameter dense ReLU MLP (width 68) trained identically, at every noise level",
-        seeds="5 model seeds (init, data draw) per noise level; SmolLM2 features: 5 seeds of the heads",
+        seeds="5 model seeds (init, data draw) per noise level; SmolLM2 features: 3 seeds of the heads",
     ),
     Paper(
         "GEM",
@@ -302,7 +302,7 @@ PAPERS: tuple[Paper, ...] = (
         Status.NOT_REPRODUCED,
         "digits and a SmolLM2 layer-12 probe: every variant within seed noise of EDL",
         "digits: every GEM variant within seed noise of EDL (OOD AUROC 0.93-0.97 vs 0.96 on digits 7-9); SmolLM2 "
-        "layer-12 probe, other text as OOD: all near chance (0.54-0.56), GEM-MIX-FI +0.03",
+        "layer-12 probe, English prose (pydoc-topics) as OOD: all near chance (0.56-0.58), GEM-MIX-FI +0.02",
         "interp.contrib.uncertainty_ood.experiments.gem",
         ("--quick",),
         control="plain EDL (one evidential head, no mixture or Fisher penalty) with the same backbone and budget",
@@ -345,11 +345,11 @@ PAPERS: tuple[Paper, ...] = (
         "data",
         "data/gfd_emvc.py",
         Status.PARTIAL,
-        "synthetic views and SmolLM2 layers as views: purification helps, gradient-outlier detection does not"
-        " beat small-loss",
+        "purification helps on synthetic views, not on SmolLM2 layers as views; gradient-outlier detection does not"
+        " beat small-loss on either",
         "purification raises fused test accuracy 0.759 -> 0.781 and noisy/clean fitness rank correlation 0.31 -> "
-        "0.38, but gradient-outlier detection does not beat small-loss (F1 0.627 vs 0.633; SmolLM2 layers as views: "
-        "0.578 vs 0.604)",
+        "0.38 (SmolLM2 layers as views: 0.729 -> 0.709), and gradient-outlier detection does not beat small-loss "
+        "(F1 0.627 vs 0.633; SmolLM2: 0.530 vs 0.559)",
         "interp.contrib.data.experiments.gfd_emvc",
         ("--quick",),
         control="small-loss detection at the same flag rate and no purification, with the same views, MLPs and "
