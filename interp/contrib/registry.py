@@ -407,7 +407,7 @@ PAPERS: tuple[Paper, ...] = (
         "mode; SmolLM2 probe already invariant",
         "unseen operating mode: fault detection 0.55 vs PCA-T² 0.02 / PLS 0.14 at 1-3% false alarms; vs CCA (λ=0) a "
         "tie unless the target is confounded with the mode, then false alarms 0.026 vs 0.214, detection 0.555 vs "
-        "0.420; SmolLM2 invariant probe of log(position): held-out-corpus R² 0.815 at every λ (already invariant)",
+        "0.420; SmolLM2 invariant probe of log(position): held-out-corpus R² 0.846 at every λ (already invariant)",
         "interp.contrib.causal_stats.experiments.causal_feature_learning",
         ("--quick",),
         control="CCA (CFL with λ = 0, no invariance term), PCA-T² and PLS with the same 3 directions and threshold "
@@ -539,7 +539,7 @@ PAPERS: tuple[Paper, ...] = (
         Status.PARTIAL,
         "reproduced (digits); tie on SmolLM2 features",
         "digits, 90% sparse, 10 non-IID clients: 0.858 vs 0.777 for magnitude/gradient (dense 0.913; gap 0.056 vs "
-        "0.136); SmolLM2 layer-12 corpus probe: 0.910 vs 0.913 (dense 0.915)",
+        "0.136); SmolLM2 layer-12 corpus probe: 0.886 vs 0.884 (dense 0.888)",
         "interp.contrib.privacy.experiments.fedfit",
         ("--quick",),
         control="magnitude prune / gradient grow and a static random mask at the same sparsity, same clients and "
@@ -661,7 +661,7 @@ PAPERS: tuple[Paper, ...] = (
         "synthetic quadratic coupling: perfect in 1 of 3 seeds; on SmolLM2 co-activations Pearson wins",
         "synthetic quadratic coupling invisible to Pearson: BRep perfect in 1 of 3 seeds (1.00; else 0.47, 0.48) "
         "while Pearson + MLP stays at chance (0.43-0.56); SmolLM2 co-activation of 30 residual units, corpus from 63 "
-        "tokens: Pearson 0.965 vs BRep 0.715 ± 0.349",
+        "tokens: Pearson 0.944 vs BRep 0.715 ± 0.349",
         "interp.contrib.graphs.experiments.brep",
         ("--quick",),
         control="Pearson connectivity + the same MLP head (the kernels are the ingredient)",
