@@ -376,8 +376,8 @@ PAPERS: tuple[Paper, ...] = (
         Status.REPRODUCED,
         "synthetic privileged-information regression; SmolLM2 layer 24 as the privileged view of layer 6",
         "strong privileged view: coupled ≈ two-step (excess risk 0.36 vs 0.31, labeled-only 7.1); noisy view: "
-        "two-step 7.9 falls below labeled-only, coupled 6.2 does not; smollm2 (layer 24 privileged for layer 6): 0.61 "
-        "vs two-step 0.54 vs ridge 0.90, shuffled w: two-step 1.26, coupled 0.91",
+        "two-step 7.9 falls below labeled-only, coupled 6.2 does not; smollm2 (layer 24 privileged for layer 6): 0.58 "
+        "vs two-step 0.51 vs ridge 0.85, shuffled w: two-step 1.12, coupled 0.85",
         "interp.contrib.data.experiments.coupled_pi",
         ("--quick",),
         control="the two-step estimator and labeled-only ridge; a privileged view with shuffled rows (no information)",
