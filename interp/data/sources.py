@@ -150,7 +150,7 @@ def pydoc_topics_source() -> TextSource:
     except ImportError as err:  # some distributions split it off the minimal Python package
         raise ValueError(
             "the 'pydoc-topics' source needs the standard library's pydoc_data module, missing from this Python; "
-            "install the full standard library (e.g. Debian's libpython3-stdlib) or use 'stdlib-docs'"
+            "install the full standard library (on Debian: libpython3.X-stdlib) or use 'stdlib-docs'"
         ) from err
     table = topics.topics
     return TextSource("pydoc-topics", tuple(sorted(table)), lambda key: table[key])

@@ -114,6 +114,14 @@ def test_pydoc_topics_is_fixed_prose_apart_from_the_docstrings(tok):
     assert a.digest() != build_corpus(tok, "stdlib-docs", ctx_len=32, max_tokens=640, seed=0).digest()
 
 
+def test_pydoc_topics_missing_module_says_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pydoc_data", None)  # as on a Python without pydoc_data
+    with pytest.raises(ValueError, match="pydoc_data.*stdlib-docs"):
+        get_source("pydoc-topics")
+
+
 @pytest.mark.parametrize("spec", ["synthetic:repeat", "synthetic:brackets", "synthetic:quotes"])
 def test_synthetic_specs(tok, spec):
     corpus = resolve_corpus(spec, tok, ctx_len=32, max_tokens=640, seed=0)
