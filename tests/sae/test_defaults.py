@@ -4,11 +4,12 @@ folder loads in plain sae-lens as the model `sae.load_sae` gives.
 Why these thresholds (issue 24). The generator (`hierarchical_split`, d 64) plants 88 directions (56
 features, 8 of them split four ways); the SAE has 64 latents, fewer than the directions, so every latent
 has something to learn and a dead one is a training failure, not a spare. Measured with the defaults at
-300 steps of 1,024 rows: dead 3% (BatchTopK) and 2% (Matryoshka), shipped/batch FVU 1.000, L0 3.00 for
-k 3. The bound of 20% dead is the issue's; it fails with what the defaults replaced: with d_sae 128 the
-official AuxK and its 10M-token window leave 53% dead (defaults: 20%), and sae-lens's running-average
-threshold (`calibrate=False`) ships L0 2.91 after 300 steps and 5x k on SmolLM2 after 100. The FVU
-bound of 5% is the issue's; the L0 bound of 10% is the issue's too.
+300 steps of 1,024 rows: dead 0% (BatchTopK) and 2% (Matryoshka), shipped/batch FVU 0.997 / 1.000, L0
+3.04 / 3.03 for k 3 (thresholds calibrated on training rows, scored on the held-out ones). The bound of
+20% dead is the issue's; it fails with what the defaults replaced: with d_sae 128 the official AuxK and
+its 10M-token window leave 53% dead (defaults: 20%), and sae-lens's running-average threshold
+(`calibrate=False`) ships L0 2.91 after 300 steps and 5x k on SmolLM2 after 100. The FVU bound of 5% is
+the issue's; the L0 bound of 10% is the issue's too.
 """
 
 import json
@@ -44,7 +45,7 @@ def test_defaults_train_a_live_sae_whose_shipped_codes_match_the_batch_codes(arc
     assert shipped["dead_frac"] < 0.20, rep
     assert abs(shipped["fvu"] / batch["fvu"] - 1) < 0.05, rep
     assert abs(shipped["l0"] / 3 - 1) < 0.10, rep
-    assert shipped["fvu"] < 0.5, rep  # it learned something (0.23 measured; the mean predictor is 1)
+    assert shipped["fvu"] < 0.5, rep  # it learned something (0.23-0.25 measured; the mean predictor is 1)
     assert rep["calibration"]["split"] == "train"  # never the scored rows
     assert json.loads((tmp_path / arch / "train_report.json").read_text())["shipped_vs_batch"]["fvu_ratio"] < 1.05
 
