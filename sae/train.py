@@ -311,6 +311,7 @@ def _check_same_run(out: Path, args: dict[str, Any], protect: bool) -> None:
             stacklevel=3,
         )
         old["store_identity"] = args["store_identity"]
+    old.setdefault("init_b_dec", "zeros")  # runs recorded before the init was a setting started from zeros
     same = _jsonable(old)
     ident_old, ident_new = same.get("store_identity") or {}, _jsonable(args["store_identity"])
     fields = sorted(k for k in set(ident_old) | set(ident_new) if k != "model" and ident_old.get(k) != ident_new.get(k))
@@ -369,9 +370,13 @@ def _train_sae(
     identity = store.identity(hook, train_shards)
     # The store is recorded relative to `out` (interp.infra.portable), so the run and its store can move together.
     try:
-        recorded = json.loads((out / "train_config.json").read_text()).get("rows") or {}
+        saved = json.loads((out / "train_config.json").read_text())
     except (OSError, json.JSONDecodeError):
-        recorded = {}
+        saved = {}
+    recorded = saved.get("rows") or {}
+    if saved and "init_b_dec" not in saved and resume:
+        # a run started before the init was recorded started from zeros; resuming it keeps that record
+        cfg = dataclasses.replace(cfg, init_b_dec="zeros")
     rowf = RowRule.parse(cfg.exclude).bind(store, hook, recorded.get("reference_norm"))
     args = {
         **dataclasses.asdict(cfg),

@@ -43,3 +43,21 @@ def test_train_config_refuses_an_unknown_init():
     assert TrainConfig(arch="topk", d_sae=16, k=2).init_b_dec == "median"
     with pytest.raises(ValueError, match="init_b_dec must be one of"):
         TrainConfig(arch="topk", d_sae=16, k=2, init_b_dec="geometric")
+
+
+def test_a_run_recorded_before_the_init_existed_still_resumes(tmp_path):
+    """0.2.0 folders have no `init_b_dec` in train_config.json; they started from zeros and resume as such."""
+    import json
+
+    from sae.synthetic import hierarchical_split, write_store
+    from sae.train import TrainConfig, train_sae
+
+    store = write_store(tmp_path / "store", hierarchical_split(n=4096, seed=0).x, rows_per_shard=2048)
+    cfg = TrainConfig(arch="topk", d_sae=16, k=2, total_tokens=2048, batch_size=512, exclude="none")
+    train_sae(store, cfg, tmp_path / "run", progress=False)
+    path = tmp_path / "run" / "train_config.json"
+    saved = json.loads(path.read_text())
+    assert saved.pop("init_b_dec") == "median"
+    path.write_text(json.dumps(saved))
+    _, rep = train_sae(store, cfg, tmp_path / "run", progress=False)
+    assert json.loads(path.read_text())["init_b_dec"] == "zeros" and rep["steps"] == 4
