@@ -80,7 +80,7 @@ def curve_figure(curve: dict):
         width=1200,
         title=f"{curve['method']} on {Path(str(curve['task'])).name} in {spec}: {curve['metric']}, "
         f"{curve['ablation']} ablation, {seeds} seed{'' if seeds == 1 else 's'}",
-        legend={"title": {"text": f"bars: 95% bootstrap<br>interval over {n_eval}<br>held-out prompts"}},
+        legend={"title": {"text": f"bars: 95% bootstrap<br>interval over {n_eval}<br>evaluation prompts"}},
     )
     return fig
 
