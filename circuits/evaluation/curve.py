@@ -223,7 +223,7 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
                     "per_seed": [round(v, 4) for v in per_seed],
                 }
             )
-    return {
+    result = {
         "task": task.name,
         "method": cfg.method,
         "unit": cfg.unit,
@@ -238,10 +238,30 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
         "points": points,
         "seconds": round(time.perf_counter() - t0, 1),
     }
+    result["reach_80"] = crossing(result)
+    return result
 
 
 def curve_table(curve: dict) -> str:
-    """One markdown table: each series' faithfulness and complement (95% intervals) at each size."""
+    """Markdown: one row per series and size (faithfulness, complement, 95% intervals, per seed), then one row per
+    size with the controls side by side, then the size that reaches 80% faithfulness."""
+    reach = crossing(curve)
+    lo, hi = reach["ci"]
+    unit = curve["unit"]
+
+    def size(x):
+        return f"> {max(p['size'] for p in curve['points']):,}" if x is None else f"{x:,}"
+
+    return (
+        _long_table(curve)
+        + "\n\n"
+        + curve_wide_table(curve)
+        + f"\n\n{curve['method']} reaches 80% faithfulness at {size(reach['size'])} {unit} (95% interval, at the "
+        f"grid's resolution: {size(lo)} to {size(hi)}; per seed: {', '.join(size(x) for x in reach['per_seed'])})."
+    )
+
+
+def _long_table(curve: dict) -> str:
     heads = curve["unit"] == "heads"
     lines = [
         "| series | "
@@ -256,5 +276,60 @@ def curve_table(curve: dict) -> str:
         lines.append(
             f"| {p['series']} | {size}{p['n_edges']:,.0f} | {p['faithfulness']:.3f} [{lo:.3f}, {hi:.3f}] "
             f"| {p['complement']:.3f} [{clo:.3f}, {chi:.3f}] | {', '.join(f'{v:.3f}' for v in p['per_seed'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _by_series(curve: dict) -> dict[str, dict[int, dict]]:
+    out: dict[str, dict[int, dict]] = {}
+    for p in curve["points"]:
+        out.setdefault(p["series"], {})[p["size"]] = p
+    return out
+
+
+def crossing(curve: dict, level: float = 0.8) -> dict:
+    """The smallest size at which the method's faithfulness reaches `level`: by the point estimate, with an
+    interval at the grid's resolution (first size whose 95% upper / lower bound reaches it) and per seed;
+    None where no size of the grid reaches it."""
+    pts = sorted(_by_series(curve)[curve["method"]].values(), key=lambda p: p["size"])
+
+    def first(values):
+        return next((p["size"] for p, v in zip(pts, values) if v >= level), None)
+
+    n_seeds = len(pts[0]["per_seed"]) if pts else 0
+    return {
+        "level": level,
+        "size": first([p["faithfulness"] for p in pts]),
+        "ci": [first([p["faithfulness_ci"][1] for p in pts]), first([p["faithfulness_ci"][0] for p in pts])],
+        "per_seed": [first([p["per_seed"][s] for p in pts]) for s in range(n_seeds)],
+    }
+
+
+def curve_wide_table(curve: dict) -> str:
+    """One row per size: the method's faithfulness and complement, and both controls' (95% intervals)."""
+    by = _by_series(curve)
+    method = curve["method"]
+
+    def num(x: float) -> str:
+        return f"{x:.2f}".replace("-0.00", "0.00")
+
+    def cell(p, key):
+        lo, hi = p[key + "_ci"]
+        return f"{num(p[key])} [{num(lo)}, {num(hi)}]"
+
+    heads = curve["unit"] == "heads"
+    control = "random heads" if heads else "random connected"
+    lines = [
+        ("| heads | edges " if heads else "| edges ")
+        + f"| faithfulness | complement | random edges: faithf. / compl. | {control}: faithf. / compl. |",
+        "|---" * (6 if heads else 5) + "|",
+    ]
+    for size in sorted(by[method]):
+        p, r, c = by[method][size], by["random"][size], by["random-connected"][size]
+        first = f"| {size:,} | {p['n_edges']:,.0f} " if heads else f"| {size:,} "
+        lines.append(
+            f"{first}| {cell(p, 'faithfulness')} | {cell(p, 'complement')} "
+            f"| {cell(r, 'faithfulness')} / {cell(r, 'complement')} | {cell(c, 'faithfulness')} / "
+            f"{cell(c, 'complement')} |"
         )
     return "\n".join(lines)

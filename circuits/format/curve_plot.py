@@ -50,17 +50,37 @@ def curve_figure(curve: dict):
                 1,
                 col,
             )
-        fig.update_xaxes(type="log", title="edges in the circuit", row=1, col=col)
-    fig.update_yaxes(title="metric recovered (1 = whole model, 0 = all ablated)", row=1, col=1)
+        total = curve.get("n_edges_graph")
+        fig.update_xaxes(
+            type="log",
+            dtick=1,  # one labelled tick per power of ten (no unlabelled minor digits)
+            title="edges in the circuit" + (f" (of {total:,})" if total else ""),
+            row=1,
+            col=col,
+        )
+        for y in (0.0, 1.0):
+            fig.add_hline(y=y, line={"color": "#999", "width": 1}, row=1, col=col)
+    fig.add_hline(
+        y=0.8,
+        line={"color": "#555", "width": 1, "dash": "dash"},
+        annotation_text="80%",
+        annotation_position="top left",
+        row=1,
+        col=1,
+    )
+    fig.update_yaxes(title="metric recovered (1 = whole model, 0 = all edges ablated)", row=1, col=1)
+    fig.update_yaxes(title="metric left with the circuit's edges ablated", row=1, col=2)
     model = curve.get("model", {})
     spec = model.get("spec", "?") if isinstance(model, dict) else str(model)
     seeds = curve.get("config", {}).get("seeds", "?")
+    n_eval = curve.get("config", {}).get("n_eval", "?")
     fig.update_layout(
         template="plotly_white",
-        height=480,
-        width=1150,
+        height=500,
+        width=1200,
         title=f"{curve['method']} on {Path(str(curve['task'])).name} in {spec}: {curve['metric']}, "
-        f"{curve['ablation']} ablation, {seeds} seeds, 95% bootstrap intervals over prompts",
+        f"{curve['ablation']} ablation, {seeds} seed{'' if seeds == 1 else 's'}",
+        legend={"title": {"text": f"bars: 95% bootstrap<br>interval over {n_eval}<br>evaluation prompts"}},
     )
     return fig
 
