@@ -12,6 +12,7 @@ from circuits.evaluation.ablation import ablation_report
 from circuits.evaluation.baseline import TaskTooHard, baseline
 from circuits.finders.eap import EdgeScores, eap, eap_ig
 from circuits.finders.extract import ExtractConfig, extract
+from circuits.finders.feature_circuit import FeatureScores, feature_scores
 from circuits.finders.masks import UnitMasks
 from circuits.finders.prune import PruneConfig, TargetNotReached, prune
 from circuits.finders.safeseek import SafeSeekConfig, circuit_tuning, safeseek
@@ -29,6 +30,7 @@ __all__ = [
     "Edge",
     "EdgeScores",
     "ExtractConfig",
+    "FeatureScores",
     "Node",
     "PairBatch",
     "PruneConfig",
@@ -39,6 +41,7 @@ __all__ = [
     "eap_ig",
     "encode_pairs",
     "extract",
+    "feature_scores",
     "TargetNotReached",
     "Task",
     "UnitMasks",

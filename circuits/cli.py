@@ -7,6 +7,7 @@ interp circuits ablate --circuit runs/ioi/circuit.json --model smollm2-135m
 interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 --out runs/ioi_curve
 interp circuits show --circuit runs/ioi/circuit.json --out-file graph.html
 interp circuits export --circuit runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
+interp circuits features --model smollm2-135m --task ioi --sae DIR --sae DIR --out runs/ioi_features  # SAE latents
 """
 
 from __future__ import annotations
@@ -507,6 +508,11 @@ def export(
             fail(str(exc))
     where = "" if single else f" and {Path(out) / 'graph-metadata.json'} (serve this folder with circuit-tracer)"
     typer.echo(f"wrote {path}{where}")
+
+
+from circuits.feature_cli import features as _features  # noqa: E402 - its own file (feature circuits)
+
+app.command("features")(_features)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m circuits.cli ...` before the entry point is installed

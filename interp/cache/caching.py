@@ -44,7 +44,8 @@ class CacheConfig:
     hooks: list[str] = field(default_factory=lambda: list(DEFAULT_HOOKS))
     """Hook names or glob patterns (see `model.hook_names()`)."""
     data: str = "stdlib-docs"
-    """Corpus spec: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH, synthetic:repeat, ..."""
+    """Corpus spec: stdlib-docs, stdlib, pydoc-topics, usr-share-doc (varies with the installed packages),
+    file:PATH, dir:PATH, synthetic:repeat, ..."""
     max_tokens: int = 65_536
     """Tokens to cache (rounded down to whole sequences)."""
     ctx_len: int = 128

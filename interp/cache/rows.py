@@ -22,9 +22,10 @@ DEFAULT (stated once here; README and CLIs point at it): ``positions:0+norm-outl
 the attention sink of SmolLM2 (and of most causal LMs); ``norm-outliers:10`` also catches the later
 massive-activation tokens, without touching ordinary rows. Measured on SmolLM2-135M
 ``blocks.15.hook_resid_post`` over 131,072 tokens of ``usr-share-doc`` (the first 4 shards of the real-run
-store): median row norm 180; position-0 rows 98-132x the median; of the 130,048 other rows 99.9% lie below
-1.35x and 11 (0.008%) above 10x, up to 164x. (The mean row norm, 366, is twice the median because of the
-position-0 rows: a mean-based cut moves with the share of sinks in the sample.)
+store; that text varies with the machine's installed packages, so these figures are that machine's): median
+row norm 180; position-0 rows 98-132x the median; of the 130,048 other rows 99.9% lie below 1.35x and 11
+(0.008%) above 10x, up to 164x. (The mean row norm, 366, is twice the median because of the position-0 rows:
+a mean-based cut moves with the share of sinks in the sample.)
 
 API (small and stable; other packages depend on it)::
 

@@ -66,7 +66,8 @@ def data(default: Any = "stdlib-docs", help: str | None = None) -> Any:
         metavar="SPEC",
         help=help
         or (
-            "Corpus: stdlib-docs, stdlib, usr-share-doc, file:PATH, dir:PATH, jsonl:PATH[:field], "
+            "Corpus: stdlib-docs, stdlib, pydoc-topics (fixed by the Python version), usr-share-doc (varies with "
+            "the machine's installed packages), file:PATH, dir:PATH, jsonl:PATH[:field], "
             "parquet:PATH[:column], csv:PATH:column, hf-disk:PATH[:split:column], synthetic:NAME."
         ),
     )

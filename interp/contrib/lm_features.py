@@ -26,8 +26,10 @@ from torch import Tensor
 
 DEFAULT_LAYERS = (6, 12, 18, 24, 29)
 """Residual-stream layers cached by default (SmolLM2-135M has 30 blocks)."""
-CORPORA = ("stdlib-docs", "stdlib", "usr-share-doc")
-"""Text on this machine: Python docstrings, Python source code, /usr/share/doc files."""
+CORPORA = ("stdlib-docs", "stdlib", "pydoc-topics")
+"""Python docstrings, Python source code, the reference manual's topic texts: all three fixed by the Python
+version, so the README numbers measured on them do not depend on the machine's installed packages (the
+earlier third corpus, usr-share-doc, did: SAFER's SmolLM2 AUROCs differed between two machines, issue 30)."""
 
 
 def contrib_cache_root() -> Path:

@@ -26,7 +26,8 @@ class ProbeConfig:
     """Settings of `run_probes` (the CLI mirrors them one to one)."""
 
     data: str = "stdlib-docs"
-    """Corpus spec (`interp.data.resolve_corpus`): stdlib-docs, usr-share-doc, file:PATH, dir:PATH, ..."""
+    """Corpus spec (`interp.data.resolve_corpus`): stdlib-docs, pydoc-topics, usr-share-doc (varies with the
+    installed packages), file:PATH, dir:PATH, ..."""
     ctx_len: int = 128
     """Tokens per sequence for the scan and the ablations."""
     bos: bool = False

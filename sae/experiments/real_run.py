@@ -7,6 +7,10 @@ a markdown table (mean ± half-range over seeds).
         --max-tokens 2097152 --ctx-len 128 --seqs-per-shard 256 --dtype bfloat16 --out runs/saeeval/store
     python -m sae.experiments.real_run --store runs/saeeval/store --out runs/saeeval
 
+The numbers in sae/README.md come from that store. `usr-share-doc` varies with the machine's installed packages
+(see `interp.data.sources`), so the same command on another machine caches other text; its store's manifest
+records the corpus digest the numbers belong to.
+
 Hyper-parameters are the papers' (see sae/README.md): d_sae 2048, k 32, batch 1024, one pass over the
 training shards, Adam at dictionary_learning's lr 2e-4/sqrt(d_sae/16384), warmup then linear decay over
 the last 20%, official AuxK (1/32, normalised) for the BatchTopK family, C²R λ 5 normalised to the

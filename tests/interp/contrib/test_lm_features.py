@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from interp.contrib.lm_features import (
+    CORPORA,
     KEY_FILE,
     StaleCacheError,
     cache_key,
@@ -17,11 +18,19 @@ from interp.contrib.lm_features import (
     store_path,
     token_rows,
 )
-from interp.data import byte_tokenizer
+from interp.data import build_corpus, byte_tokenizer
 from interp.wrapper.hooked_model import HookedModel
 from tests.tiny import tiny_hf
 
 LAYERS = (0, 1)
+
+
+def test_corpora_are_fixed_by_the_python_version():
+    # README numbers come from these corpora: none may vary with the machine's installed packages (issue 30).
+    assert set(CORPORA) <= {"stdlib", "stdlib-docs", "pydoc-topics"} and len(set(CORPORA)) == len(CORPORA) == 3
+    tok = byte_tokenizer()
+    digests = {build_corpus(tok, c, ctx_len=32, max_tokens=320, seed=0).digest() for c in CORPORA}
+    assert len(digests) == 3  # three different texts
 
 
 def tiny(seed: int = 0) -> HookedModel:

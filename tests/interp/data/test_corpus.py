@@ -101,6 +101,27 @@ def test_usr_share_doc_skips_compressed_files(tok):
     assert build_corpus(tok, "usr-share-doc", ctx_len=32, max_tokens=320).tokens.shape == (10, 32)
 
 
+def test_pydoc_topics_is_fixed_prose_apart_from_the_docstrings(tok):
+    src = get_source("pydoc-topics")
+    assert len(src) > 50 and list(src.doc_ids) == sorted(src.doc_ids) and "if" in src.doc_ids
+    text = dict(src)
+    assert "conditional execution" in text["if"]  # prose of the reference manual, not code
+    # the topics table is not one of the stdlib-docs modules (it is over STDLIB_MAX_BYTES)
+    assert not any(p.endswith("pydoc_data/topics.py") for p in get_source("stdlib-docs").doc_ids)
+    a = build_corpus(tok, "pydoc-topics", ctx_len=32, max_tokens=640, seed=0)
+    b = build_corpus(tok, "pydoc-topics", ctx_len=32, max_tokens=640, seed=0)
+    assert a.tokens.shape == (20, 32) and a.digest() == b.digest()
+    assert a.digest() != build_corpus(tok, "stdlib-docs", ctx_len=32, max_tokens=640, seed=0).digest()
+
+
+def test_pydoc_topics_missing_module_says_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pydoc_data", None)  # as on a Python without pydoc_data
+    with pytest.raises(ValueError, match="pydoc_data.*stdlib-docs"):
+        get_source("pydoc-topics")
+
+
 @pytest.mark.parametrize("spec", ["synthetic:repeat", "synthetic:brackets", "synthetic:quotes"])
 def test_synthetic_specs(tok, spec):
     corpus = resolve_corpus(spec, tok, ctx_len=32, max_tokens=640, seed=0)
@@ -127,7 +148,15 @@ def _error(spec, tok, **kw):
 def test_error_unknown_source_lists_valid_ones(tok):
     msg = _error("wikipedia", tok)
     assert "unknown" in msg and "wikipedia" in msg
-    for valid in ("stdlib", "stdlib-docs", "usr-share-doc", "file:PATH", "dir:PATH", "synthetic:repeat"):
+    for valid in (
+        "stdlib",
+        "stdlib-docs",
+        "pydoc-topics",
+        "usr-share-doc",
+        "file:PATH",
+        "dir:PATH",
+        "synthetic:repeat",
+    ):
         assert valid in msg
     assert "unknown" in _error("synthetic:nope", tok)
     with pytest.raises(ValueError, match="valid sources"):

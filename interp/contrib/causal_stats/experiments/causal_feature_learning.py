@@ -14,7 +14,7 @@ a fault x += 3 A f (a unit f in the quality latents). 3 directions per method; T
 percentile of the training T². Metrics in the unseen mode: false-alarm rate (FAR) and fault-detection
 rate (FDR).
 
-SmolLM2 (`smollm2-135m`, stdlib-docs / stdlib / usr-share-doc, 48 x 64 tokens each, position 0 dropped,
+SmolLM2 (`smollm2-135m`, stdlib-docs / stdlib / pydoc-topics, 48 x 64 tokens each, position 0 dropped,
 from `../../lm_features.py`; rows dropped by `interp/cache/rows.py`'s
 `positions:0+norm-outliers:10`): x = `blocks.12.hook_resid_post` rows, y = log(position), environment =
 corpus; leave one corpus out. One direction, a linear readout calibrated on the training corpora; metrics

@@ -15,7 +15,7 @@ on the (purified) validation labels. Metrics: detection F1 and AUROC, test accur
 (clean test labels), and FEB = Spearman correlation between the fitness the search saw and the fitness
 on clean validation labels, over every evaluated individual.
 
-SmolLM2 (`smollm2-135m` cached token rows, stdlib-docs / stdlib / usr-share-doc, 48 x 64 tokens each,
+SmolLM2 (`smollm2-135m` cached token rows, stdlib-docs / stdlib / pydoc-topics, 48 x 64 tokens each,
 position 0 dropped; rows subsampled to 3,000): label = corpus; view 1 = top-32 PCs of layer 12, view 2 =
 top-32 PCs of layer 24; the annotator is a perturbed logistic regression on layer-6 PCs.
 """

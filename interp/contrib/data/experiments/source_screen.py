@@ -11,7 +11,7 @@ empirical screening (heads from a full-pool pilot fit); a random 40% subset (a c
 "fewer sources"?).
 
 On SmolLM2 (same generator, x = real rows): x = whitened top-50 PCs of `blocks.12.hook_resid_post` of
-`smollm2-135m` over stdlib-docs + stdlib + usr-share-doc (48 x 64 tokens each, position 0 dropped, from
+`smollm2-135m` over stdlib-docs + stdlib + pydoc-topics (48 x 64 tokens each, position 0 dropped, from
 the cached `ActivationStore`); source s draws its 200 rows from one corpus (s mod 3). This asks whether
 screening survives heavy-tailed, non-Gaussian activations (the moment identity assumes Gaussian x).
 """
@@ -73,7 +73,7 @@ def lm_x_sampler():
     from interp.contrib.lm_features import corpus_store, hook_name, load_lm, token_rows
 
     rows, seqs, loaded, offset = [], [], load_lm(), 0  # its weights key the caches
-    for corpus in ("stdlib-docs", "stdlib", "usr-share-doc"):
+    for corpus in ("stdlib-docs", "stdlib", "pydoc-topics"):
         x, idx = token_rows(corpus_store(corpus, 48, 64, loaded=loaded), hook_name(12))
         rows.append(x.double())
         seqs.append(idx["seq"] + offset)

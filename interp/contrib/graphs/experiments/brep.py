@@ -9,7 +9,7 @@ class 0 the same ROIs carry (w² - 1)/√2 of an independent w: same marginals, 
 both classes, so Pearson + MLP should sit at chance.
 
 SmolLM2 ([C]; `smollm2-135m`, `blocks.12.hook_resid_post` from the contrib `ActivationStore`s of
-stdlib-docs, stdlib and usr-share-doc, 48 sequences x 63 tokens each, position 0 dropped): tokens are time,
+stdlib-docs, stdlib and pydoc-topics, 48 sequences x 63 tokens each, position 0 dropped): tokens are time,
 the 30 residual units of largest variance (after dropping the 3 massive-activation units) are the
 "regions"; the label is the corpus (3 classes; 96 train / 48 test sequences).
 """

@@ -12,7 +12,7 @@ of the test images' token features grouped by image class, at the input and afte
 mean pairwise cosine similarity of the heads' attention maps (lower = more distinct heads).
 
 SmolLM2 (`smollm2-135m` cached `blocks.{6,12,18,24,29}.hook_resid_post` token rows of stdlib-docs,
-stdlib and usr-share-doc, 48 x 64 tokens each, position 0 dropped, 600 rows per corpus, rows scaled to
+stdlib and pydoc-topics, 48 x 64 tokens each, position 0 dropped, 600 rows per corpus, rows scaled to
 unit norm): R, R_c and ΔR by corpus at each layer, against the same rows with shuffled corpus labels.
 """
 

@@ -10,7 +10,7 @@ better model's final loss, noise energy passed by the first layer from outside t
 routing purity (tokens of one module sharing an expert).
 
 On SmolLM2 (`smollm2-135m`, cached `blocks.12.hook_resid_post` token rows of stdlib-docs / stdlib /
-usr-share-doc, 48 x 64 tokens each, position 0 dropped, top-64 PCs, standardised): classify the corpus
+pydoc-topics, 48 x 64 tokens each, position 0 dropped, top-64 PCs, standardised): classify the corpus
 with Gaussian feature noise of σ x the feature scale added (train and test); iso-parameter MoE
 (4 experts x 16) vs dense; test accuracy and routing purity with respect to the corpus.
 """

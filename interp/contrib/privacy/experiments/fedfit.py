@@ -6,7 +6,7 @@ FedAvg, with 10 non-IID clients, on digits and on SmolLM2's cached residual stre
 Digits (catalog setting): MLP 64-256-10, 90% sparsity in both layers, 10 clients with Dirichlet(0.3)
 label shares, 30 rounds of 10 local SGD steps (batch 32, lr 0.1); masks adjusted every 5 rounds up to
 round 22 (cosine-decayed swap fraction from 0.3). 400 held-out test images. SmolLM2: the same on
-token rows of `blocks.12.hook_resid_post` (stdlib-docs / stdlib / usr-share-doc stores, 48 x 64 tokens
+token rows of `blocks.12.hook_resid_post` (stdlib-docs / stdlib / pydoc-topics stores, 48 x 64 tokens
 each, position 0 dropped, standardised), MLP 576-256-3 predicting the corpus, 25% of rows held out.
 """
 

@@ -10,7 +10,8 @@ OOD AUROC of the vacuity (K / strength; digits 7-9 and noise separately), head-l
 
 SmolLM2 (`smollm2-135m`, frozen `blocks.12.hook_resid_post` token rows from the cached store, position 0
 dropped, top-64 PCs fitted on ID rows): in distribution = 2 classes, stdlib-docs vs stdlib (Python
-docstrings vs code); OOD = usr-share-doc rows (other text). Head: 64 -> 64 ReLU -> evidential head.
+docstrings vs code); OOD = pydoc-topics rows (the reference manual's prose, fixed by the Python version).
+Head: 64 -> 64 ReLU -> evidential head.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def lm_data(seed: int):
     ids = torch.nonzero(idm).flatten()
     ids = ids[torch.randperm(len(ids), generator=g)]
     cut = int(0.7 * len(ids))
-    return z[ids[:cut]], y[ids[:cut]], z[ids[cut:]], y[ids[cut:]], {"usr-share-doc": z[~idm]}
+    return z[ids[:cut]], y[ids[:cut]], z[ids[cut:]], y[ids[cut:]], {"pydoc-topics": z[~idm]}
 
 
 def run(data_fn, n_classes: int, hidden, epochs: int, seeds: int) -> dict[str, dict[str, list[float]]]:
@@ -142,9 +143,7 @@ def main(argv=None) -> dict:
     )
     if not (a.quick or a.no_lm):
         out["smollm2"] = run(lm_data, 2, (64,), max(5, epochs // 6), seeds)
-        show(
-            f"\nsmollm2-135m layer 12: docs vs code in distribution, usr-share-doc OOD ({seeds} seeds)", out["smollm2"]
-        )
+        show(f"\nsmollm2-135m layer 12: docs vs code in distribution, pydoc-topics OOD ({seeds} seeds)", out["smollm2"])
     return json.loads(json.dumps(out))
 
 

@@ -15,7 +15,7 @@ Metrics after the last task: accuracy on known test nodes, forgetting (task-1 ac
 minus at the end), open-set AUROC (unknown vs known by the method's score).
 
 SmolLM2 (`smollm2-135m`, cached `blocks.12.hook_resid_post` token rows of stdlib-docs, stdlib and
-usr-share-doc, 48 x 64 tokens each, position 0 dropped): classes = the 8 most frequent tokens; tasks
+pydoc-topics, 48 x 64 tokens each, position 0 dropped): classes = the 8 most frequent tokens; tasks
 {1st, 2nd}, {3rd, 4th}, {5th, 6th}; the 7th and 8th are unknown. Features: the residual rows,
 standardised by the first task's statistics.
 """
