@@ -132,7 +132,8 @@ PAPERS: tuple[Paper, ...] = (
         "interp.contrib.geometry.experiments.contrastive",
         ("--quick",),
         control="one shared encoder for both modalities (no two-tower split), and mismatch m = 0",
-        seeds="2 seeds per mismatch and encoder setting, each a fresh init and data draw",
+        seeds="3 seeds per mismatch and encoder setting (`--seeds 3`, with sd; the first table is 2), each a fresh "
+        "init and data draw",
     ),
     Paper(
         "RDMReg",
