@@ -14,7 +14,9 @@ into the terminal phase (100% train accuracy). At init, mid-training and the end
 last-layer Gauss-Newton matrix (1280 x 1280) and measure how much of its top eigenspace lies in the
 subspace predicted from the class means, against the random-subspace baseline.
 
-    python -m interp.contrib.geometry.experiments.collapse [--quick]
+    python -m interp.contrib.geometry.experiments.collapse [--quick] [--spectra-seeds N]
+
+`--spectra-seeds N` runs Part B alone over N MLP trainings (data draw and init; seed 0 is the default run's).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tqdm import tqdm
 from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.neural_collapse import UFMConfig, nc_metrics, spectrum_check, train_deep_ufm
+from interp.contrib.report import fmt
 
 
 def ufm_sweep(seeds: int = 3, steps: int = 4000) -> dict:
@@ -91,9 +94,36 @@ def spectra(steps: int = 3000, checkpoints=(0, 20, 200, 3000), seed: int = 0) ->
     return out
 
 
-def main() -> None:
+def spectra_seeds(seeds: int) -> None:
+    """Part B alone over `seeds` MLP trainings (seed s: its own mixture draw and init; seed 0 is the default
+    run's): mean ± sd per checkpoint of the overlap, its random baseline, the trace share and NC1."""
+    runs = [spectra(seed=s) for s in range(seeds)]
+    print(json.dumps(runs, indent=1))
+    print(
+        f"\n| checkpoint ({seeds} MLP seeds) | train acc | NC1 | overlap of top-r GN eigvecs with class-mean subspace"
+        " | random baseline | GN trace in subspace | eigengap outliers |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for key in runs[0]:
+        rs = [r[key] for r in runs]
+        col = {k: fmt([r[k] for r in rs]) for k in ("train_acc", "nc1", "overlap_top", "random_baseline")}
+        print(
+            f"| {key} | {col['train_acc']} | {col['nc1']} | {col['overlap_top']} (r={rs[0]['predicted_dim']}) | "
+            f"{col['random_baseline']} | {fmt([r['trace_in_subspace'] for r in rs])} | {[r['outliers'] for r in rs]} |"
+        )
+
+
+def main(argv=None) -> None:
     ap = experiment_parser(__doc__, seeds=None, quick="1 seed, 800 UFM steps, 600 MLP steps")
-    a = parse(ap)
+    ap.add_argument(
+        "--spectra-seeds", type=int, default=0, help="run Part B alone over this many MLP seeds (mean ± sd)"
+    )
+    a = parse(ap, argv)
+    if a.spectra_seeds < 0:
+        ap.error("--spectra-seeds must be non-negative")
+    if a.spectra_seeds:
+        spectra_seeds(a.spectra_seeds)
+        return
     ufm = ufm_sweep(1, 800) if a.quick else ufm_sweep()
     spec = spectra(600, (0, 20, 600)) if a.quick else spectra()
     print(json.dumps({"deep_ufm": ufm, "spectra": spec}, indent=1))

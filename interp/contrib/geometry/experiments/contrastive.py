@@ -9,7 +9,9 @@ held-out accuracy of a linear probe for modality, symmetric KL between vMF-KDE m
 InfoNCE energy terms. A temperature sweep in the unimodal (m = 0, shared encoder) setting reports the
 alignment potential and the dispersion (uniformity) at tau 0.05 / 0.1 / 0.5.
 
-    python -m interp.contrib.geometry.experiments.contrastive [--quick]
+    python -m interp.contrib.geometry.experiments.contrastive [--seeds 2] [--quick]
+
+The JSON holds each metric's mean over seeds and its sd (`<metric>_sd`).
 
 Claim: with two towers, retrieval top-1 > 0.9 while modality stays linearly separable and the centroid
 gap stays clearly positive, growing with the mismatch; the shared-encoder control has a smaller gap.
@@ -27,6 +29,7 @@ from tqdm import tqdm
 from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.contrastive_gap import gap_report, symmetric_infonce_loss
+from interp.contrib.report import mean_sd
 
 
 def _random_map(g: torch.Generator) -> nn.Sequential:
@@ -92,13 +95,19 @@ def run(seeds: int = 2, steps: int = 2000, mismatches=(0.0, 0.25, 0.5, 1.0), tau
                 xa, xb = world.sample(1000)
                 reps.append(gap_report(ea(xa), ea(xb), tau=tau))
         res[f"unimodal tau={tau}"] = reps
-    return {key: {k: sum(r[k] for r in reps) / len(reps) for k in reps[0]} for key, reps in res.items()}
+    out = {}
+    for key, reps in res.items():
+        out[key] = {k: mean_sd([r[k] for r in reps])[0] for k in reps[0]}
+        out[key] |= {f"{k}_sd": mean_sd([r[k] for r in reps])[1] for k in reps[0]}  # over seeds
+    return out
 
 
-def main() -> None:
-    ap = experiment_parser(__doc__, seeds=None, quick="1 seed, 300 steps")
-    a = parse(ap)
-    out = run(1, 300) if a.quick else run()
+def main(argv=None) -> None:
+    ap = experiment_parser(__doc__, seeds=2, quick="1 seed, 300 steps")
+    a = parse(ap, argv)
+    if a.seeds < 1:
+        ap.error("--seeds must be positive")
+    out = run(1, 300) if a.quick else run(a.seeds)
     print(json.dumps(out, indent=1))
     print(
         "\n| setting | retrieval top-1 | centroid gap ‖c_x - c_y‖ | centroid norms x / y | modality probe acc | sym. "
@@ -112,6 +121,12 @@ def main() -> None:
             f"{r['alignment']:.3f} | {r['uniformity_x']:.2f} | {r['energy_potential']:.2f} | "
             f"{r['energy_dispersion']:.2f} |"
         )
+    n = 1 if a.quick else a.seeds
+    print(f"\n| setting ({n} seeds, mean ± sd) | centroid gap | modality probe acc | sym. KL | retrieval top-1 |")
+    print("|---|---|---|---|---|")
+    for key, r in out.items():
+        cells = [f"{r[k]:.3f} ± {r[k + '_sd']:.3f}" for k in ("centroid_distance", "modality_probe_acc", "sym_kl")]
+        print(f"| {key} | {' | '.join(cells)} | {r['retrieval_top1']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ load-balancing loss. Three routers are compared:
     real residual stream), trained from scratch: the router logits are dominated by it and collapse.
 For each, the original router (c=0) against SSMoE with c in {0.3, 0.5}, k in {4, 8} (and the spectral
 router alone, c=1, for reference): normalised
-expert-load entropy, clean accuracy, and accuracy with Gaussian input noise (sigma 1.0).
-Prints JSON; about 3 minutes on a loaded 2-core machine.
+expert-load entropy, clean accuracy, and accuracy with Gaussian input noise (sigma 1.0): mean, sd over
+seeds, and the paired difference to the original router (mean ± sd over seeds). Prints JSON; about 3
+minutes on a loaded 2-core machine.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch import nn
 from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.moe.ssmoe import MoEBlock, SSMoERouter, expert_load, load_entropy
+from interp.contrib.report import fmt, mean_sd
 
 D, HID, E, TOPK, CLUSTERS, CLASSES = 32, 64, 8, 2, 8, 4
 
@@ -103,7 +105,13 @@ def run(seeds: int, steps: int) -> dict:
                     slot[key].append(v)
     out = {}
     for name, per in rows.items():
-        out[name] = {label: {k: round(sum(v) / len(v), 4) for k, v in m.items()} for label, m in per.items()}
+        out[name] = {}
+        for label, m in per.items():
+            cell = {k: round(mean_sd(v)[0], 4) for k, v in m.items()}
+            cell |= {f"{k}_sd": round(mean_sd(v)[1], 4) for k, v in m.items()}
+            # paired by seed: this router minus the original router on the same trained MoE
+            cell |= {f"{k}_minus_original": fmt([a - b for a, b in zip(v, per["original"][k])]) for k, v in m.items()}
+            out[name][label] = cell
     return out
 
 

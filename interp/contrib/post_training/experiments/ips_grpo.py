@@ -66,7 +66,7 @@ def main(argv=None) -> dict:
     )
     sums = torch.arange(4, 15)
     task = {}
-    for m in ("grpo", "ips", "ips-group"):
+    for m in ("grpo", "ips", "ips-group", "ips-adv"):  # ips-adv: the naive variant, the second control
         rows = []
         for s in range(seeds):
             w0 = SumPolicy(len(sums), seed=s).out.weight.detach().clone()

@@ -183,10 +183,11 @@ def repunl(model, x, y, forget, sets, regime: str, beta: float, l2: float, seed:
     return {**metrics(model, sets, hook=T.hook(-1)), "seconds": round(time.time() - t0, 1)}
 
 
-def run_control(data_seed: int, model_seed: int, steps: int) -> dict:
+def run_control(data_seed: int, model_seed: int, steps: int, baselines: bool = False) -> dict:
     """The control that isolates the information-bottleneck term: class 3 forgotten by the same transform,
     trained with beta = 2 (RepUnl) and beta = 0 (retain cross-entropy through T only, no KL on the forget
-    states). `data_seed` draws the data, `model_seed` the original model's init and batches and T's."""
+    states). `data_seed` draws the data, `model_seed` the original model's init and batches and T's;
+    `baselines` adds retrain-from-scratch on retain and fine-tune on retain (as in `run_setting`)."""
     gen = torch.Generator().manual_seed(data_seed)
     x, y = make_data(3000, gen, flip=0.15)
     xt, yt = make_data(1000, gen, flip=0.0)
@@ -199,6 +200,15 @@ def run_control(data_seed: int, model_seed: int, steps: int) -> dict:
     model = tiny_lm(VOCAB, ctx=16, seed=model_seed)
     train_lm(model, trainer(x, y), steps, lr=3e-3, seed=model_seed)
     out = {"original": metrics(model, sets)}
+    if baselines:  # the weight-editing baselines of run_setting, on the same data and seeds
+        gold = tiny_lm(VOCAB, ctx=16, seed=model_seed)
+        train_lm(gold, trainer(*sets["retain"]), steps, lr=3e-3, seed=model_seed)
+        out["retrain (gold)"] = metrics(gold, sets)
+        m = clone(model, model_seed)
+        for p in m.parameters():
+            p.requires_grad_(True)
+        finetune(m, trainer(*sets["retain"]), max(steps // 10, 20), 1e-3, seed=model_seed)
+        out["finetune retain"] = metrics(m, sets)
     for name, beta in (("RepUnl retain+forget (beta 2)", 2.0), ("control: beta 0 (no IB term)", 0.0)):
         out[name] = repunl(model, x, y, forget, sets, "retain_forget", beta, 1.0, model_seed)
     return out
@@ -231,13 +241,17 @@ def main(argv=None) -> dict:
         "setting): --seeds model seeds on data split 0, then --data-splits splits with model seed 0",
     )
     ap.add_argument("--data-splits", type=int, default=0, help="with --control: extra data splits (model seed 0)")
+    ap.add_argument(
+        "--baselines", action="store_true", help="with --control: also retrain on retain and fine-tune on retain"
+    )
     args = parse(ap, argv)
     t0 = time.time()
     res = {"config": vars(args)}
     if args.control:
-        res["model seeds (data split 0)"] = spread([run_control(0, m, args.steps) for m in range(args.seeds)])
+        runs = [run_control(0, m, args.steps, args.baselines) for m in range(args.seeds)]
+        res["model seeds (data split 0)"] = spread(runs)
         if args.data_splits:
-            runs = [run_control(d, 0, args.steps) for d in range(1, args.data_splits + 1)]
+            runs = [run_control(d, 0, args.steps, args.baselines) for d in range(1, args.data_splits + 1)]
             res["data splits 1.. (model seed 0)"] = spread(runs)
         res["seconds"] = round(time.time() - t0, 1)
         print(json.dumps(res, indent=1))

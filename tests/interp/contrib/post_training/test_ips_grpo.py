@@ -76,3 +76,4 @@ def test_bad_input():
 def test_quick_experiment_runs():
     out = main(["--quick"])
     assert set(out["bandit"]) == {"grpo", "ips", "ips-group", "ips-adv"}
+    assert set(out["task"]) == {"grpo", "ips", "ips-group", "ips-adv"}  # both controls on the sums task too
