@@ -1,6 +1,6 @@
 """CIR/SR demo: a tiny model whose scratchpad drives its answer against one that takes a shortcut; SmolLM2.
 
-    python -m interp.contrib.faithfulness.experiments.cot_importance [--steps 800] [--no-smollm]
+    python -m interp.contrib.faithfulness.experiments.cot_importance [--steps 800] [--no-smollm] [--seeds 3]
 
 Task (chain-sum mod 10): question `a1 a2 a3 a4 H h =`, reasoning `s1 s2 s3 s4` (running sums mod 10),
 then `A ans`. Two tiny Llamas (2 layers, d 64) are trained on next-token loss over reasoning and answer:
@@ -198,18 +198,30 @@ def smollm_section() -> dict:
     return out
 
 
+def mean_sd(rows: list[dict]) -> dict:
+    """{"mean": {...}, "sd": {...}} over the numeric fields of per-seed result rows (sample sd)."""
+    keys = [k for k, v in rows[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    mean = {k: sum(r[k] for r in rows) / len(rows) for k in keys}
+    sd = {k: (sum((r[k] - mean[k]) ** 2 for r in rows) / max(len(rows) - 1, 1)) ** 0.5 for k in keys}
+    return {"mean": {k: round(v, 4) for k, v in mean.items()}, "sd": {k: round(v, 4) for k, v in sd.items()}}
+
+
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=None, steps=800, n_eval=200, no_smollm=False, threads=1)
+    ap = experiment_parser(__doc__, seeds=1, steps=800, n_eval=200, no_smollm=False, threads=1)
     args = parse(ap, argv)
     t0 = time.time()
     res: dict = {"config": vars(args), "tiny": {}}
-    for kind in ("A", "B"):
-        model = tiny_lm(VOCAB, ctx=16, seed=0)
-        losses = train_lm(model, lambda g, k=kind: batch(k, 128, g, cut=0.3), args.steps, lr=3e-3, seed=1)
-        res["tiny"][f"model_{kind}"] = {
-            "final_loss": round(sum(losses[-50:]) / 50, 4),
-            **evaluate(model, args.n_eval, seed=7),
-        }
+    per_seed: dict[str, list[dict]] = {"A": [], "B": []}
+    for seed in range(args.seeds):  # model seeds: seed s inits with s and draws its batches with s + 1
+        for kind in ("A", "B"):
+            model = tiny_lm(VOCAB, ctx=16, seed=seed)
+            losses = train_lm(model, lambda g, k=kind: batch(k, 128, g, cut=0.3), args.steps, lr=3e-3, seed=seed + 1)
+            row = {"final_loss": round(sum(losses[-50:]) / 50, 4), **evaluate(model, args.n_eval, seed=7)}
+            per_seed[kind].append(row)
+            if seed == 0:
+                res["tiny"][f"model_{kind}"] = row
+    if args.seeds > 1:
+        res["tiny_seeds"] = {f"model_{k}": {"per_seed": rows, **mean_sd(rows)} for k, rows in per_seed.items()}
     if not args.no_smollm:
         res["smollm2-135m"] = smollm_section()
     res["seconds"] = round(time.time() - t0, 1)
