@@ -256,7 +256,7 @@ PAPERS: tuple[Paper, ...] = (
         ("--steps", "20", "--n-eval", "20", "--no-smollm"),
         control="the shortcut model (hint = answer, scratchpad computes nothing) against the chain-using model, "
         "same architecture and training",
-        seeds="one training per model; evaluation on 200 fresh questions",
+        seeds="3 model seeds (init and batches) per model (`--seeds 3`); evaluation on the same 200 fresh questions",
     ),
     Paper(
         "AttrRob",
