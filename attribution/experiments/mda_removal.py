@@ -5,14 +5,27 @@
 
 Design (issue 25, item 6; the earlier `induction.py` check could not decide: every row held a repeat, removal
 reshuffled every later batch, formation was censored at 2,400 steps with one random set):
-- Pool with a *known* teaching subset: `--rep-frac` of the rows hold one repeated span (length uniform in `--span`,
-  both copies at random offsets, so no positional shortcut); every other row has no repeated bigram at all, so the
-  token after an earlier occurrence of the current token never comes next and induction cannot lower its loss.
+- Pool with a *known* teaching subset: `--rep-frac` of the rows hold one planted repeated span (length uniform in
+  `--span`, both copies at random offsets, so no positional shortcut); every other row is background, which
+  cannot teach induction. `--background` picks it:
+  - `uniform` (default): i.i.d. uniform tokens from [1, vocab) after BOS, the background of `induction.py` (where
+    a head formed). Chance repeats exist (at vocab 64 and ctx 64 most later tokens occurred before), but the token
+    after a repeated token is drawn independently of what followed its earlier occurrence: the induction guess
+    is right with probability 1/(vocab-1), exactly chance, so the row's expected loss is minimised by ignoring
+    the context and neither induction nor anti-induction lowers it in expectation (no expected gradient towards
+    the circuit). Only the planted spans reward induction beyond chance.
+  - `no-repeat`: no bigram occurs twice, so the token after an earlier occurrence never comes next; induction is
+    always wrong there, which rewards *anti*-induction (a small, learnable loss reduction on every row). With this
+    background `full` formed no head in 7 calibration settings (attribution/README.md).
 - Removal keeps the batch order: every arm trains on the same sampler stream (`attribution.train.data_stream` of
-  the model seed); a removed row's slots are filled by its own fresh non-repeat row (never in the pool), so every
-  other row is seen at exactly the same step and the batch size never changes. Arms differ only in removed rows.
+  the model seed); a removed row's slots are filled by its own fresh background row (never in the pool), so
+  every other row is seen at exactly the same step and the batch size never changes. Arms differ only in removed
+  rows.
 - Model: 2-layer attention-only GPT-NeoX (`induction.new_model`: d `--d-model`, 4 heads, rotary, no MLP),
-  vocabulary `--vocab` (token 0 = BOS), context `--ctx`.
+  vocabulary `--vocab` (token 0 = BOS), context `--ctx`; AdamW `--lr` after a linear `--warmup`.
+- Defaults are the calibrated setting (attribution/README.md): uniform background, rep-frac 0.5, spans 20-31,
+  lr 3e-3 with 200 warm-up steps; without the warm-up `full` formed in 1 of 3 seeds by step 2,500 (a layer-0
+  collapse early in training), with it in seeds 0-2 at steps 600-650, and the oracle in none by step 2,000.
 - Formation: first eval where the best layer-1 head's prefix-matching score on `[BOS, r, r]` reaches `--threshold`
   *and* the best layer-0 previous-token score reaches `--prev-min` (a real two-head circuit, not the positional
   shortcut). A run stops `--confirm` evals after formation; a run that has not formed by `--steps` is censored.
@@ -66,18 +79,44 @@ def no_repeat_row(ctx: int, vocab: int, rng: random.Random) -> list[int]:
     return row
 
 
-def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, int], seed: int, kind: str = "span"):
+def uniform_row(ctx: int, vocab: int, rng: random.Random) -> list[int]:
+    """BOS (0) then i.i.d. uniform tokens from [1, vocab): repeats only by chance, continuations independent."""
+    return [0] + [rng.randrange(1, vocab) for _ in range(ctx - 1)]
+
+
+BACKGROUNDS = {"uniform": uniform_row, "no-repeat": no_repeat_row}
+
+
+def background_row(background: str):
+    if background not in BACKGROUNDS:
+        raise ValueError(f"unknown background {background!r}; use one of {sorted(BACKGROUNDS)}")
+    return BACKGROUNDS[background]
+
+
+def build_pool(
+    n: int,
+    ctx: int,
+    vocab: int,
+    rep_frac: float,
+    span: tuple[int, int],
+    seed: int,
+    kind: str = "span",
+    background: str = "uniform",
+):
     """(pool [n, ctx], has_repeat [n] 0/1, span_length [n]): a seeded `rep_frac` share of the rows holds a repeat.
 
     `kind` "span": one span of random length copied once, both copies at random offsets; "periodic": a span of
     random length starting at a random offset and repeated back to back to the end of the row (more tokens that
-    induction predicts per row; the period varies per row, so no positional shortcut predicts them)."""
+    induction predicts per row; the period varies per row, so no positional shortcut predicts them).
+    `background` ("uniform" or "no-repeat", see the module docstring) is what every row is drawn from before the
+    repeats are planted."""
     if not 2 <= span[0] <= span[1] or 2 * span[1] > ctx - 1:
         raise ValueError(f"span {span} must fit twice into the {ctx - 1} tokens after BOS")
     if kind not in ("span", "periodic"):
         raise ValueError(f"unknown repeat kind {kind!r}; use 'span' or 'periodic'")
+    row_fn = background_row(background)
     rng = random.Random(seed)
-    rows = [no_repeat_row(ctx, vocab, rng) for _ in range(n)]
+    rows = [row_fn(ctx, vocab, rng) for _ in range(n)]
     has = torch.zeros(n, dtype=torch.long)
     lengths = torch.zeros(n, dtype=torch.long)
     for i in sorted(rng.sample(range(n), int(round(rep_frac * n)))):
@@ -93,10 +132,11 @@ def build_pool(n: int, ctx: int, vocab: int, rep_frac: float, span: tuple[int, i
     return torch.tensor(rows), has, lengths
 
 
-def fillers(n: int, ctx: int, vocab: int, seed: int) -> torch.Tensor:
-    """One fresh non-repeat row per pool index: what fills a removed row's slots."""
+def fillers(n: int, ctx: int, vocab: int, seed: int, background: str = "uniform") -> torch.Tensor:
+    """One fresh background row per pool index (no planted repeat): what fills a removed row's slots."""
+    row_fn = background_row(background)
     rng = random.Random(seed)
-    return torch.tensor([no_repeat_row(ctx, vocab, rng) for _ in range(n)])
+    return torch.tensor([row_fn(ctx, vocab, rng) for _ in range(n)])
 
 
 def arm_pool(pool: torch.Tensor, filler: torch.Tensor, removed: list[int]) -> torch.Tensor:
@@ -123,6 +163,8 @@ def train_run(args, pool: torch.Tensor, seed: int, keep_states: bool = False) ->
     hf = model.hf_model
     stream = data_stream(len(pool), args.steps * args.batch, seed)
     opt = torch.optim.AdamW(hf.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    warm = getattr(args, "warmup", 0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
     curve, states, losses, formed = [], {}, [], None
     t0 = time.perf_counter()
 
@@ -145,6 +187,7 @@ def train_run(args, pool: torch.Tensor, seed: int, keep_states: bool = False) ->
         loss.backward()
         torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
         opt.step()
+        sched.step()
         losses.append(float(loss.detach()))
         if step % args.eval_every == 0:
             evaluate(step)
@@ -295,12 +338,19 @@ def main(argv=None) -> dict:
     p.add_argument("--ctx", type=int, default=64)
     p.add_argument("--pool", type=int, default=4096)
     p.add_argument("--rep-frac", type=float, default=0.5, help="share of the pool holding a repeat (the oracle set)")
-    p.add_argument("--span", type=int, nargs=2, default=(10, 28), metavar=("MIN", "MAX"))
+    p.add_argument("--span", type=int, nargs=2, default=(20, 31), metavar=("MIN", "MAX"))
     p.add_argument("--repeat", choices=("span", "periodic"), default="span", help="how a repeat row repeats")
-    p.add_argument("--k-frac", type=float, default=0.1, help="share of the pool removed by mda_top / random / repeat_k")
-    p.add_argument("--steps", type=int, default=2400, help="horizon: runs not formed by then are censored")
+    p.add_argument(
+        "--background",
+        choices=sorted(BACKGROUNDS),
+        default="uniform",
+        help="rows without a planted repeat (and fillers): i.i.d. uniform tokens or no repeated bigram",
+    )
+    p.add_argument("--k-frac", type=float, default=0.2, help="share of the pool removed by mda_top / random / repeat_k")
+    p.add_argument("--steps", type=int, default=2000, help="horizon: runs not formed by then are censored")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--warmup", type=int, default=200, help="linear learning-rate warm-up steps")
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--threshold", type=float, default=0.3)
     p.add_argument("--prev-min", type=float, default=0.2)
@@ -314,14 +364,16 @@ def main(argv=None) -> dict:
     p.add_argument("--quick", action="store_true", help="tiny pool, few steps, one seed and random set (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
-        args.pool, args.ctx, args.span, args.steps, args.eval_every = 64, 16, (3, 6), 20, 10
+        args.pool, args.ctx, args.span, args.steps, args.eval_every, args.warmup = 64, 16, (3, 6), 20, 10, 0
         args.seeds, args.random_sets, args.fit_rows = 1, 1, 32
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    pool, has, span_len = build_pool(args.pool, args.ctx, args.vocab, args.rep_frac, tuple(args.span), 0, args.repeat)
-    filler = fillers(args.pool, args.ctx, args.vocab, seed=1)
+    pool, has, span_len = build_pool(
+        args.pool, args.ctx, args.vocab, args.rep_frac, tuple(args.span), 0, args.repeat, args.background
+    )
+    filler = fillers(args.pool, args.ctx, args.vocab, seed=1, background=args.background)
     k = int(round(args.k_frac * args.pool))
     repeat_rows = torch.nonzero(has).flatten().tolist()
     random_sets = {

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from attribution.influence import HeadComponent
@@ -109,7 +110,7 @@ def test_survival_helpers_on_hand_cases():
 def test_removal_pool_keeps_the_stream_and_marks_the_repeat_subset():
     from attribution.experiments.mda_removal import arm_pool, build_pool, fillers, later
 
-    pool, has, lengths = build_pool(40, 24, 16, 0.25, (3, 8), seed=0, kind="span")
+    pool, has, lengths = build_pool(40, 24, 16, 0.25, (3, 8), seed=0, kind="span", background="no-repeat")
     assert int(has.sum()) == 10 and bool(((lengths > 0) == (has > 0)).all())
 
     def repeated_bigrams(row):
@@ -118,7 +119,7 @@ def test_removal_pool_keeps_the_stream_and_marks_the_repeat_subset():
 
     assert all(repeated_bigrams(r) == 0 for r, h in zip(pool.tolist(), has.tolist()) if not h)  # cannot teach induction
     assert all(repeated_bigrams(r) > 0 for r, h in zip(pool.tolist(), has.tolist()) if h)
-    filler = fillers(40, 24, 16, seed=1)
+    filler = fillers(40, 24, 16, seed=1, background="no-repeat")
     assert all(repeated_bigrams(r) == 0 for r in filler.tolist())
     removed = torch.nonzero(has).flatten().tolist()
     arm = arm_pool(pool, filler, removed)
@@ -130,6 +131,47 @@ def test_removal_pool_keeps_the_stream_and_marks_the_repeat_subset():
     assert torch.equal(arm[stream][at_kept], pool[stream][at_kept])
     assert later(None, 100) and later(200, 100)  # a censored run is later than any formed one
     assert not later(100, 100) and not later(None, None) and not later(100, None)
+
+
+def test_removal_uniform_background_repeats_only_by_chance():
+    from attribution.experiments.mda_removal import build_pool, fillers
+
+    vocab, ctx = 64, 48
+    pool, has, lengths = build_pool(400, ctx, vocab, 0.5, (8, 12), seed=0, kind="span", background="uniform")
+    assert int(has.sum()) == 200 and bool((pool[:, 0] == 0).all()) and bool((pool[:, 1:] >= 1).all())
+
+    def longest_repeat(row):  # longest substring occurring twice (non-overlapping not required)
+        best = 0
+        for i in range(len(row)):
+            for j in range(i + 1, len(row)):
+                n = 0
+                while j + n < len(row) and row[i + n] == row[j + n]:
+                    n += 1
+                best = max(best, n)
+        return best
+
+    rows, flags = pool.tolist(), has.tolist()
+    # the planted span is where the long repeats are: every repeat row holds one of its planted length, no
+    # background row holds a repeat as long as the shortest planted span
+    assert all(longest_repeat(r) >= int(n) for r, h, n in zip(rows, flags, lengths.tolist()) if h)
+    assert all(longest_repeat(r) < 8 for r, h in zip(rows, flags) if not h)
+    # but chance repeats exist (unlike the no-repeat background), and the token after a repeated token matches
+    # what followed its earlier occurrence at chance rate 1/(vocab-1): induction cannot beat chance there
+    hits = trials = 0
+    for r, h in zip(rows, flags):
+        if h:
+            continue
+        last: dict[int, int] = {}
+        for t in range(1, ctx - 1):
+            if r[t] in last:
+                trials += 1
+                hits += r[last[r[t]] + 1] == r[t + 1]
+            last[r[t]] = t
+    assert trials > 2000 and 0.5 / (vocab - 1) < hits / trials < 1.6 / (vocab - 1)
+    filler = fillers(400, ctx, vocab, seed=1, background="uniform")
+    assert all(longest_repeat(r) < 8 for r in filler.tolist()[:50]) and not torch.equal(filler, pool)
+    with pytest.raises(ValueError, match="background"):
+        build_pool(10, ctx, vocab, 0.5, (8, 12), seed=0, background="zipf")
 
 
 def test_mda_removal_quick_runs_every_arm(tmp_path):
