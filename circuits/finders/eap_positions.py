@@ -53,8 +53,8 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
-from circuits.format.circuit import Circuit, Edge, Node
-from circuits.format.edge_circuit import down_node, up_node
+from circuits.format.circuit import Circuit, Edge
+from circuits.format.edge_circuit import NodeTable, down_node, graph_info, up_node
 from circuits.model.residual_graph import EdgeGraph
 from circuits.tasks.pairs import PairBatch
 
@@ -140,15 +140,8 @@ class PositionScores:
         g = self.graph
         triples = torch.nonzero(mask & self.valid).tolist()
         triples.sort(key=lambda t: -abs(float(self.scores[t[0], t[1], t[2]])))
-        index: dict[Node, int] = {}
-        nodes: list[Node] = []
-
-        def idx(n: Node) -> int:
-            if n not in index:
-                index[n] = len(nodes)
-                nodes.append(n)
-            return index[n]
-
+        table = NodeTable()
+        idx, nodes = table.index, table.nodes
         edges = []
         for p, u, d in triples:
             dn, label = down_node(g, g.downstream[d])
@@ -156,13 +149,7 @@ class PositionScores:
             edges.append(Edge(src, idx(replace(dn, pos=p)), float(self.scores[p, u, d]), label))
         summed = self.scores.sum(0)[g.valid]
         extra = {
-            "graph": {
-                "n_layers": g.n_layers,
-                "n_heads": g.n_heads,
-                "n_kv": g.n_kv,
-                "parallel": g.parallel,
-                "qkv": g.qkv,
-            },
+            "graph": graph_info(g),
             "positions": {"n": self.n_positions, "tokens": list(self.tokens)},
             "selection": {"top_n": top_n} if top_n is not None else {"threshold": threshold},
             # the scores summed over positions, so the summed graph can be rebuilt (`scores_from_circuit`)

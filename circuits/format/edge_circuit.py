@@ -43,20 +43,32 @@ def down_node(graph: EdgeGraph, name: str) -> tuple[Node, str]:
     return Node(layer, "head", idx), part
 
 
+class NodeTable:
+    """A circuit's nodes in first-use order, each stored once: `index(node)` is its position in `nodes`."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self._index: dict[Node, int] = {}
+
+    def index(self, node: Node) -> int:
+        if node not in self._index:
+            self._index[node] = len(self.nodes)
+            self.nodes.append(node)
+        return self._index[node]
+
+
+def graph_info(g: EdgeGraph) -> dict:
+    """The fields that rebuild `g` (`graph_of`), as a circuit file stores them."""
+    return {"n_layers": g.n_layers, "n_heads": g.n_heads, "n_kv": g.n_kv, "parallel": g.parallel, "qkv": g.qkv}
+
+
 def edges_to_circuit(scores, mask: Tensor, selection: dict, provenance: dict, metrics: dict) -> Circuit:
     """A `Circuit` of the edges in `mask` (BoolTensor [n_up, n_down]) of an `EdgeScores`."""
     g = scores.graph
     pairs = torch.nonzero(mask & g.valid).tolist()
     pairs.sort(key=lambda p: -abs(float(scores.scores[p[0], p[1]])))
-    index: dict[Node, int] = {}
-    nodes: list[Node] = []
-
-    def idx(n: Node) -> int:
-        if n not in index:
-            index[n] = len(nodes)
-            nodes.append(n)
-        return index[n]
-
+    table = NodeTable()
+    idx, nodes = table.index, table.nodes
     edges = []
     for u, d in pairs:
         dn, label = down_node(g, g.downstream[d])
@@ -64,7 +76,7 @@ def edges_to_circuit(scores, mask: Tensor, selection: dict, provenance: dict, me
     valid_scores = scores.scores[g.valid]
     prov = {"method": scores.method, "metric": scores.metric, **provenance}
     extra = {
-        "graph": {"n_layers": g.n_layers, "n_heads": g.n_heads, "n_kv": g.n_kv, "parallel": g.parallel, "qkv": g.qkv},
+        "graph": graph_info(g),
         "selection": selection,
         "edge_scores": [float(f"{v:.6g}") for v in valid_scores.tolist()],
         "score_info": scores.info,
