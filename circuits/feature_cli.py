@@ -76,7 +76,12 @@ def features(
     from circuits.model.checkpoint import CheckpointError
     from circuits.model.dictionary import dashboard_pages, load_dictionary, random_dictionary
     from circuits.tasks.binary import get_task
+    from interp.cli.errors import CliError, check_out_dir
 
+    try:
+        check_out_dir(out)  # before the lock or any load, so a refused run writes nothing
+    except CliError as exc:
+        fail(str(exc))
     with ExitStack() as writing:
         _hold(writing, out)
         try:

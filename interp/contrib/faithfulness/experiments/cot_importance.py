@@ -209,6 +209,8 @@ def mean_sd(rows: list[dict]) -> dict:
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=1, steps=800, n_eval=200, no_smollm=False, threads=1)
     args = parse(ap, argv)
+    if args.seeds < 1:
+        ap.error(f"--seeds must be >= 1 (model seeds to train), got {args.seeds}")
     t0 = time.time()
     res: dict = {"config": vars(args), "tiny": {}}
     per_seed: dict[str, list[dict]] = {"A": [], "B": []}
