@@ -122,6 +122,13 @@ def calibrated_like_ours(sae: Any, store: Any, run_dir: Path, cfg: Any) -> Any:
     return twin
 
 
+def save_like_ours(sae: Any, ours: Any, folder: Path) -> None:
+    """sae-lens's SAE in its own inference form (`save_inference_model`) with our run's hook and model names."""
+    sae.cfg.metadata.hook_name = ours.cfg.metadata.hook_name
+    sae.cfg.metadata.model_name = ours.cfg.metadata.model_name
+    sae.save_inference_model(folder)
+
+
 def synthetic_store(folder: Path, seed: int) -> Any:
     from sae.synthetic import hierarchical_split, write_store
 
@@ -144,7 +151,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", help="work folder (default: a temporary one)")
+    ap.add_argument(
+        "--out", help="work folder (default: a temporary one); ours_ARCH and sae-lens's sae_lens_ARCH[_at_k] land there"
+    )
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     from interp.store import ActivationStore
@@ -194,6 +203,7 @@ def main() -> None:
         t0 = time.perf_counter()
         theirs = train_sae_lens(arch, store, run, d_sae, k, steps, batch, a.seed)
         t_theirs = time.perf_counter() - t0
+        save_like_ours(theirs, ours, work / f"sae_lens_{arch}")  # for other referees (SAEBench's absorption)
         r_o, r_t = score(ours, store, run, model), score(theirs, store, run, model)
         better = {"dead_frac": r_o["dead_frac"] <= r_t["dead_frac"] + 0.02, "fvu": r_o["fvu"] <= r_t["fvu"] * 1.05}
         row = {
@@ -204,6 +214,7 @@ def main() -> None:
         }
         at_k = calibrated_like_ours(theirs, store, run, cfg)
         if at_k is not None:
+            save_like_ours(at_k, ours, work / f"sae_lens_{arch}_at_k")
             r_k = score(at_k, store, run, model)
             row["sae_lens_at_k"] = r_k
             row["ours_at_least_as_good_at_equal_l0"] = {

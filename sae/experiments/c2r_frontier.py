@@ -59,20 +59,27 @@ def run(seed: int, k: int, arch: str, a: argparse.Namespace, work: Path) -> dict
     syn = hierarchical_split(n=a.n, seed=seed)
     test = hierarchical_split(n=20_000, seed=seed + 1000, dict_seed=seed)
     store = write_store(work / f"store_s{seed}", syn.x, rows_per_shard=8192)
-    settings = {**paper_settings(arch), **({"c2r_lambda": a.c2r_lambda} if arch == "c2r" else {})}
+    lam = {"c2r_lambda": a.c2r_lambda} if arch == "c2r" else {}
+    if a.defaults:  # what `interp sae train` gives: every schedule, AuxK and normalisation default
+        paper: dict[str, Any] = {}
+    else:  # the paper's settings: official AuxK, C²R normalised to batch 2048, its lr, window, 10% warm-up
+        paper = {
+            "lr": a.lr,
+            "dead_window_tokens": a.dead_window_tokens,
+            "lr_warmup_steps": min(1000, a.steps // 10),
+        }
+        lam = {**paper_settings(arch), **lam}
     cfg = TrainConfig(
         arch=arch,
         d_sae=a.d_sae,
         k=k,
         total_tokens=a.steps * a.batch_size,
         batch_size=a.batch_size,
-        lr=a.lr,
         seed=seed,
         exclude="none",
         checkpoint_every=10_000,
-        dead_window_tokens=a.dead_window_tokens,
-        lr_warmup_steps=min(1000, a.steps // 10),
-        settings=settings,
+        settings=lam,
+        **paper,
     )
     t0 = time.perf_counter()
     sae, _ = train_sae(store, cfg, work / f"{arch}_k{k}_s{seed}", progress=False)
@@ -86,6 +93,7 @@ def run(seed: int, k: int, arch: str, a: argparse.Namespace, work: Path) -> dict
             "k": k,
             "arch": arch,
             "c2r_lambda": a.c2r_lambda if arch == "c2r" else 0.0,
+            "settings": "defaults" if a.defaults else "paper",
             "fvu": rec["fvu"],
             "l0": rec["l0"],
             "gt_absorption": gt["absorption"],
@@ -110,6 +118,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--dead-window-tokens", type=int, default=200_000)
+    ap.add_argument(
+        "--defaults",
+        action="store_true",
+        help="train both with the toolkit's defaults (lr rule, AuxK, dead window, warm-up/decay, no batch-2048"
+        " normalisation) instead of the paper's settings; --lr and --dead-window-tokens are then unused",
+    )
     ap.add_argument("--out", default="runs/saeeval/c2r_frontier.json")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
