@@ -1,7 +1,8 @@
 """SAE quality with the defaults, refereed by sae-lens: ours (`train_sae`, every default) against sae-lens's
 `SAETrainer` with *its* defaults (constant lr 3e-4, dead window 1000 steps, its own SAE classes and
 config defaults), on the same rows in the same order, the same seed, steps, d_sae and k, for every
-architecture sae-lens trains natively. Both are scored the same way, as shipped (`sae.inference`:
+architecture sae-lens trains natively (and, with `--archs c2r,poly,coh,...`, our paper variants alone, to sit beside
+their base's row: sae-lens has no trainer for them). Both are scored the same way, as shipped (`sae.inference`:
 BatchTopK family and Matryoshka as JumpReLU; sae-lens's with its running-average threshold, ours with
 the calibrated one) on the held-out shard, with the toolkit's one meaning of dead (never fired on those
 rows). For the BatchTopK family sae-lens's SAE is also scored at equal L0 (`sae_lens_at_k`): its threshold
@@ -155,6 +156,13 @@ def main() -> None:
         "--out", help="work folder (default: a temporary one); ours_ARCH and sae-lens's sae_lens_ARCH[_at_k] land there"
     )
     a = ap.parse_args()
+    from sae.baselines import ARCHS as OURS
+    from sae.baselines import base_of
+
+    archs = a.archs.split(",")
+    bad = [x for x in archs if x not in OURS]
+    if bad:
+        raise SystemExit(f"--archs: unknown {bad}; sae-lens-native: {', '.join(ARCHS)}; variants: {', '.join(OURS)}")
     torch.set_num_threads(a.threads)
     from interp.store import ActivationStore
     from sae.train import TrainConfig, train_sae
@@ -184,9 +192,9 @@ def main() -> None:
         model = interp.load_model(a.model)
     steps = tokens // batch
     rows: list[dict[str, Any]] = []
-    for arch in a.archs.split(","):
+    for arch in archs:
         run = work / f"ours_{arch}"
-        kw = {} if arch in ("relu", "jumprelu", "gated") else {"k": k}
+        kw = {} if base_of(arch) in ("relu", "jumprelu", "gated") else {"k": k}
         cfg = TrainConfig(
             arch=arch,
             d_sae=d_sae,
@@ -200,6 +208,11 @@ def main() -> None:
         t0 = time.perf_counter()
         ours, _ = train_sae(store, cfg, run, progress=False)
         t_ours = time.perf_counter() - t0
+        if arch not in SAE_LENS:  # a paper's variant: sae-lens has no trainer for it; its row sits by its base's
+            r_o = score(ours, store, run, model)
+            rows.append({"arch": arch, "base": base_of(arch), "ours": {**r_o, "seconds": round(t_ours, 1)}})
+            print(json.dumps(rows[-1]), flush=True)
+            continue
         t0 = time.perf_counter()
         theirs = train_sae_lens(arch, store, run, d_sae, k, steps, batch, a.seed)
         t_theirs = time.perf_counter() - t0
