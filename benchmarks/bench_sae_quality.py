@@ -7,7 +7,10 @@ BatchTopK family and Matryoshka as JumpReLU; sae-lens's with its running-average
 the calibrated one) on the held-out shard, with the toolkit's one meaning of dead (never fired on those
 rows). For the BatchTopK family sae-lens's SAE is also scored at equal L0 (`sae_lens_at_k`): its threshold
 calibrated to k on the same training rows ours is calibrated on, so dead fractions compare codes that
-fire equally often (its running threshold ships many times k in short runs). Prints one JSON object.
+fire equally often (its running threshold ships many times k in short runs). Where our defaults set a
+penalty coefficient that sae-lens's differ in (`sae.baselines.DEFAULTS`: ReLU's L1 coefficient 5 against its
+1), sae-lens's trainer is also run with ours (`sae_lens_our_settings`): the two trainers at one loss, since
+their FVUs at different coefficients compare different L0. Prints one JSON object.
 
     python benchmarks/bench_sae_quality.py --quick                    # synthetic store, a few minutes
     python benchmarks/bench_sae_quality.py --store runs/saeeval/store --d-sae 2048 --k 32 --tokens 500000
@@ -39,12 +42,13 @@ SAE_LENS = {
 """Our name -> sae-lens's training architecture (its own classes, not ours)."""
 
 
-def sae_lens_sae(arch: str, d_in: int, d_sae: int, k: float, seed: int) -> Any:
-    """sae-lens's own training SAE with its config defaults (only d_in, d_sae, k and Matryoshka's widths set)."""
+def sae_lens_sae(arch: str, d_in: int, d_sae: int, k: float, seed: int, **settings: Any) -> Any:
+    """sae-lens's own training SAE with its config defaults (only d_in, d_sae, k and Matryoshka's widths set,
+    plus `settings`)."""
     from sae_lens.registry import SAE_TRAINING_CLASS_REGISTRY
 
     cls, cfg_cls = SAE_TRAINING_CLASS_REGISTRY[SAE_LENS[arch]]
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = dict(settings)
     if arch in ("topk", "batchtopk", "matryoshka"):
         kw["k"] = int(k) if arch == "topk" else float(k)
     if arch == "matryoshka":
@@ -54,7 +58,7 @@ def sae_lens_sae(arch: str, d_in: int, d_sae: int, k: float, seed: int) -> Any:
 
 
 def train_sae_lens(
-    arch: str, store: Any, run_dir: Path, d_sae: int, k: float, steps: int, batch: int, seed: int
+    arch: str, store: Any, run_dir: Path, d_sae: int, k: float, steps: int, batch: int, seed: int, **settings: Any
 ) -> Any:
     """sae-lens's `SAETrainer.fit` with its defaults, fed the rows our run saw (same shards, rule, order)."""
     from sae_lens.config import SAETrainerConfig
@@ -78,7 +82,7 @@ def train_sae_lens(
                 yield allx[:batch]
                 buf, n = [allx[batch:]], n - batch
 
-    s = sae_lens_sae(arch, store.hooks[hook][0], d_sae, k, seed)
+    s = sae_lens_sae(arch, store.hooks[hook][0], d_sae, k, seed, **settings)
     tcfg = SAETrainerConfig(total_training_samples=steps * batch, train_batch_size_samples=batch, lr_end=3e-4)
     SAETrainer(cfg=tcfg, sae=s, data_provider=rows()).fit()
     return s
@@ -157,7 +161,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     from sae.baselines import ARCHS as OURS
-    from sae.baselines import base_of
+    from sae.baselines import DEFAULTS, base_of
 
     archs = a.archs.split(",")
     bad = [x for x in archs if x not in OURS]
@@ -233,6 +237,16 @@ def main() -> None:
             row["ours_at_least_as_good_at_equal_l0"] = {
                 "dead_frac": r_o["dead_frac"] <= r_k["dead_frac"] + 0.02,
                 "fvu": r_o["fvu"] <= r_k["fvu"] * 1.05,
+            }
+        ours_settings = DEFAULTS.get(base_of(arch), {})  # where our defaults set sae-lens's penalty otherwise
+        if ours_settings:  # sae-lens's trainer with our loss settings: the trainers compared at one loss
+            same = train_sae_lens(arch, store, run, d_sae, k, steps, batch, a.seed, **ours_settings)
+            save_like_ours(same, ours, work / f"sae_lens_{arch}_our_settings")
+            r_s = score(same, store, run, model)
+            row["sae_lens_our_settings"] = {**r_s, "settings": ours_settings}
+            row["ours_at_least_as_good_same_settings"] = {
+                "dead_frac": r_o["dead_frac"] <= r_s["dead_frac"] + 0.02,
+                "fvu": r_o["fvu"] <= r_s["fvu"] * 1.05,
             }
         rows.append(row)
         print(json.dumps(rows[-1]), flush=True)
