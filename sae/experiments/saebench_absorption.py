@@ -10,7 +10,8 @@ SAEBench (sae-bench 0.6.0) is installed beside the environment, never in it (`pi
 - the vocabulary: `run_eval` prompts with every alphabetic token of the vocabulary (SAEBench's
   `get_alpha_tokens`: 47,078 for SmolLM2, prompts of ~86 tokens, ~4M tokens through the model, many hours on
   one CPU thread);
-  here a seeded sample of `--words` of those same tokens, the ones that stay one token in the prompt.
+  here a seeded sample of `--words` of those same tokens that stay one token (at least 10 of every first
+  letter, so all 26 reach SAEBench's k-sparse probing, whose code expects every letter among its training words).
 
 Everything else is SAEBench's: its prompt ("{word} has the first letter:" after 10 in-context examples), its
 26-way logistic probe on the model's activations, its k-sparse probes on the SAE latents (k = 1..10, 50
@@ -34,7 +35,9 @@ Prints one JSON object: per SAE, SAEBench's mean absorption fraction, full-absor
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -61,25 +64,23 @@ PROTOCOL_DIFFERENCES = [
 """Why our first-letter absorption and SAEBench's cannot be the same numbers."""
 
 
-def absorption_words(tokenizer: Any, n: int, seed: int) -> list[str]:
+def absorption_words(tokenizer: Any, n: int, seed: int, per_letter: int = 10) -> list[str]:
     """A seeded sample of `n` of SAEBench's own alphabetic vocabulary tokens (`get_alpha_tokens`) that the
-    tokenizer encodes back to one token with and without the template's following text."""
+    tokenizer encodes back to one token, with at least `per_letter` words of every first letter that has them
+    (SAEBench's k-sparse probing expects all 26 letters among its training words), the rest drawn at random."""
     from sae_bench.evals.absorption.vocab import get_alpha_tokens
 
     words = sorted(set(get_alpha_tokens(tokenizer)))
-
-    def one_token(w: str) -> bool:
-        return len(tokenizer.encode(w, add_special_tokens=False)) == 1
-
-    rng = random.Random(seed)
-    rng.shuffle(words)
-    out = []
+    random.Random(seed).shuffle(words)
+    words = [w for w in words if len(tokenizer.encode(w, add_special_tokens=False)) == 1]
+    taken: set[str] = set()
+    for letter in sorted({w.strip()[0].lower() for w in words}):
+        taken.update([w for w in words if w.strip()[0].lower() == letter][:per_letter])
     for w in words:
-        if one_token(w):
-            out.append(w)
-            if len(out) == n:
-                break
-    return sorted(out)
+        if len(taken) >= n:
+            break
+        taken.add(w)
+    return sorted(taken)
 
 
 def word_position(tokenizer: Any, template: str) -> int:
@@ -111,15 +112,18 @@ def saebench_absorption(tl: Any, saes: dict[str, Any], words: list[str], work: P
         precalc_k_sparse_probe_sae_acts=True,
     )
     out = {}
+    here = os.getcwd()
+    os.chdir(work)  # run_eval also writes an `artifacts/` folder relative to the working directory
     try:
         for name, sae in saes.items():
             random.seed(seed)
             np.random.seed(seed)
             torch.manual_seed(seed)
             t0 = time.perf_counter()
-            res = ab.run_eval(cfg, [(name, sae)], "cpu", str(work), force_rerun=True)
+            res = ab.run_eval(cfg, [(name, sae)], "cpu", str(work.resolve()), force_rerun=True)
             out[name] = {"result": res.get(f"{name}_custom_sae"), "seconds": round(time.perf_counter() - t0, 1)}
     finally:
+        os.chdir(here)
         ab.HookedTransformer, common.get_alpha_tokens, feature_absorption.get_alpha_tokens = saved
     return {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "saes": out}
 
@@ -131,7 +135,10 @@ def ours_absorption(model: Any, hook: str, sae: Any, words: list[str], seed: int
     tok = model.tokenizer  # a Hugging Face tokenizer
     pairs = [(tok.encode(w, add_special_tokens=False)[0], w.strip().lower()) for w in words]
     x = M.word_activations(model, hook, pairs)
-    r = M.first_letter_absorption(x, pairs, sae, seed=seed)
+    try:
+        r = M.first_letter_absorption(x, pairs, sae, seed=seed)
+    except ValueError as exc:  # too few words per letter: say so in the record
+        return {"error": str(exc)}
     return {k: r[k] for k in ("mean_absorption", "mean_num_split", "mean_f1_k1")} | {"letters": sorted(r["letters"])}
 
 
@@ -183,8 +190,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model = interp.load_model(a.model)
     tl = to_transformer_lens(model)
     words = absorption_words(tl.tokenizer, a.words, a.seed)
-    tl.cfg.model_name = f"{a.model}-words{len(words)}-seed{a.seed}"  # SAEBench's probe cache key
-    work = Path(a.work or (Path(a.out).parent / "saebench_absorption" if a.out else Path("runs/saebench_absorption")))
+    digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:12]
+    tl.cfg.model_name = f"{a.model}-words{len(words)}-{digest}"  # SAEBench's probe cache key: this sample only
+    work = Path(
+        a.work or (Path(a.out).parent / "saebench_absorption" if a.out else "runs/saebench_absorption")
+    ).resolve()
     work.mkdir(parents=True, exist_ok=True)
     theirs = saebench_absorption(tl, saes, words, work, a.seed)
     res: dict[str, Any] = {
@@ -192,6 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "hook": hook,
         "words": len(words),
         "word_sample_seed": a.seed,
+        "word_sample_sha256": digest,
         "saebench_config": theirs["config"],
         "protocol_differences": PROTOCOL_DIFFERENCES,
         "saes": {},

@@ -51,6 +51,8 @@ def test_word_sample_is_seeded_alphabetic_and_one_token():
     assert all(w.strip().isalpha() for w in a)
     assert A.absorption_words(tok, 100, seed=2) != a
     assert all(len(tok.encode(w)) == 1 for w in a)
+    firsts = [w.strip()[0] for w in a]
+    assert min(firsts.count(c) for c in set(firsts)) >= 10 and len(set(firsts)) == 10  # every letter it has
 
 
 def test_summary_reads_saebench_output_and_none_when_it_stopped():
