@@ -187,9 +187,15 @@ def double_circle(n: int = 10_000, d: int = 128, harmonics: int = 3, noise: floa
 
 
 def write_store(
-    path: str | Path, x: Tensor, hook: str = "synthetic.hook_x", rows_per_shard: int = 8192, ctx_len: int = 1
+    path: str | Path,
+    x: Tensor,
+    hook: str = "synthetic.hook_x",
+    rows_per_shard: int = 8192,
+    ctx_len: int = 1,
+    tokens: Tensor | None = None,
 ) -> ActivationStore:
-    """Write [n, d] rows as an ActivationStore (one 'sequence' per row) so `interp sae train` can read it."""
+    """Write [n, d] rows as an ActivationStore (one 'sequence' per row) so `interp sae train` can read it;
+    `tokens` [n] are the rows' token ids (default 0)."""
     meta = StoreMeta(
         model="synthetic",
         model_sha256="-",
@@ -211,7 +217,7 @@ def write_store(
             i,
             {
                 hook: x[sl].float().contiguous(),
-                "tokens": torch.zeros(m, dtype=torch.int32),
+                "tokens": torch.zeros(m, dtype=torch.int32) if tokens is None else tokens[sl].int(),
                 "seq": torch.arange(sl.start, sl.stop, dtype=torch.int64),
                 "pos": torch.zeros(m, dtype=torch.int32),
             },

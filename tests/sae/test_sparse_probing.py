@@ -1,0 +1,81 @@
+"""SAEBench's sparse-probing protocol on token-level tasks (`sae.sparse_probing`); against SAEBench's own
+`probe_training` when it is installed beside the environment (`SAE_BENCH_DIR`, skipped otherwise)."""
+
+import pytest
+import torch
+
+from sae import sparse_probing as S
+from sae.experiments.saebench_referee import add_saebench_path
+from sae.synthetic import write_store
+
+
+def planted(n=600, d=12, seed=0):
+    """Three classes; class c lifts column c by 3 (and nothing else): top-1 must find column c."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for c in range(3):
+        x = torch.randn(n, d, generator=g)
+        x[:, c] += 3.0
+        out[f"c{c}"] = x
+    return out
+
+
+def test_top_k_and_probe_find_the_planted_column():
+    train, test = planted(seed=0), planted(n=200, seed=1)
+    torch.manual_seed(0)
+    x, y = S.one_vs_rest(train, "c1")
+    assert S.top_k_mean_diff(x, y, 1).tolist() == [1]
+    assert y.sum() == len(y) // 2  # balanced
+    torch.manual_seed(0)
+    acc = S.probe_accuracy(train, test, 1)
+    assert all(0.85 < a < 1 for a in acc.values()), acc  # one column separates at ~93%, not perfectly
+    torch.manual_seed(0)
+    assert min(S.probe_accuracy(train, test, None).values()) >= min(acc.values()) - 0.02
+
+
+def test_token_classes_follow_the_tokens_text():
+    text = {0: " the", 1: "The", 2: " 42", 3: ",", 4: " def", 5: "x1"}
+    tokens = torch.tensor([0, 1, 2, 3, 4, 5, 0, 4])
+    cls = S.token_classes(tokens, text.__getitem__)
+    assert cls["token_kind"]["digits"].tolist() == [2]
+    assert cls["token_kind"]["lowercase_word"].tolist() == [0, 4, 6, 7]
+    assert cls["token_kind"]["capitalized_word"].tolist() == [1]
+    assert cls["token_kind"]["punctuation"].tolist() == [3]
+    assert cls["python_keyword"]["keyword"].tolist() == [4, 7]
+    assert cls["leading_space"]["bare_word"].tolist() == [1]
+
+
+def test_store_tasks_reads_rows_of_each_class(tmp_path):
+    x = torch.randn(640, 8)
+    st = write_store(tmp_path / "s", x, hook="h", rows_per_shard=320, tokens=torch.arange(640) % 10)
+    text = {t: (" w" if t % 2 else " 7") for t in range(10)}
+    tasks = S.store_tasks(st, "h", text.__getitem__, n_train=40, n_test=10, min_rows=20, seed=0)
+    assert set(tasks) == {"token_kind"}  # the only task with two classes here
+    tr, te = tasks["token_kind"]
+    assert set(tr) == {"digits", "lowercase_word"} and all(len(v) <= 40 for v in tr.values())
+    assert all(v.shape == (10, 8) for v in te.values())
+    rows = torch.cat([torch.nonzero((x[:, None] == v[None]).all(-1))[:, 0] for v in tr.values()])
+    assert len(set(rows.tolist())) == 80  # distinct store rows, read back exactly
+
+
+def test_same_sets_and_accuracies_as_saebench():
+    why = add_saebench_path()
+    if why:
+        pytest.skip(why)
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)  # see sae.experiments.saebench_sparse_probing
+    from sae_bench.evals.sparse_probing import probe_training as P
+
+    train, test = planted(seed=0), planted(n=200, seed=1)
+    torch.manual_seed(5)
+    theirs = P.prepare_probe_data(train, "c2")
+    torch.manual_seed(5)
+    ours = S.one_vs_rest(train, "c2")
+    assert torch.equal(theirs[0], ours[0]) and torch.equal(theirs[1], ours[1])
+    for k in (1, 2):
+        torch.manual_seed(7)
+        _, acc_t = P.train_probe_on_activations(train, test, select_top_k=k)
+        torch.manual_seed(7)
+        acc_o = S.probe_accuracy(train, test, k)
+        assert max(abs(acc_t[c] - acc_o[c]) for c in acc_o) <= 0.01, (acc_t, acc_o)
