@@ -9,8 +9,10 @@ rows). For the BatchTopK family sae-lens's SAE is also scored at equal L0 (`sae_
 calibrated to k on the same training rows ours is calibrated on, so dead fractions compare codes that
 fire equally often (its running threshold ships many times k in short runs). Where our defaults set a
 penalty coefficient that sae-lens's differ in (`sae.baselines.DEFAULTS`: ReLU's L1 coefficient 5 against its
-1), sae-lens's trainer is also run with ours (`sae_lens_our_settings`): the two trainers at one loss, since
-their FVUs at different coefficients compare different L0. Prints one JSON object.
+1), sae-lens's trainer is also run with ours and with our input scaling (`sae_lens_our_settings`: our run's
+`scale_factor`, which sets the rows' mean norm to sqrt(d_in); an L1 penalty is not scale-free, so the
+coefficient alone is not the loss): the two trainers at one loss, since their FVUs at different
+coefficients compare different L0. Prints one JSON object.
 
     python benchmarks/bench_sae_quality.py --quick                    # synthetic store, a few minutes
     python benchmarks/bench_sae_quality.py --store runs/saeeval/store --d-sae 2048 --k 32 --tokens 500000
@@ -58,9 +60,19 @@ def sae_lens_sae(arch: str, d_in: int, d_sae: int, k: float, seed: int, **settin
 
 
 def train_sae_lens(
-    arch: str, store: Any, run_dir: Path, d_sae: int, k: float, steps: int, batch: int, seed: int, **settings: Any
+    arch: str,
+    store: Any,
+    run_dir: Path,
+    d_sae: int,
+    k: float,
+    steps: int,
+    batch: int,
+    seed: int,
+    scale: float | None = None,
+    **settings: Any,
 ) -> Any:
-    """sae-lens's `SAETrainer.fit` with its defaults, fed the rows our run saw (same shards, rule, order)."""
+    """sae-lens's `SAETrainer.fit` with its defaults, fed the rows our run saw (same shards, rule, order);
+    `scale`: its activation scaler set to this factor (folded into the weights at the end, as it does)."""
     from sae_lens.config import SAETrainerConfig
     from sae_lens.training.sae_trainer import SAETrainer
 
@@ -84,7 +96,9 @@ def train_sae_lens(
 
     s = sae_lens_sae(arch, store.hooks[hook][0], d_sae, k, seed, **settings)
     tcfg = SAETrainerConfig(total_training_samples=steps * batch, train_batch_size_samples=batch, lr_end=3e-4)
-    SAETrainer(cfg=tcfg, sae=s, data_provider=rows()).fit()
+    trainer = SAETrainer(cfg=tcfg, sae=s, data_provider=rows())
+    trainer.activation_scaler.scaling_factor = scale
+    trainer.fit()
     return s
 
 
@@ -239,11 +253,12 @@ def main() -> None:
                 "fvu": r_o["fvu"] <= r_k["fvu"] * 1.05,
             }
         ours_settings = DEFAULTS.get(base_of(arch), {})  # where our defaults set sae-lens's penalty otherwise
-        if ours_settings:  # sae-lens's trainer with our loss settings: the trainers compared at one loss
-            same = train_sae_lens(arch, store, run, d_sae, k, steps, batch, a.seed, **ours_settings)
+        if ours_settings:  # sae-lens's trainer with our loss (coefficients and input scale): one loss, two trainers
+            scale = json.loads((run / "train_report.json").read_text())["scale_factor"]
+            same = train_sae_lens(arch, store, run, d_sae, k, steps, batch, a.seed, scale=scale, **ours_settings)
             save_like_ours(same, ours, work / f"sae_lens_{arch}_our_settings")
             r_s = score(same, store, run, model)
-            row["sae_lens_our_settings"] = {**r_s, "settings": ours_settings}
+            row["sae_lens_our_settings"] = {**r_s, "settings": ours_settings, "scale_factor": scale}
             row["ours_at_least_as_good_same_settings"] = {
                 "dead_frac": r_o["dead_frac"] <= r_s["dead_frac"] + 0.02,
                 "fvu": r_o["fvu"] <= r_s["fvu"] * 1.05,
