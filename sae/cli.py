@@ -257,7 +257,7 @@ def eval_(
                 filt = sae_row_filter(sae, st, res["hook"], exclude)
                 res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
             if suite == "saebench":
-                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words, dev)]
+                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words, dev, st)]
             res["device"] = dev
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             _fail(exc)
@@ -282,10 +282,15 @@ def _model(spec: str, device: str = "cpu") -> Any:
     return _MODELS[spec, device]
 
 
-def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words: int, device: str = "cpu") -> list[Any]:
+def _saebench(
+    sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words: int, device: str = "cpu", st: Any = None
+) -> list[Any]:
     import copy
 
+    import torch
+
     from sae import metrics as M
+    from sae import sparse_probing as SP
     from sae.saebench import write_saebench
 
     model = _model(model_spec, device)
@@ -293,7 +298,18 @@ def _saebench(sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words:
     # the probes are small (~1,000 words): fitted on the CPU, with a CPU copy of the SAE
     cpu_sae = s if device == "cpu" else copy.deepcopy(s).cpu()
     fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws).cpu(), ws, cpu_sae)
-    return write_saebench(sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec, sae=cpu_sae)
+    tasks = None
+    if st is not None:  # SAEBench's sparse-probing protocol on token classes of the store's rows
+
+        @torch.no_grad()
+        def encode(x: Any) -> Any:
+            return torch.cat([cpu_sae.encode(c) for c in x.split(4096)])
+
+        data = SP.store_tasks(st, res["hook"], lambda t: model.tokenizer.decode([t]), seed=42)
+        tasks = {t: SP.sparse_probing(tr, te, encode) for t, (tr, te) in data.items()} or None
+    return write_saebench(
+        sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec, sae=cpu_sae, tasks=tasks
+    )
 
 
 def _store_sequences(st: Any, n_seqs: int, rows: Any = None) -> Any:

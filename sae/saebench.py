@@ -14,8 +14,9 @@ toolkit without downloads:
   balanced one-vs-rest sets, the absorbing latent needs cos > 0.025 with the probe (SAEBench also asks
   its projection to carry a minimum share of the probe direction), and feature splitting counts the
   latents k-sparse probing adds while each raises F1 by > 0.03 (SAEBench: by > 0.03 with k up to 5).
-- `sparse_probing`: the probing tasks are the first-letter classes of the same words (SAEBench's
-  eight downloaded text-classification sets are replaced, since this machine has no network);
+- `sparse_probing`: SAEBench's eight downloaded text-classification sets are replaced (no network here)
+  by token-level tasks made from the store's rows (`sae.sparse_probing`: SAEBench's protocol, k = 1, 2, 5;
+  the metrics are their means) and by the first-letter classes of the same words (in the details);
   `sae_top_{1,2}_test_accuracy` are our k-sparse probes' accuracies, `llm_test_accuracy` the full
   probe's, on balanced test sets; the k=1 F1 is in `eval_result_unstructured`.
 - `core`: SAEBench's metric groups (explained variance, MSE per element, cosine, L0/L1, shrinkage, CE
@@ -95,11 +96,15 @@ def saebench_records(
     model: str,
     sae_cfg: dict[str, Any] | None = None,
     sae: Any = None,
+    tasks: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The three SAEBench-format records from `metrics.first_letter_absorption`'s output (`fl`) and the
     core metrics (`core`: `sae eval`'s output with the spliced-loss keys). Every field SAEBench's schemas
     require is present; our extra fields go to `eval_result_unstructured` or to the config's extra keys.
-    `sae` (the SAE scored) gives the weight-based cosine statistics (0 without it)."""
+    `sae` (the SAE scored) gives the weight-based cosine statistics (0 without it). `tasks`
+    (`sae.sparse_probing.sparse_probing` per store task) adds the store's token tasks to sparse probing:
+    then its metrics are their means (SAEBench's protocol, k = 1, 2, 5), the first-letter rows stay in the
+    details."""
     letters = fl["letters"]
     cfg = {
         "model_name": model,
@@ -153,32 +158,50 @@ def saebench_records(
         "sae_top_1_test_accuracy": mean([a[0] for a in acc.values()]),
         "sae_top_2_test_accuracy": mean([a[1] for a in acc.values()]) if two else None,
     }
+    details = [
+        {
+            "dataset_name": f"first_letter_{L}",
+            "llm_test_accuracy": v.get("probe_accuracy", float("nan")),
+            "sae_top_1_test_accuracy": acc[L][0],
+            "sae_top_2_test_accuracy": acc[L][1] if len(acc[L]) > 1 else None,
+        }
+        for L, v in sorted(letters.items())
+    ]
+    metrics: dict[str, Any] = {
+        "llm": {"llm_test_accuracy": mean([v.get("probe_accuracy", float("nan")) for v in letters.values()])},
+        "sae": sae_m,
+    }
+    names, ks, extra = ["first_letter (one-vs-rest tasks over the local vocabulary)"], [1, 2], {}
+    if tasks:
+        details += [{"dataset_name": f"store_tokens_{t}", **r["mean"]} for t, r in sorted(tasks.items())]
+        keys = sorted({k for r in tasks.values() for k in r["mean"]})
+        avg = {k: mean([r["mean"][k] for r in tasks.values()]) for k in keys}
+        metrics = {
+            "llm": {k: v for k, v in avg.items() if k.startswith("llm_")},
+            "sae": {k: v for k, v in avg.items() if k.startswith("sae_")},
+        }
+        names = [*(f"store_tokens_{t}" for t in sorted(tasks)), names[0]]
+        ks = [1, 2, 5]
+        extra = {
+            "metrics": "means over the store_tokens tasks (sae.sparse_probing: SAEBench's protocol on token classes "
+            "of the store's rows); first_letter rows in the details",
+            "store_token_task_rows": {t: r["rows"] for t, r in tasks.items()},
+        }
     probing = _envelope(
         "sparse_probing",
         {
             "model_name": model,
             "random_seed": 0,
             "llm_dtype": "float32",
-            "k_values": [1, 2],
-            "dataset_names": ["first_letter (one-vs-rest tasks over the local vocabulary)"],
+            "k_values": ks,
+            "dataset_names": names,
             "hook_name": hook,
         },
-        {
-            "llm": {"llm_test_accuracy": mean([v.get("probe_accuracy", float("nan")) for v in letters.values()])},
-            "sae": sae_m,
-        },
-        [
-            {
-                "dataset_name": f"first_letter_{L}",
-                "llm_test_accuracy": v.get("probe_accuracy", float("nan")),
-                "sae_top_1_test_accuracy": acc[L][0],
-                "sae_top_2_test_accuracy": acc[L][1] if len(acc[L]) > 1 else None,
-            }
-            for L, v in sorted(letters.items())
-        ],
+        metrics,
+        details,
         sae_id,
         sae_cfg,
-        {"sae_top_1_test_f1": fl["mean_f1_k1"]},
+        {"sae_top_1_test_f1": fl["mean_f1_k1"], **extra},
     )
     rows = int(core.get("rows", 0))
     core_rec = _envelope(
@@ -255,6 +278,7 @@ def write_saebench(
     model: str,
     out: str | Path | None = None,
     sae: Any = None,
+    tasks: dict[str, dict[str, Any]] | None = None,
 ) -> list[Path]:
     """Write `<out or folder/saebench>/<sae_id>_<eval_type>.json` for the three evals; returns the paths."""
     cfg_file = Path(folder) / "cfg.json"
@@ -262,7 +286,7 @@ def write_saebench(
     dest = Path(out) if out is not None else Path(folder) / "saebench"
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, rec in saebench_records(fl, core, sae_id, hook, model, sae_cfg, sae).items():
+    for name, rec in saebench_records(fl, core, sae_id, hook, model, sae_cfg, sae, tasks).items():
         p = dest / f"{sae_id}_{name}.json"
         p.write_text(json.dumps(rec, indent=1, default=str) + "\n")
         paths.append(p)

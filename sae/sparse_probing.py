@@ -122,8 +122,9 @@ def sparse_probing(
     """One task: model-channel probes (every channel, and top-k) and SAE-latent top-k probes, per class and
     averaged, SAEBench's keys (`llm_test_accuracy`, `llm_top_k_test_accuracy`, `sae_top_k_test_accuracy`).
     The global torch generator is seeded before each probe family, as the referee does for SAEBench's."""
-    z_train = {c: encode(v) for c, v in x_train.items()}
-    z_test = {c: encode(v) for c, v in x_test.items()}
+    with torch.no_grad():
+        z_train = {c: encode(v).float() for c, v in x_train.items()}
+        z_test = {c: encode(v).float() for c, v in x_test.items()}
     per: dict[str, dict[str, float]] = {}
     runs = [("llm_test_accuracy", x_train, x_test, None)]
     runs += [(f"llm_top_{k}_test_accuracy", x_train, x_test, k) for k in ks]

@@ -49,8 +49,16 @@ def test_our_records_validate_against_saebench_schemas():
     core = {**M.reconstruction(sae, [x]), **M.spliced_loss(model, sae, hook, ids), "split": "all", "codes": "threshold"}
     words = [(i, w) for i, w in enumerate([c + s for c in "abcd" for s in ("x", "yy", "zzz", "q") * 10])]
     fl = M.first_letter_absorption(torch.randn(len(words), d_in, generator=g), words, sae)
+    from sae.sparse_probing import sparse_probing
+
+    cls = {f"c{c}": torch.randn(60, d_in, generator=g) + 2 * (torch.arange(d_in) == c) for c in range(3)}
+    split = {c: (v[:48], v[48:]) for c, v in cls.items()}
+    tasks = {
+        "kind": sparse_probing({c: a for c, (a, _) in split.items()}, {c: b for c, (_, b) in split.items()}, sae.encode)
+    }
     recs = saebench_records(fl, core, "tiny", hook, "tiny-llama", sae.cfg.to_dict(), sae)
-    for name, rec in recs.items():
+    with_tasks = saebench_records(fl, core, "tiny", hook, "tiny-llama", sae.cfg.to_dict(), sae, tasks)
+    for name, rec in [*recs.items(), ("sparse_probing", with_tasks["sparse_probing"])]:
         schema = json.loads((d / SCHEMAS[name]).read_text())
         rec = json.loads(json.dumps(rec, default=str))
         errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(rec), key=str)

@@ -79,3 +79,25 @@ def test_same_sets_and_accuracies_as_saebench():
         torch.manual_seed(7)
         acc_o = S.probe_accuracy(train, test, k)
         assert max(abs(acc_t[c] - acc_o[c]) for c in acc_o) <= 0.01, (acc_t, acc_o)
+
+
+def test_saebench_record_takes_the_store_tasks_means():
+    from sae.saebench import saebench_records
+
+    train, test = planted(seed=0), planted(n=200, seed=1)
+    tasks = {"planted": S.sparse_probing(train, test, lambda x: x.relu())}
+    fl = {
+        "mean_absorption": 0.0,
+        "mean_num_split": 1.0,
+        "mean_f1_k1": 0.5,
+        "letters": {"a": {"absorption": 0.0, "n_split": 1, "f1_k1": 0.5, "accuracy_k": [0.6, 0.7]}},
+    }
+    core = {"fvu": 0.5, "mse": 1.0, "l0": 3.0, "dead_frac": 0.1}
+    rec = saebench_records(fl, core, "x", "h", "m", tasks=tasks)["sparse_probing"]
+    assert (
+        rec["eval_result_metrics"]["sae"]["sae_top_1_test_accuracy"]
+        == tasks["planted"]["mean"]["sae_top_1_test_accuracy"]
+    )
+    assert rec["eval_result_metrics"]["llm"]["llm_test_accuracy"] > 0.9
+    assert rec["eval_config"]["k_values"] == [1, 2, 5]
+    assert [d["dataset_name"] for d in rec["eval_result_details"]] == ["first_letter_a", "store_tokens_planted"]
