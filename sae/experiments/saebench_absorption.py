@@ -26,7 +26,7 @@ the two are compared as rankings of SAEs, not as equal numbers.
 
     SAE_BENCH_DIR=/work/sae_bench_pkgs SAE_BENCH_DEPS=/work/sae_bench_deps \\
       python -m sae.experiments.saebench_absorption --sae RUN/ours_batchtopk --sae RUN/sae_lens_batchtopk \\
-      --model smollm2-135m --words 2000 --out absorption.json
+      --model smollm2-135m --words 6000 --out absorption.json
 
 Prints one JSON object: per SAE, SAEBench's mean absorption fraction, full-absorption rate and split count
 (and the letters it evaluated), and ours.
@@ -159,7 +159,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sae", action="append", required=True, help="an SAE folder (repeat); loaded by plain sae-lens")
     ap.add_argument("--model", required=True, help="the SAEs' model spec")
-    ap.add_argument("--words", type=int, default=2000, help="vocabulary sample (SAEBench uses every alpha token)")
+    ap.add_argument(
+        "--words",
+        type=int,
+        default=6000,
+        help="vocabulary sample (SAEBench: every alpha token; 2,000 leave SmolLM2 short)",
+    )
     ap.add_argument("--seed", type=int, default=42, help="SAEBench's default random_seed; also the word sample")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--work", default=None, help="SAEBench's output folder (default: next to --out, or a temp dir)")
