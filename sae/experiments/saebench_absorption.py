@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import time
@@ -45,7 +44,7 @@ from typing import Any
 
 import torch
 
-from sae.experiments.saebench_referee import add_saebench_path
+from sae.experiments.saebench_referee import add_saebench_path, emit_json
 
 PROTOCOL_DIFFERENCES = [
     "prompt: SAEBench reads the word's position in '{word} has the first letter:' after 10 in-context examples; "
@@ -220,10 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "saebench_seconds": t["seconds"],
             "ours": ours_absorption(model, hook, sae, words, a.seed),
         }
-    text = json.dumps(res, indent=1, default=str)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    print(text)
+    emit_json(res, a.out)
     return res
 
 

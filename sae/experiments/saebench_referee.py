@@ -73,6 +73,15 @@ def add_saebench_path(root: str | None = None, deps: str | None = None) -> str |
     return None
 
 
+def emit_json(res: dict[str, Any], out: str | None) -> None:
+    """Print `res` as JSON, and write it to `out` too when given (the referee scripts' output)."""
+    text = json.dumps(res, indent=1, default=str)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
 def saebench_core(
     sae: Any,
     tl_model: Any,
@@ -279,11 +288,7 @@ def main() -> None:
         "sae_eval": {k: ev[k] for k in ("fvu", "l0", "dead_frac", "dense_frac", "rows", "row_rule")},
         **referee(model, sae, ev["hook"], seqs, x, a.batch_prompts, ours=ours),
     }
-    text = json.dumps(res, indent=1, default=str)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    emit_json(res, a.out)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,11 @@ the largest per-class difference.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from sae.experiments.saebench_referee import add_saebench_path
+from sae.experiments.saebench_referee import add_saebench_path, emit_json
 
 
 def saebench_family(train: dict, test: dict, k: int | None, seed: int) -> dict[str, float]:
@@ -100,10 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return torch.cat([sae.encode(c) for c in x.split(4096)])
 
     res = {"sae": a.sae, "store": a.store, "hook": hook, "tasks": referee(tasks, encode, K_VALUES, a.seed)}
-    text = json.dumps(res, indent=1)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    print(text)
+    emit_json(res, a.out)
     return res
 
 
