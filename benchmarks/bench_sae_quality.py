@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from interp.infra.argtypes import out_dir, positive_float, positive_int, store_folder  # noqa: E402
 
 ARCHS = ("relu", "topk", "batchtopk", "jumprelu", "matryoshka", "gated")
 SAE_LENS = {
@@ -161,17 +166,19 @@ def main() -> None:
     ap.add_argument(
         "--quick", action="store_true", help="synthetic store (hierarchical_split, d 64), d_sae 64, k 3, 300 steps"
     )
-    ap.add_argument("--store", help="an ActivationStore (its last shard is held out)")
+    ap.add_argument("--store", type=store_folder, help="an ActivationStore (its last shard is held out)")
     ap.add_argument("--model", help="model spec for CE/KL (the store's model)")
     ap.add_argument("--archs", default=",".join(ARCHS))
-    ap.add_argument("--d-sae", type=int, default=None)
-    ap.add_argument("--k", type=float, default=None)
-    ap.add_argument("--tokens", type=int, default=None)
-    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--d-sae", type=positive_int, default=None)
+    ap.add_argument("--k", type=positive_float, default=None)
+    ap.add_argument("--tokens", type=positive_int, default=None)
+    ap.add_argument("--batch-size", type=positive_int, default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument(
-        "--out", help="work folder (default: a temporary one); ours_ARCH and sae-lens's sae_lens_ARCH[_at_k] land there"
+        "--out",
+        type=out_dir,
+        help="work folder (default: a temporary one); ours_ARCH and sae-lens's sae_lens_ARCH[_at_k] land there",
     )
     a = ap.parse_args()
     from sae.baselines import ARCHS as OURS
@@ -180,7 +187,7 @@ def main() -> None:
     archs = a.archs.split(",")
     bad = [x for x in archs if x not in OURS]
     if bad:
-        raise SystemExit(f"--archs: unknown {bad}; sae-lens-native: {', '.join(ARCHS)}; variants: {', '.join(OURS)}")
+        ap.error(f"--archs: unknown {bad}; sae-lens-native: {', '.join(ARCHS)}; variants: {', '.join(OURS)}")
     torch.set_num_threads(a.threads)
     from interp.store import ActivationStore
     from sae.train import TrainConfig, train_sae

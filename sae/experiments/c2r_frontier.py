@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.infra.argtypes import out_file, positive_float, positive_int
 from sae import metrics as M
 from sae.baselines import paper_settings
 from sae.synthetic import hierarchical_split, write_store
@@ -112,20 +113,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ks", default="2,3,4")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--c2r-lambda", type=float, default=5.0, help="official lambda (normalised to batch 2048)")
-    ap.add_argument("--n", type=int, default=60_000)
-    ap.add_argument("--d-sae", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--batch-size", type=int, default=1024)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--dead-window-tokens", type=int, default=200_000)
+    ap.add_argument("--n", type=positive_int, default=60_000)
+    ap.add_argument("--d-sae", type=positive_int, default=256)
+    ap.add_argument("--steps", type=positive_int, default=1500)
+    ap.add_argument("--batch-size", type=positive_int, default=1024)
+    ap.add_argument("--lr", type=positive_float, default=1e-3)
+    ap.add_argument("--dead-window-tokens", type=positive_int, default=200_000)
     ap.add_argument(
         "--defaults",
         action="store_true",
         help="train both with the toolkit's defaults (lr rule, AuxK, dead window, warm-up/decay, no batch-2048"
         " normalisation) instead of the paper's settings; --lr and --dead-window-tokens are then unused",
     )
-    ap.add_argument("--out", default="runs/saeeval/c2r_frontier.json")
+    ap.add_argument("--out", type=out_file, default="runs/saeeval/c2r_frontier.json")
     a = ap.parse_args(argv)
+    for opt, text in (("--ks", a.ks), ("--seeds", a.seeds)):
+        vals = text.split(",")
+        if not all(v.strip().isdigit() for v in vals) or (opt == "--ks" and any(int(v) < 1 for v in vals)):
+            ap.error(f"{opt} must be comma-separated whole numbers (--ks >= 1), got {text!r}")
     torch.set_num_threads(1)
     data_l0 = float((hierarchical_split(n=20_000, seed=0).active > 0).sum(-1).float().mean())
     print(json.dumps({"data_l0": round(data_l0, 3)}), flush=True)

@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from interp.infra.argtypes import out_dir, out_file, positive_int, sae_folder
 from sae.experiments.saebench_referee import add_saebench_path, emit_json
 
 PROTOCOL_DIFFERENCES = [
@@ -156,21 +157,29 @@ def summary(theirs: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sae", action="append", required=True, help="an SAE folder (repeat); loaded by plain sae-lens")
+    ap.add_argument(
+        "--sae",
+        action="append",
+        required=True,
+        type=sae_folder,
+        help="an SAE folder (repeat); loaded by plain sae-lens",
+    )
     ap.add_argument("--model", required=True, help="the SAEs' model spec")
     ap.add_argument(
         "--words",
-        type=int,
+        type=positive_int,
         default=6000,
         help="vocabulary sample (SAEBench: every alpha token; 2,000 leave SmolLM2 short)",
     )
     ap.add_argument("--seed", type=int, default=42, help="SAEBench's default random_seed; also the word sample")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--work", default=None, help="SAEBench's output folder (default: next to --out, or a temp dir)")
-    ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--threads", type=positive_int, default=1)
+    ap.add_argument(
+        "--work", type=out_dir, default=None, help="SAEBench's output folder (default: next to --out, or a temp dir)"
+    )
+    ap.add_argument("--out", type=out_file, help="also write the JSON here")
     a = ap.parse_args(argv)
     if a.words < 100:
-        raise SystemExit(f"--words must be at least 100 (SAEBench needs 20 letters with a good probe), got {a.words}")
+        ap.error(f"--words must be at least 100 (SAEBench needs 20 letters with a good probe), got {a.words}")
     torch.set_num_threads(a.threads)
     why = add_saebench_path()
     if why:
@@ -182,16 +191,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     saes = {}
     if len({Path(p).name for p in a.sae}) != len(a.sae):
-        raise SystemExit(f"--sae folders must have distinct names (they key the results), got {a.sae}")
+        ap.error(f"--sae folders must have distinct names (they key the results), got {a.sae}")
     for p in a.sae:
-        if not (Path(p) / "cfg.json").is_file():
-            raise SystemExit(f"--sae {p}: no cfg.json there (an SAE folder of `interp sae train` or sae-lens)")
         saes[Path(p).name] = SAE.load_from_disk(p)
     hooks = {s.cfg.metadata.hook_name for s in saes.values()}
     if len(hooks) != 1 or None in hooks:
         raise SystemExit(f"the SAEs must read one hook of the model, got {sorted(map(str, hooks))}")
     hook = hooks.pop()
-    model = interp.load_model(a.model)
+    try:
+        model = interp.load_model(a.model)
+    except ValueError as exc:  # an unknown spec: the registry's message names the valid ones
+        ap.error(f"--model: {exc}")
     tl = to_transformer_lens(model)
     words = absorption_words(tl.tokenizer, a.words, a.seed)
     digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:12]

@@ -77,6 +77,7 @@ def emit_json(res: dict[str, Any], out: str | None) -> None:
     """Print `res` as JSON, and write it to `out` too when given (the referee scripts' output)."""
     text = json.dumps(res, indent=1, default=str)
     if out:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
             f.write(text + "\n")
     print(text)

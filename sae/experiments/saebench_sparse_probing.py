@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from interp.infra.argtypes import out_file, positive_int, sae_folder, store_folder
 from sae.experiments.saebench_referee import add_saebench_path, emit_json
 
 
@@ -62,14 +63,14 @@ def referee(tasks: dict, encode: Any, ks: tuple[int, ...], seed: int) -> dict[st
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sae", required=True, help="SAE folder (scored as shipped)")
-    ap.add_argument("--store", required=True)
+    ap.add_argument("--sae", required=True, type=sae_folder, help="SAE folder (scored as shipped)")
+    ap.add_argument("--store", required=True, type=store_folder)
     ap.add_argument("--model", required=True, help="the store's model spec (for its tokenizer)")
-    ap.add_argument("--n-train", type=int, default=4000, help="rows per class (SAEBench: 4,000)")
-    ap.add_argument("--n-test", type=int, default=1000, help="rows per class (SAEBench: 1,000)")
+    ap.add_argument("--n-train", type=positive_int, default=4000, help="rows per class (SAEBench: 4,000)")
+    ap.add_argument("--n-test", type=positive_int, default=1000, help="rows per class (SAEBench: 1,000)")
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--threads", type=positive_int, default=1)
+    ap.add_argument("--out", type=out_file, help="also write the JSON here")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     import jaxtyping
@@ -90,7 +91,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     store = ActivationStore.open(a.store)
     sae = to_inference(load_sae(a.sae))
     hook = sae.cfg.metadata.hook_name
-    tok = load_tokenizer(a.model)
+    try:
+        tok = load_tokenizer(a.model)
+    except ValueError as exc:  # an unknown spec: the registry's message names the valid ones
+        ap.error(f"--model: {exc}")
     tasks = store_tasks(store, hook, lambda t: tok.decode([t]), a.n_train, a.n_test, seed=a.seed)
 
     @torch.no_grad()
