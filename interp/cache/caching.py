@@ -29,6 +29,7 @@ from interp.models import DEFAULT_MODEL, load_model
 from interp.store import ActivationStore, StoreMeta, write_shard_file
 from interp.store import lock as writer_lock
 from interp.store.shards import ShardInfo
+from interp.wrapper.parity import parity_certificate
 
 DEFAULT_HOOKS = ("blocks.*.hook_resid_post",)
 
@@ -171,7 +172,11 @@ def cache_activations(
         tokenizer=tokenizer_identity(model.tokenizer),  # by identity, not by path: the store can move
         ctx_len=cfg.ctx_len,
         data={**corpus.describe(), "seqs_per_shard": cfg.seqs_per_shard},
-        extra={"provenance": model.provenance, "config": {**asdict(cfg), "out": "."}},  # "." = the store itself
+        extra={
+            "provenance": model.provenance,
+            "config": {**asdict(cfg), "out": "."},  # "." = the store itself
+            "parity": parity_certificate(model, tokens[: min(cfg.batch_size, 2)], hooks),
+        },
     )
     # The writer lock is held from here to the end of the run: a second run on the same folder is
     # refused (or waits, with cfg.wait) instead of deleting this run's files; --overwrite deletes under it.

@@ -38,14 +38,22 @@ def _input_of(args, kwargs):
     return kwargs["hidden_states"], False
 
 
-def _call(point: HookPoint, fn: HookFn, t: torch.Tensor) -> torch.Tensor | None:
-    """Call a hook function on the viewed tensor; the full-size replacement, or None when unchanged."""
-    new = fn(point.view.get(t), point)
-    return None if new is None else point.view.put(t, new)
+def _call(point: HookPoint, fn: HookFn, t: torch.Tensor, gradient: bool = False) -> torch.Tensor | None:
+    """Call a hook function on the viewed tensor (or gradient); the full-size replacement, or None."""
+    view = point.view.for_gradient() if gradient else point.view
+    new = fn(view.get(t), point)
+    return None if new is None else view.put(t, new)
 
 
 def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
     """Install one forward hook function at one hook point."""
+    if point.view.flat:
+        fn, remove_axes = _with_token_axes(root, point, fn)
+        return [remove_axes, *_install_forward(root, point, fn)]
+    return _install_forward(root, point, fn)
+
+
+def _install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
     module = root.get_submodule(point.module)
     if point.site == "attn":
         table = module.__dict__.setdefault(ATTR, {})
@@ -62,10 +70,14 @@ def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remov
         return [module.register_forward_hook(_norm_hook(module, point, fn), with_kwargs=True).remove]
     if point.site == "result":
         return [module.register_forward_hook(_result_hook(module, point, fn)).remove]
+    if point.site == "router":
+        return _install_router(module, point, fn)
     if point.site == "output":
 
         def forward_hook(mod, args, output):
             new = _call(point, fn, _first(output))
+            if new is None and point.view.copy:
+                new = _first(output).clone()
             return None if new is None else _replace_first(output, new)
 
         return [module.register_forward_hook(forward_hook).remove]
@@ -89,6 +101,8 @@ def install_forward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remov
 
         def carry_delta(mod, args, output):
             d = delta.pop("d", None)
+            if d is not None and point.delta_scale is not None:
+                d = d / point.delta_scale
             return None if d is None else _replace_first(output, _first(output) + d)
 
         removes.append(root.get_submodule(point.delta_module).register_forward_hook(carry_delta).remove)
@@ -139,6 +153,35 @@ def _result_hook(module: nn.Module, point: HookPoint, fn: HookFn):
     return hook
 
 
+def _install_router(module: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
+    """One of a router's three outputs (logits, top-k weights, top-k indices), handed to `fn`."""
+
+    def on_router(mod, args, output):
+        t = output[point.view.part]
+        new = fn(t, point)
+        if new is None:
+            return None
+        return (*output[: point.view.part], new.to(t.dtype), *output[point.view.part + 1 :])
+
+    return [module.register_forward_hook(on_router).remove]
+
+
+def _with_token_axes(root: nn.Module, point: HookPoint, fn: HookFn) -> tuple[HookFn, Remove]:
+    """`fn` wrapped to see [batch, pos, ...] where the module sees [batch * pos, ...]: the block, whose input
+    still has both axes, records them on the way in."""
+    lead: dict[str, torch.Size] = {}
+
+    def remember(mod, args, kwargs):
+        lead["shape"] = _input_of(args, kwargs)[0].shape[:-1]
+
+    def wrapped(t: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
+        new = fn(t.view(*lead["shape"], *t.shape[1:]), hook)
+        return None if new is None else new.reshape(t.shape)
+
+    block = root.get_submodule(point.stop_module)
+    return wrapped, block.register_forward_pre_hook(remember, with_kwargs=True).remove
+
+
 def install_backward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remove]:
     """Install a gradient hook: `fn(grad, hook)` sees d(loss)/d(activation) in the point's view.
 
@@ -147,9 +190,9 @@ def install_backward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remo
 
     def on_tensor(t: torch.Tensor) -> None:
         if t.requires_grad:
-            t.register_hook(lambda g: _call(point, fn, g))
+            t.register_hook(lambda g: _call(point, fn, g, gradient=True))
 
-    if point.site in ("attn", "norm", "result"):  # derived tensors: hand them back so they join the graph
+    if point.site in ("attn", "norm", "result", "router"):  # derived tensors: hand them back so they join the graph
 
         def observe(seen: torch.Tensor, _point: HookPoint) -> torch.Tensor:
             if seen.requires_grad:
@@ -157,8 +200,12 @@ def install_backward(root: nn.Module, point: HookPoint, fn: HookFn) -> list[Remo
             return seen  # handed back so that the forward uses the very tensor whose gradient we hook
 
         return install_forward(root, point, observe)
+    removes = []
+    if point.view.flat:
+        fn, remove_axes = _with_token_axes(root, point, fn)
+        removes.append(remove_axes)
     module = root.get_submodule(point.module)
     if point.site == "output":
-        return [module.register_forward_hook(lambda m, a, out: on_tensor(_first(out))).remove]
+        return [*removes, module.register_forward_hook(lambda m, a, out: on_tensor(_first(out))).remove]
     pre = module.register_forward_pre_hook(lambda m, a, kw: on_tensor(_input_of(a, kw)[0]), with_kwargs=True)
-    return [pre.remove]
+    return [*removes, pre.remove]

@@ -4,7 +4,8 @@ HF norms return `affine(normalise(x))` in one call, so the scale never exists as
 forward. We derive it from the module's own input with the module's own epsilon, which matches
 TransformerLens's `hook_scale` / `hook_normalized`:
 
-- LayerNorm (GPT-2, GPT-NeoX): scale = sqrt(var(x) + eps); normalized = (x - mean(x)) / scale.
+- LayerNorm (GPT-2, GPT-NeoX; OLMo's has no weight, Cohere's no bias): scale = sqrt(var(x) + eps);
+  normalized = (x - mean(x)) / scale.
 - RMSNorm (Llama family): scale = sqrt(mean(x^2) + eps); normalized = x / scale (then `w * normalized`).
 - Gemma's RMSNorm: the same, then `normalized * (1 + w)`.
 
@@ -42,6 +43,8 @@ def norm_spec(module: nn.Module) -> NormSpec:
     if isinstance(module, nn.LayerNorm):
         return NormSpec("layernorm", float(module.eps))
     name = type(module).__name__
+    if name in ("OlmoLayerNorm", "CohereLayerNorm"):  # F.layer_norm without parameters (OLMo, eps 1e-5 fixed)
+        return NormSpec("layernorm", float(getattr(module, "variance_epsilon", 1e-5)))
     if "RMSNorm" in name:
         eps = getattr(module, "variance_epsilon", None)
         eps = getattr(module, "eps", 1e-6) if eps is None else eps
@@ -67,10 +70,13 @@ def normalized_of(spec: NormSpec, x: torch.Tensor, scale: torch.Tensor | None = 
 def affine(module: nn.Module, spec: NormSpec, normalized: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The module's output computed from a (possibly edited) normalised input."""
     if spec.kind == "layernorm":
+        weight, bias_ = getattr(module, "weight", None), getattr(module, "bias", None)
+        if type(module).__name__ == "CohereLayerNorm":  # weight applied in float32, then cast
+            return (weight.float() * normalized).to(dtype)
         out = normalized.to(dtype)
-        if module.weight is not None:
-            out = out * module.weight
-        return out + module.bias if module.bias is not None else out
+        if weight is not None:
+            out = out * weight
+        return out + bias_ if bias_ is not None else out
     if spec.kind == "rms":
         return module.weight * normalized.to(dtype)
     return (normalized * (1.0 + module.weight.float())).to(dtype)
@@ -78,7 +84,10 @@ def affine(module: nn.Module, spec: NormSpec, normalized: torch.Tensor, dtype: t
 
 def gain(module: nn.Module, spec: NormSpec) -> torch.Tensor:
     """[d]: the per-channel multiplier the norm applies after normalising (1 + w for Gemma)."""
-    w = module.weight.detach()
+    w = getattr(module, "weight", None)
+    if w is None:  # a norm without parameters (OLMo)
+        return torch.ones(module.normalized_shape)
+    w = w.detach()
     return 1.0 + w.float() if spec.kind == "rms_one_plus" else w.float()
 
 

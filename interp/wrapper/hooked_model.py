@@ -24,7 +24,7 @@ from interp.cache import ActivationCache
 from interp.data import tokenize_texts
 from interp.hooks.attention import use_hooked_attention
 from interp.hooks.install import HookFn, install_backward, install_forward
-from interp.hooks.points import HookPoint, NameFilter, build_points, select_points
+from interp.hooks.points import HookPoint, NameFilter, absent_points, build_points, select_points
 from interp.wrapper.config import TLConfigView, tl_config_view
 from interp.wrapper.layer_range import StopForward, run_from_layer, stop_before_layer
 from interp.wrapper.tokens import TokensMixin, next_token_loss, per_token_loss
@@ -56,12 +56,13 @@ class HookedModel(WeightsMixin, TokensMixin):
         use_hooked_attention(hf_model)
         self.points: list[HookPoint] = build_points(self.adapter, self.config)
         self._by_name = {p.name: p for p in self.points}
+        self._absent = absent_points(self.adapter, self.config)
         self.provenance = dict(provenance or {})
         c = self.config
         self.n_layers = c.num_hidden_layers
         self.d_model = c.hidden_size
         self.n_heads = c.num_attention_heads
-        self.n_kv_heads = getattr(c, "num_key_value_heads", None) or self.n_heads
+        self.n_kv_heads = self.adapter.n_kv_heads(c)
         self.d_head = getattr(c, "head_dim", None) or self.d_model // self.n_heads
         self.d_vocab = c.vocab_size
         self.n_ctx = getattr(c, "max_position_embeddings", None) or getattr(c, "n_positions", None)
@@ -103,7 +104,7 @@ class HookedModel(WeightsMixin, TokensMixin):
 
     def hook_points(self, names: NameFilter = None) -> list[HookPoint]:
         """Hook points chosen by names, glob patterns or a predicate (None: all), in forward order."""
-        return select_points(self.points, names)
+        return select_points(self.points, names, self._absent)
 
     # ------------------------------------------------------------------ inputs
     def to_tokens(
