@@ -79,8 +79,11 @@ class WeightsMixin:
         if layout == "neox":  # output features per head: [q_h | k_h | v_h]
             w = mod.weight.detach().unflatten(0, (self.n_heads, 3, -1))[:, part].transpose(1, 2)
             return w, _bias(mod, mod.weight.shape[0]).view(self.n_heads, 3, -1)[:, part]
-        w = _linear_t(mod).detach().chunk(3, dim=1)[part].unflatten(1, (self.n_heads, -1)).transpose(0, 1)
-        return w, _bias(mod, mod.weight.shape[1]).chunk(3)[part].view(self.n_heads, -1)
+        # q | k | v blocks: q is n_heads * d_head wide, k and v n_kv_heads * d_head (GPT-2, Phi-3, Falcon's MQA)
+        sizes = [h * self.d_head for h in (self.n_heads, self.n_kv_heads, self.n_kv_heads)]
+        w_all = _linear_t(mod).detach()
+        w = w_all.split(sizes, dim=1)[part].unflatten(1, (heads, -1)).transpose(0, 1)
+        return w, _bias(mod, w_all.shape[1]).split(sizes)[part].view(heads, -1)
 
     def W_O_layer(self, layer: int) -> Tensor:
         """[head, d_head, d_model] of one layer (a view of the output projection's weight)."""
@@ -97,15 +100,30 @@ class WeightsMixin:
             return self.W_O_layer(layer)
         if name == "b_O":
             return _bias(self._block(layer, a.out_proj), self.d_model)
-        gated = a.mlp_pre_linear is not None
-        mlp = {"in": a.mlp_pre_linear if gated else a.mlp_pre, "gate": a.mlp_pre if gated else None, "out": a.mlp_down}
         kind = name[2:]
-        if kind in mlp and name[0] in "Wb":
-            if mlp[kind] is None:
-                raise MissingWeightError(f"{name}: this model's MLP is not gated (no gate projection); use W_in")
-            mod = self._block(layer, mlp[kind])
-            return _linear_t(mod).detach() if name[0] == "W" else _bias(mod, _linear_t(mod).shape[1])
+        if kind in ("in", "gate", "out") and name[0] in "Wb":
+            return self._mlp_weight(layer, name)
         raise MissingWeightError(f"no layer weight named {name!r}; try W_Q, W_K, W_V, W_O, W_in, W_gate, W_out or b_*")
+
+    def _mlp_weight(self, layer: int, name: str) -> Tensor:
+        """W_in / W_gate / W_out (or b_*) of one layer; a fused gate | up projection is split in two halves."""
+        a, kind = self.adapter, name[2:]
+        if a.moe_router:
+            raise MissingWeightError(
+                f"{name}: a mixture of experts has no single MLP weight; its experts live in "
+                f"{a.layers}.{layer}.{a.mlp}.experts and its router in {a.moe_router}"
+            )
+        gated = a.mlp_pre_linear is not None or a.gate_up_fused
+        if kind == "gate" and not gated:
+            raise MissingWeightError(f"{name}: this model's MLP is not gated (no gate projection); use W_in")
+        path = a.mlp_down if kind == "out" else (a.mlp_pre_linear or a.mlp_pre) if kind == "in" else a.mlp_pre
+        mod = self._block(layer, path)
+        w = _linear_t(mod).detach()
+        b = _bias(mod, w.shape[1])
+        if a.gate_up_fused and kind != "out":  # [gate | up] along the output features
+            half = 0 if kind == "gate" else 1
+            w, b = w.chunk(2, dim=1)[half], b.chunk(2)[half]
+        return w if name[0] == "W" else b
 
     def _stacked(self, name: str) -> Tensor:
         return torch.stack([self.layer_weight(name, l) for l in range(self.n_layers)])

@@ -227,3 +227,43 @@ def test_an_unknown_family_names_the_file_to_add():
     model.config.model_type = "my_family"
     with pytest.raises(ValueError, match=r"interp/adapters/my_family\.py.*register_adapter"):
         interp.HookedModel(model, byte_tokenizer())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transformer_lens_weights_recompose_the_hook_points(family):
+    """hook_q/k/v = (q/k/v projection's input) @ W + b, hook_z @ W_O + b_O = the output projection's output, and
+    the MLP's pre-activation and output likewise: the fused layouts are split as the model reads them."""
+    model = wrap(family)
+    a, x = model.adapter, ids(1, 6)
+    seen = {}
+    block = model.hf_model.get_submodule(f"{a.layers}.0")
+    taps = [(a.qkv[0], "qkv_in", "input"), (a.out_proj, "o_out", "output")]
+    if a.mlp_pre:
+        taps += [(a.mlp_pre, "mlp_in", "input"), (a.mlp_down, "mlp_out", "output")]
+    handles = []
+    for path, key, where in taps:
+        mod = block.get_submodule(path)
+        if where == "input":
+            handles.append(mod.register_forward_pre_hook(lambda m, args, key=key: seen.__setitem__(key, args[0])))
+        else:
+            handles.append(mod.register_forward_hook(lambda m, args, out, key=key: seen.__setitem__(key, out)))
+    _, cache = model.run_with_cache(x)
+    for h in handles:
+        h.remove()
+    xin = seen["qkv_in"].reshape(1, 6, -1)
+    for part in "QKV":
+        w, b = model.layer_weight(f"W_{part}", 0), model.layer_weight(f"b_{part}", 0)
+        got = torch.einsum("bpd,hde->bphe", xin, w) + b
+        assert maxdiff(got, cache[part.lower(), 0]) < 1e-5, part
+    o = torch.einsum("bphe,hed->bpd", cache["z", 0], model.layer_weight("W_O", 0)) + model.layer_weight("b_O", 0)
+    assert maxdiff(o, seen["o_out"].reshape(o.shape)) < 1e-5
+    if a.mlp_pre:
+        m_in = seen["mlp_in"].reshape(1, 6, -1)
+        first = "W_gate" if (a.mlp_pre_linear or a.gate_up_fused) else "W_in"
+        pre = m_in @ model.layer_weight(first, 0) + model.layer_weight("b" + first[1:], 0)
+        assert maxdiff(pre, cache["pre", 0]) < 1e-5
+        out = cache["post", 0] @ model.layer_weight("W_out", 0) + model.layer_weight("b_out", 0)
+        assert maxdiff(out, seen["mlp_out"].reshape(out.shape)) < 1e-5
+    else:
+        with pytest.raises(AttributeError, match="mixture of experts"):
+            model.W_in
