@@ -215,7 +215,10 @@ def _weights_fingerprint(spec: str) -> tuple:
     from interp.models.registry import split_step
 
     arg = spec.partition(":")[2] if ":" in spec and not Path(spec).exists() else spec
-    path, step = split_step(arg) if arg else (arg, None)
+    try:
+        path, step = split_step(arg) if arg else (arg, None)
+    except ValueError:  # not PATH@N: a hub id at a revision (ORG/NAME@REV), whose commit pins its weights
+        return ()
     folder = Path(path) / f"step_{step}" if step is not None else Path(path) if path else None
     if folder is None or not folder.exists():
         return ()
@@ -257,10 +260,8 @@ def _checkpoints(cfg: AttributeConfig):
 
     paths = list(cfg.checkpoints)
     if not paths:
-        from interp.models.registry import split_step
-
         arg = cfg.model.partition(":")[2] or cfg.model
-        run = Path(split_step(arg)[0])
+        run = Path(arg.rsplit("@", 1)[0])  # PATH@N: the run; a hub id's ORG/NAME@REV is no folder here
         if run.is_dir() and any(run.glob("step_*")):
             paths = [str(run)]
         else:

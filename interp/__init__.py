@@ -8,12 +8,12 @@ The public names below load on first use (PEP 562), so `import interp.cli.main` 
 does not pay for torch and transformers until a command needs a model.
 """
 
-import os
 from importlib import import_module
 
 from interp import moved
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is fetched from the hub at run time
+# No HF_HUB_OFFLINE default here: only hub ids (`interp.models.hub`) reach the hub, and they honour the user's
+# HF_HUB_OFFLINE; every other model, tokenizer and data spec is a local file.
 moved.install()  # 0.1's module paths (interp.jobs, interp.hooked_model, ...) for one more version
 
 __version__ = "0.2.0"

@@ -72,7 +72,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON instea
         "model.provenance['quantization'] records.\n-init models are random-initialised shapes (tests, timing), "
         "not trained models.\nThe sizes in brackets are each model's fp32 weights, compared with this machine's "
         "memory.\nAny local HF folder or .gguf path also works as a spec (PATH@N loads step_N of "
-        "a training run)."
+        "a training run), and so does a Hugging Face hub id ORG/NAME[@REV] (through the HF cache; "
+        "HF_HUB_OFFLINE=1: the cache only)."
     )
 
 

@@ -2,7 +2,7 @@
 
 | option | meaning |
 |---|---|
-| `--model SPEC` | a model spec (`interp models`) or a path to a local HF folder / .gguf (`PATH@N`: step N of a run) |
+| `--model SPEC` | a spec (`interp models`), a local HF folder or .gguf (`PATH@N`: step N), a hub id `ORG/NAME[@REV]` |
 | `--data SPEC` | a corpus: built-in (`stdlib-docs`, ...), `file:`/`dir:`, `jsonl:`/`parquet:`/`csv:`/`hf-disk:` |
 | `--device auto\\|cpu\\|cuda[:N]` | where models run; `auto` (the default) takes CUDA when it is there |
 | `--out DIR` | always a folder; the command names the files inside it |
@@ -54,7 +54,8 @@ def path(default: Any, *names: str, help: str, **kw: Any) -> Any:
 
 
 def model(
-    default: Any = DEFAULT_MODEL, help: str = "Model spec (`interp models`) or a local HF folder / .gguf path."
+    default: Any = DEFAULT_MODEL,
+    help: str = "Model spec (`interp models`), a local HF folder / .gguf path, or a hub id ORG/NAME[@REV].",
 ) -> Any:
     return typer.Option(default, "--model", metavar="SPEC", help=help)
 

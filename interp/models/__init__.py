@@ -1,4 +1,4 @@
-"""Models with no hub at run time: named specs, local folders, GGUF files. See `registry`."""
+"""Models: named specs, local folders, GGUF files and Hugging Face hub ids (through the HF cache). See `registry`."""
 
 from interp.models.registry import DEFAULT_MODEL, SPECS, ModelSpec, list_models, load_model, register_model
 

@@ -62,8 +62,10 @@ def _converted_facts(folder: Path, dtype) -> dict:
     return facts
 
 
-def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
-    """(hf_model, tokenizer, provenance) of a local folder or GGUF file, with eager attention."""
+def load_local(path: str | Path, step: int | None, dtype: torch.dtype, device_map=None):
+    """(hf_model, tokenizer, provenance) of a local folder or GGUF file, with eager attention.
+
+    `device_map` goes to `from_pretrained` as is ("auto": accelerate spreads the weights over the devices)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from interp.data import byte_tokenizer
@@ -85,7 +87,9 @@ def load_local(path: str | Path, step: int | None, dtype: torch.dtype):
     elif (target / "interp_source.json").is_file():  # a converted GGUF folder loaded by its path: keep its facts
         provenance.update(_converted_facts(target, dtype))
     check_model_folder(target)  # pickle-only weights or remote code: one clear refusal (interp.models.safety)
-    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, attn_implementation="eager", use_safetensors=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        target, dtype=dtype, attn_implementation="eager", use_safetensors=True, device_map=device_map
+    )
     has_tokenizer = any((target / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
     tokenizer = AutoTokenizer.from_pretrained(target) if has_tokenizer else byte_tokenizer()
     from interp.infra.portable import tokenizer_identity

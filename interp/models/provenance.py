@@ -17,15 +17,16 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def cached_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file, cached in `<file>.sha256.json` keyed by size and mtime (recomputed if either moves).
+def cached_sha256(path: str | os.PathLike, side: str | os.PathLike | None = None) -> str:
+    """sha256 of a file, cached in `side` (default `<file>.sha256.json`) keyed by size and mtime (recomputed if
+    either moves).
 
     Where the folder is read-only (a file inside site-packages, say) the hash is just computed.
     """
     path = Path(path)
     st = path.stat()
     key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    side = path.with_name(path.name + ".sha256.json")
+    side = Path(side) if side is not None else path.with_name(path.name + ".sha256.json")
     try:
         saved = json.loads(side.read_text())
         if {k: saved.get(k) for k in key} == key:
@@ -34,6 +35,7 @@ def cached_sha256(path: str | os.PathLike) -> str:
         pass
     digest = sha256_file(path)
     try:
+        side.parent.mkdir(parents=True, exist_ok=True)
         tmp = side.with_name(side.name + ".tmp")
         tmp.write_text(json.dumps({**key, "sha256": digest}))
         os.replace(tmp, side)
@@ -42,16 +44,32 @@ def cached_sha256(path: str | os.PathLike) -> str:
     return digest
 
 
-def weights_sha256(folder: str | os.PathLike) -> str:
-    """One hash for a HF folder's weights: the file's own hash, or a hash of the per-file hashes when sharded."""
-    files = sorted(Path(folder).glob("*.safetensors")) or sorted(Path(folder).glob("*.bin"))
+def weights_sha256(
+    folder: str | os.PathLike, side_dir: str | os.PathLike | None = None, names: tuple[str, ...] = ()
+) -> str:
+    """One hash for a HF folder's weights: the file's own hash, or a hash of the per-file hashes when sharded.
+
+    `side_dir`: remember the hashes there (named by the file's real path) instead of beside the files, for
+    folders that belong to another tool (the HF cache). `names`: the weight files, when not every
+    `*.safetensors` in the folder is one."""
+    if names:
+        files = [Path(folder) / n for n in sorted(names)]
+    else:
+        files = sorted(Path(folder).glob("*.safetensors")) or sorted(Path(folder).glob("*.bin"))
     if not files:
         raise FileNotFoundError(f"no weight files (*.safetensors) in {folder}")
+
+    def one(f: Path) -> str:
+        if side_dir is None:
+            return cached_sha256(f)
+        name = hashlib.sha256(str(f.resolve()).encode()).hexdigest()[:32]
+        return cached_sha256(f, Path(side_dir) / f"{name}.sha256.json")
+
     if len(files) == 1:
-        return cached_sha256(files[0])
+        return one(files[0])
     h = hashlib.sha256()
     for f in files:
-        h.update(f"{f.name}:{cached_sha256(f)}\n".encode())
+        h.update(f"{f.name}:{one(f)}\n".encode())
     return h.hexdigest()
 
 

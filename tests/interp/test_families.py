@@ -266,4 +266,4 @@ def test_transformer_lens_weights_recompose_the_hook_points(family):
         assert maxdiff(out, seen["mlp_out"].reshape(out.shape)) < 1e-5
     else:
         with pytest.raises(AttributeError, match="mixture of experts"):
-            model.W_in
+            _ = model.W_in

@@ -83,8 +83,11 @@ def test_list_models_says_what_is_available(tmp_path, monkeypatch):
 
 
 def test_trained_pythia_name_needs_weights_and_says_how(tmp_path, monkeypatch):
+    from tests.interp.models.hf_fakes import hub_env
+
     monkeypatch.setenv("INTERP_HOME", str(tmp_path))
-    with pytest.raises(FileNotFoundError) as err:
+    hub_env(monkeypatch, tmp_path / "hf")  # offline, an empty HF cache: the hub route has nothing either
+    with pytest.raises(ValueError) as err:
         interp.load_model("pythia-70m")
     msg = str(err.value)
     assert "EleutherAI/pythia-70m" in msg and "pythia-70m:PATH" in msg and "pythia-70m-init" in msg
