@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -320,8 +321,15 @@ def load_hub(repo_id: str, revision: str | None, dtype: torch.dtype, device_map=
 
     from interp.data import byte_tokenizer
     from interp.infra.portable import tokenizer_identity
+    from interp.models.memory import check_fits, gigabytes, parameter_count
+    from interp.models.registry import machine_memory_gb
 
     snap = fetch(repo_id, revision)
+    n_params = parameter_count([snap.folder / name for name in snap.weights])
+    # shown (and checked) before a single weight is loaded
+    logging.getLogger(__name__).info(
+        check_fits(snap.label, n_params, dtype, machine_memory_gb(), device_map is not None)
+    )
     model = AutoModelForCausalLM.from_pretrained(
         snap.folder, dtype=dtype, attn_implementation="eager", use_safetensors=True, device_map=device_map
     )
@@ -336,6 +344,8 @@ def load_hub(repo_id: str, revision: str | None, dtype: torch.dtype, device_map=
         # hashes are remembered outside the HF cache, which stays as huggingface_hub wrote it
         "weights_sha256": weights_sha256(snap.folder, side_dir=interp_home() / "hashes", names=snap.weights),
         "tokenizer": tokenizer_identity(tokenizer),
+        "parameters": n_params,
+        "memory_gb": round(gigabytes(n_params, dtype), 3),
     }
     if device_map is not None:
         provenance["device_map"] = str(device_map)

@@ -267,3 +267,28 @@ def test_transformer_lens_weights_recompose_the_hook_points(family):
     else:
         with pytest.raises(AttributeError, match="mixture of experts"):
             _ = model.W_in
+
+
+def test_hooks_work_under_accelerates_offload(tmp_path):
+    """A model spread by `device_map` (here a block offloaded to disk: accelerate moves its weights in and out
+    with hooks of its own) gives the same logits and caches, and edits still reach the output."""
+    from transformers import AutoModelForCausalLM
+
+    bare = tiny_family("qwen3")
+    bare.save_pretrained(tmp_path / "m")
+    device_map = {
+        n: "cpu" for n in ("model.embed_tokens", "model.layers.0", "model.norm", "model.rotary_emb", "lm_head")
+    }
+    device_map["model.layers.1"] = "disk"
+    spread = AutoModelForCausalLM.from_pretrained(
+        tmp_path / "m", device_map=device_map, offload_folder=tmp_path / "off", attn_implementation="eager"
+    )
+    assert type(spread.model.layers[1]._hf_hook).__name__ == "AlignDevicesHook"
+    model, x = interp.HookedModel(spread, byte_tokenizer()), ids()
+    with torch.no_grad():
+        ref = bare(x, output_hidden_states=True)
+        logits, cache = model.run_with_cache(x)
+    assert torch.equal(logits, ref.logits)
+    assert torch.equal(cache["resid_pre", 1], ref.hidden_states[1])
+    zeroed = model.run_with_hooks(x, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z * 0)])
+    assert maxdiff(zeroed, logits) > 1e-3

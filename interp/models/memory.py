@@ -1,0 +1,50 @@
+"""What a checkpoint needs in memory, read from its safetensors headers before any weight is loaded.
+
+A safetensors file starts with an 8-byte length and a JSON header listing each tensor's dtype and shape, so the
+parameter count of a multi-GB checkpoint costs a few kilobytes of reading.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def parameter_count(files: list[Path]) -> int:
+    """Number of parameters in the safetensors files (from their headers only)."""
+    total = 0
+    for path in files:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+        total += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+    return total
+
+
+def gigabytes(n_params: int, dtype) -> float:
+    """GB that `n_params` parameters take in `dtype` (a torch dtype)."""
+    return n_params * dtype.itemsize / 1e9
+
+
+def check_fits(label: str, n_params: int, dtype, have_gb: float | None, spread: bool) -> str:
+    """One line saying what the model needs; a `ValueError` naming the fixes when it cannot fit in this machine's
+    memory and is not spread over devices (`device_map`)."""
+    need = gigabytes(n_params, dtype)
+    name = str(dtype).removeprefix("torch.")
+    line = f"{label}: {n_params / 1e9:.3g} B parameters, ~{need:.3g} GB as {name}"
+    if have_gb is not None:
+        line += f" (this machine: {have_gb:.3g} GB)"
+    if have_gb is not None and need > have_gb and not spread:
+        half = gigabytes(n_params, _bfloat16())
+        raise ValueError(
+            f"{line}: it does not fit. Load it as bfloat16 (dtype='bfloat16' / --dtype bfloat16, ~{half:.3g} GB) "
+            "or spread it over devices with device_map='auto' (accelerate)"
+        )
+    return line
+
+
+def _bfloat16():
+    import torch
+
+    return torch.bfloat16
