@@ -38,7 +38,7 @@ def check_fits(label: str, n_params: int, dtype, have_gb: float | None, spread: 
     if have_gb is not None and need > have_gb and not spread:
         half = gigabytes(n_params, _bfloat16())
         raise ValueError(
-            f"{line}: it does not fit. Load it as bfloat16 (dtype='bfloat16' / --dtype bfloat16, ~{half:.3g} GB) "
+            f"{line}: it does not fit. Load it as bfloat16 (load_model(..., dtype='bfloat16'), ~{half:.3g} GB) "
             "or spread it over devices with device_map='auto' (accelerate)"
         )
     return line
