@@ -202,7 +202,7 @@ def _patch_hooks(model, graph: EdgeGraph, ablate: Tensor, abl, lw: dict) -> list
         ("blocks.*.attn.hook_v", qkv_hook("v")),
         ("blocks.*.mlp.hook_pre", mlp_hook("pre")),
     ]
-    if model.adapter.mlp_pre_linear:
+    if model.adapter.mlp_pre_linear or model.adapter.gate_up_fused:
         hooks.append(("blocks.*.mlp.hook_pre_linear", mlp_hook("pre_linear")))
     hooks.append((f"blocks.{graph.n_layers - 1}.hook_resid_post", final_hook))
     return hooks

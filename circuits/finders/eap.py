@@ -94,19 +94,20 @@ def scores_from_circuit(circuit: Circuit):
 def _upstream_hooks(model, graph: EdgeGraph, store: dict, W_o: dict) -> list:
     """fwd_hooks that record this forward's upstream outputs into store["input"], store[("a", l)], store[("m", l)]."""
 
-    def embed(t, hook):
-        store["input"] = store.get("input", 0) + t
+    # Granite: the block adds residual_multiplier x each sub-layer's output (hook_mlp_out shows the product)
+    a = model.adapter
+    scale = getattr(model.config, a.residual_multiplier) if a.residual_multiplier else 1.0
+
+    def embed(t, hook):  # the residual stream as block 0 reads it: embeddings after any scale, norm or positions
+        store["input"] = t
 
     def z(t, hook):
-        store[("a", hook.layer)] = head_outputs(t, W_o[hook.layer], graph.n_heads)
+        store[("a", hook.layer)] = head_outputs(t, W_o[hook.layer], graph.n_heads) * scale
 
     def mlp(t, hook):
         store[("m", hook.layer)] = t
 
-    hooks = [("hook_embed", embed)]
-    if "hook_pos_embed" in model.hook_names():
-        hooks.append(("hook_pos_embed", embed))
-    return hooks + [("blocks.*.attn.hook_z", z), ("blocks.*.hook_mlp_out", mlp)]
+    return [("blocks.0.hook_resid_pre", embed), ("blocks.*.attn.hook_z", z), ("blocks.*.hook_mlp_out", mlp)]
 
 
 def stack_upstream(store: dict, graph: EdgeGraph, upto: int | None = None) -> Tensor:
@@ -206,7 +207,7 @@ def _grad_pass(
         ("blocks.*.mlp.hook_pre", gkeep("pre")),
         (f"blocks.{last_layer}.hook_resid_post", gkeep("final")),
     ]
-    if model.adapter.mlp_pre_linear:
+    if model.adapter.mlp_pre_linear or model.adapter.gate_up_fused:
         bwd.append(("blocks.*.mlp.hook_pre_linear", gkeep("pre_linear")))
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
         logits = model({"input_ids": batch.clean, "attention_mask": batch.clean_mask})

@@ -48,10 +48,16 @@ class EdgeGraph:
     @classmethod
     def of(cls, model, qkv: bool = True) -> EdgeGraph:
         a = model.adapter
-        if a.attn_contrib != a.attn or a.mlp_contrib.split(".")[-1] != "mlp":
+        if a.sandwich_norms:
             raise ValueError(
                 f"edge attribution needs attention and MLP outputs added straight to the residual stream; "
                 f"{model.config.model_type} adds them through a norm (sandwich norms), which is not supported"
+            )
+        if a.mlp_pre is None:
+            raise ValueError(
+                f"edge attribution reads each MLP's input through its input projection (mlp.hook_pre); "
+                f"{model.config.model_type} has a mixture of experts, with no single MLP input projection, "
+                "which is not supported"
             )
         return cls(model.n_layers, model.n_heads, model.n_kv_heads, a.is_parallel(model.config), qkv)
 

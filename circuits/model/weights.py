@@ -48,15 +48,19 @@ def layer_weights(model, layer: int) -> LayerWeights:
         if a.qkv_layout == "neox":  # rows per head: [q_h | k_h | v_h]
             per = fused.view(H, 3, dh, d)
             q, k, v = (per[:, i].reshape(H * dh, d) for i in range(3))
-        else:  # gpt2: [q | k | v] blocks
-            q, k, v = fused.chunk(3, dim=0)
+        else:  # gpt2 / split: [q | k | v] blocks, k and v n_kv_heads * d_head rows each (Phi-3, Falcon multi-query)
+            kv = model.n_kv_heads * dh
+            q, k, v = fused.split([H * dh, kv, kv], dim=0)
+    pre = oriented(blk.get_submodule(a.mlp_pre)).detach()
     up = oriented(blk.get_submodule(a.mlp_pre_linear)).detach() if a.mlp_pre_linear else None
+    if a.gate_up_fused:  # one projection packs gate | up (Phi-3, GLM): mlp.hook_pre is its first half
+        pre, up = pre.chunk(2, dim=0)
     return LayerWeights(
         q,
         k,
         v,
         oriented(blk.get_submodule(a.out_proj)).detach(),
-        oriented(blk.get_submodule(a.mlp_pre)).detach(),
+        pre,
         oriented(blk.get_submodule(a.mlp_down)).detach(),
         up,
     )
@@ -90,8 +94,9 @@ def unit_param_masks(model, nodes) -> dict[nn.Parameter, Tensor]:
             mark(blk.get_submodule(a.qkv[part]), rows=channels)
         elif a.qkv_layout == "neox":
             mark(blk.get_submodule(a.qkv[0]), rows=[(c // dh) * 3 * dh + part * dh + c % dh for c in channels])
-        else:
-            mark(blk.get_submodule(a.qkv[0]), rows=[part * H * dh + c for c in channels])
+        else:  # q | k | v blocks, q H * dh wide, k and v Hkv * dh (grouped queries)
+            start = (0, H * dh, (H + Hkv) * dh)[part]
+            mark(blk.get_submodule(a.qkv[0]), rows=[start + c for c in channels])
 
     for n in nodes:
         blk = model.hf_model.get_submodule(f"{a.layers}.{n.layer}")
@@ -104,7 +109,9 @@ def unit_param_masks(model, nodes) -> dict[nn.Parameter, Tensor]:
         elif n.kind in ("q", "k", "v"):
             qkv_rows("qkv".index(n.kind), [n.index])
         elif n.kind == "neuron":
-            mark(blk.get_submodule(a.mlp_pre), rows=[n.index])
+            pre = blk.get_submodule(a.mlp_pre)
+            # a fused gate | up projection holds the neuron's gate row and, d_mlp rows further, its up row
+            mark(pre, rows=[n.index, pre.weight.shape[0] // 2 + n.index] if a.gate_up_fused else [n.index])
             if a.mlp_pre_linear:
                 mark(blk.get_submodule(a.mlp_pre_linear), rows=[n.index])
             mark(blk.get_submodule(a.mlp_down), cols=[n.index])
