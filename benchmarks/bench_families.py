@@ -19,7 +19,6 @@ Per family, a tiny random model built from `transformers`' own config class (tes
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import statistics
@@ -34,54 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import interp  # noqa: E402
 from interp.data import byte_tokenizer  # noqa: E402
+from interp.views.bridge import compare_with_bridge  # noqa: E402
 from interp.wrapper.parity import parity_certificate  # noqa: E402
 from tests.tiny import FAMILIES, tiny_family  # noqa: E402
 
-# Hook names whose meaning differs between TL's bridge and us, by family, with the reason (kept in the output).
-MEANINGS = {
-    "bloom": {"hook_embed": "TL's is after BLOOM's embedding LayerNorm; ours is the word embedding (W_E's output)"},
-    "gpt2": {"hook_pos_embed": "same values; TL repeats them over the batch, we keep [1, pos, d]"},
-    "gptj": {"blocks.*.attn.hook_attn_scores": "TL's bridge puts the softmaxed pattern there (patterns agree)"},
-    "opt": {"blocks.*.attn.hook_attn_scores": "TL's bridge puts the softmaxed pattern there (patterns agree)"},
-}
-
-
 # Where TL's bridge refuses the quirk tests/tiny.py switches on, the bridge is compared again without it.
 WITHOUT_QUIRK = {"cohere": {"use_qk_norm": False}}
-
-
-def compare_with_bridge(model, tokens) -> dict:
-    from interp.views.bridge import to_transformer_bridge
-
-    try:
-        bridge = to_transformer_bridge(model)
-        theirs_logits, theirs = bridge.run_with_cache(tokens)
-    except Exception as e:  # the bridge's own refusal is a result
-        return {"bridge_error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"}
-    with torch.no_grad():
-        ours_logits, ours = model.run_with_cache(tokens)
-        theirs_logits = theirs_logits.detach()
-    differs = MEANINGS.get(model.config.model_type, {})
-    diffs = {}
-    for name in sorted(set(ours) & set(theirs)):
-        if any(fnmatch.fnmatch(name, pattern) for pattern in differs):
-            continue
-        a, b = ours[name].float(), theirs[name].float()
-        if a.shape != b.shape and a.numel() == b.numel():
-            b = b.reshape(a.shape)
-        if a.shape != b.shape:
-            diffs[name] = float("nan")
-            continue
-        keep = (a > -1e30) & (b > -1e30)  # masked scores
-        diffs[name] = float((a - b).abs()[keep].max()) if keep.any() else 0.0
-    worst = max(diffs, key=lambda k: diffs[k]) if diffs else None
-    return {
-        "bridge_logits": float((ours_logits - theirs_logits).abs().max()),
-        "bridge_hooks_compared": len(diffs),
-        "bridge_max_abs_diff": diffs.get(worst),
-        "bridge_worst_hook": worst,
-        "bridge_differs": differs,
-    }
 
 
 def timing(family: str, reps: int) -> dict:
@@ -128,6 +85,7 @@ def one(family: str, reps: int) -> dict:
         "block_sum": cert["block_sum_max_abs_diff"],
         **compare_with_bridge(model, tokens),
     }
+    row.pop("bridge_diffs", None)  # the worst hook is kept; tests/interp/test_families.py checks every one
     if "bridge_error" in row and family in WITHOUT_QUIRK:
         plain = interp.HookedModel(tiny_family(family, **WITHOUT_QUIRK[family]), byte_tokenizer(), {"spec": family})
         row["bridge_without_quirk"] = {"overrides": WITHOUT_QUIRK[family], **compare_with_bridge(plain, tokens)}

@@ -14,7 +14,9 @@ our BOS convention (`interp.data.tokenize_texts`): `bridge.to_tokens(text)` give
 from __future__ import annotations
 
 import copy
+import fnmatch
 
+import torch
 from torch import nn
 
 
@@ -57,3 +59,52 @@ def to_transformer_bridge(model):
     )
     bridge.cfg.default_prepend_bos = prepend
     return bridge.eval()
+
+
+BRIDGE_MEANINGS = {
+    "bloom": {"hook_embed": "TL's is after BLOOM's embedding LayerNorm; ours is the word embedding (W_E's output)"},
+    "gpt2": {"hook_pos_embed": "same values; TL repeats them over the batch, we keep [1, pos, d]"},
+    "gptj": {"blocks.*.attn.hook_attn_scores": "TL's bridge puts the softmaxed pattern there (patterns agree)"},
+    "opt": {"blocks.*.attn.hook_attn_scores": "TL's bridge puts the softmaxed pattern there (patterns agree)"},
+    "cohere": {
+        "blocks.*.attn.hook_rot_[qk]": "TL 3.9's bridge rotates Cohere's q/k in halves where Cohere's rotary rotates "
+        "interleaved pairs; from there on its attention is not HF's (tiny model: patterns 9e-3 apart, logits 2.8e-4); "
+        "ours are what HF's attention reads (our logits equal HF's)"
+    },
+}
+"""Family -> {hook name pattern: why TL 3's bridge and we mean different tensors by that name}."""
+
+
+@torch.no_grad()
+def compare_with_bridge(model, tokens) -> dict:
+    """Every hook both we and TL's bridge (on the same weights) expose, compared on `tokens`: the max |difference|
+    per hook, leaving out masked attention scores (TL writes -inf or the dtype's minimum) and the names in
+    `BRIDGE_MEANINGS`; a tensor TL keeps with batch and position flattened is compared unflattened. The bridge's
+    own refusal is a result (`bridge_error`)."""
+    try:
+        theirs_logits, theirs = to_transformer_bridge(model).run_with_cache(tokens)
+    except Exception as e:
+        return {"bridge_error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"}
+    ours_logits, ours = model.run_with_cache(tokens)
+    differs = BRIDGE_MEANINGS.get(model.config.model_type, {})
+    diffs = {}
+    for name in sorted(set(ours) & set(theirs)):
+        if any(fnmatch.fnmatch(name, pattern) for pattern in differs):
+            continue
+        a, b = ours[name].float(), theirs[name].float()
+        if a.shape != b.shape and a.numel() == b.numel():
+            b = b.reshape(a.shape)
+        if a.shape != b.shape:
+            diffs[name] = float("nan")
+            continue
+        keep = (a > -1e30) & (b > -1e30)
+        diffs[name] = float((a - b).abs()[keep].max()) if keep.any() else 0.0
+    worst = max(diffs, key=lambda k: diffs[k]) if diffs else None
+    return {
+        "bridge_logits": float((ours_logits - theirs_logits.detach()).abs().max()),
+        "bridge_hooks_compared": len(diffs),
+        "bridge_max_abs_diff": diffs.get(worst),
+        "bridge_worst_hook": worst,
+        "bridge_differs": differs,
+        "bridge_diffs": diffs,
+    }

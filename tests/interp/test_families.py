@@ -1,6 +1,8 @@
 """Every decoder-only family with an adapter, as a tiny random model from `transformers`' own config class: the
 parity that `interp/adapters/<family>.py` promises, checked against the bare HF model with the same weights."""
 
+import fnmatch
+
 import pytest
 import torch
 
@@ -292,3 +294,30 @@ def test_hooks_work_under_accelerates_offload(tmp_path):
     assert torch.equal(cache["resid_pre", 1], ref.hidden_states[1])
     zeroed = model.run_with_hooks(x, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z * 0)])
     assert maxdiff(zeroed, logits) > 1e-3
+
+
+BRIDGE_TOLERANCE = 1e-5
+"""Max |difference| allowed between a hook of ours and the same hook of TL 3's bridge on the same weights
+(float32, tiny models with activations of order 1; measured up to 1.1e-6)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_hook_transformer_lens_bridge_also_exposes_equals_its_cache(family):
+    from interp.views.bridge import compare_with_bridge
+
+    # TL 3.9's bridge refuses Cohere's q/k norms (its adapter does not declare them): compared without them
+    overrides = {"use_qk_norm": False} if family == "cohere" else {}
+    model = interp.HookedModel(tiny_family(family, **overrides), byte_tokenizer(), {"spec": f"tiny-{family}"})
+    result = compare_with_bridge(model, ids())
+    assert "bridge_error" not in result, result.get("bridge_error")
+    assert result["bridge_hooks_compared"] >= 25
+    diffs = result["bridge_diffs"]
+    if family == "cohere":  # the bridge's attention is not HF's from the rotary on (BRIDGE_MEANINGS): before it
+        before = ("hook_embed", "blocks.0.hook_resid_pre", "blocks.0.ln1.*", "blocks.0.attn.hook_[qkv]")
+        diffs = {k: v for k, v in diffs.items() if any(fnmatch.fnmatch(k, p) for p in before)}
+        assert len(diffs) >= 6 and result["bridge_logits"] > 1e-5  # ours equal HF's exactly (tested above)
+    bad = {k: v for k, v in diffs.items() if not v <= BRIDGE_TOLERANCE}
+    assert bad == {}
+    if family != "cohere":
+        assert result["bridge_logits"] < 1e-5
