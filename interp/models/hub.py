@@ -43,6 +43,8 @@ HUB_PREFIX = "hf:"
 PATH_PREFIXES = ("/", "./", "../", "~")
 """Force the local-path reading of a spec."""
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9_]", re.ASCII)
+_LEGACY_ID = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9_]", re.ASCII)
+"""The hub's early repos have no organisation (`gpt2`): hub ids only when forced, `hf:gpt2`."""
 
 INDEX = "model.safetensors.index.json"
 CONFIG_FILES = ("config.json", "generation_config.json", INDEX)
@@ -81,7 +83,8 @@ def split_revision(spec: str) -> tuple[str, str | None]:
     repo_id, at, revision = spec.removeprefix(HUB_PREFIX).partition("@")
     if at and not revision:
         raise HubModelError(f"empty revision in {spec!r}: write ORG/NAME@REV (a branch, tag or commit)")
-    if not is_hub_id(repo_id):
+    legacy = spec.startswith(HUB_PREFIX) and _LEGACY_ID.fullmatch(repo_id) and "--" not in repo_id
+    if not (is_hub_id(repo_id) or legacy):
         raise HubModelError(f"{repo_id!r} is not a hub id: write ORG/NAME (one '/', letters, digits, '-', '_', '.')")
     return repo_id, revision or None
 
@@ -321,14 +324,13 @@ def load_hub(repo_id: str, revision: str | None, dtype: torch.dtype, device_map=
 
     from interp.data import byte_tokenizer
     from interp.infra.portable import tokenizer_identity
-    from interp.models.memory import check_fits, gigabytes, parameter_count
-    from interp.models.registry import machine_memory_gb
+    from interp.models import memory
 
     snap = fetch(repo_id, revision)
-    n_params = parameter_count([snap.folder / name for name in snap.weights])
+    n_params = memory.parameter_count([snap.folder / name for name in snap.weights])
     # shown (and checked) before a single weight is loaded
     logging.getLogger(__name__).info(
-        check_fits(snap.label, n_params, dtype, machine_memory_gb(), device_map is not None)
+        memory.check_fits(snap.label, n_params, dtype, memory.machine_memory_gb(), device_map is not None)
     )
     model = AutoModelForCausalLM.from_pretrained(
         snap.folder, dtype=dtype, attn_implementation="eager", use_safetensors=True, device_map=device_map
@@ -345,7 +347,7 @@ def load_hub(repo_id: str, revision: str | None, dtype: torch.dtype, device_map=
         "weights_sha256": weights_sha256(snap.folder, side_dir=interp_home() / "hashes", names=snap.weights),
         "tokenizer": tokenizer_identity(tokenizer),
         "parameters": n_params,
-        "memory_gb": round(gigabytes(n_params, dtype), 3),
+        "memory_gb": round(memory.gigabytes(n_params, dtype), 3),
     }
     if device_map is not None:
         provenance["device_map"] = str(device_map)

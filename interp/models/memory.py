@@ -8,7 +8,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
+
+
+def machine_memory_gb() -> float | None:
+    """This machine's memory in GB (the cgroup limit when lower), or None when it cannot be read."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return total / 1e9
 
 
 def parameter_count(files: list[Path]) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp.infra.extras import install_hint
-from interp.models import gguf, hub, pythia
+from interp.models import gguf, hub, memory, pythia
 from interp.models.provenance import interp_home
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -273,16 +273,17 @@ HUB = ModelSpec(
     lambda arg, dtype: hub.load_hub(*hub.split_revision(arg), dtype),
     lambda: (True, "HF cache, or the hub when reachable"),
 )
-"""The route of hub ids (not registered: `interp models` lists named specs); its argument is "ORG/NAME[@REV]"."""
+"""The route of hub ids (not registered: `interp models` lists named specs); its argument is "hf:ORG/NAME[@REV]"."""
 
 
 def _hub_arg(spec: str, revision: str | None) -> str:
-    """ "ORG/NAME@REV" from a spec and a `revision=`, refusing two different revisions and malformed ids."""
+    """ "hf:ORG/NAME@REV" from a spec and a `revision=`, refusing two different revisions and malformed ids (the
+    prefix keeps a repo without an organisation, `hf:gpt2`, a hub id)."""
     repo_id, rev = hub.split_revision(spec)
     if rev and revision and rev != revision:
         raise ValueError(f"two revisions for {repo_id}: {rev!r} in the spec and revision={revision!r}; give one")
     rev = rev or revision
-    return f"{repo_id}@{rev}" if rev else repo_id
+    return hub.HUB_PREFIX + (f"{repo_id}@{rev}" if rev else repo_id)
 
 
 def _registered(name: str, arg: str, revision: str | None) -> tuple[ModelSpec, str | None]:
@@ -324,10 +325,11 @@ def resolve(spec: str, revision: str | None = None) -> tuple[ModelSpec | None, s
         return HUB, _hub_arg(spec, revision)
     near = difflib.get_close_matches(spec, [*SPECS, *_plugin_specs()], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
+    legacy = f" A hub repo without an organisation is written hf:{spec}." if "/" not in spec else ""
     raise ValueError(
         f"unknown model spec {spec!r}.{hint} Valid specs: {', '.join(SPECS)}; "
         "or a path to a local HF folder or .gguf file (PATH@N for step_N of a run), "
-        "or a Hugging Face hub id ORG/NAME[@REV]. `interp models` lists them."
+        f"or a Hugging Face hub id ORG/NAME[@REV]. `interp models` lists them.{legacy}"
     )
 
 
@@ -404,25 +406,10 @@ def load_model(
     return HookedModel(hf_model if device is None else hf_model.to(device), tokenizer, prov)
 
 
-def machine_memory_gb() -> float | None:
-    """This machine's memory in GB (the cgroup limit when lower), or None when it cannot be read."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit.isdigit():
-            total = min(total, int(limit))
-    except OSError:
-        pass
-    return total / 1e9
-
-
 def list_models() -> list[dict]:
     """Each registered spec with whether it can be loaded here and what its weights are (no torch needed)."""
     rows = []
-    have = machine_memory_gb()
+    have = memory.machine_memory_gb()
     for spec in SPECS.values():
         ok, where = spec.available()
         need = spec.memory_gb

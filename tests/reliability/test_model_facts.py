@@ -35,9 +35,9 @@ def test_a_converted_gguf_folder_loaded_by_path_keeps_its_quantisation(tmp_path)
 
 
 def test_models_compares_memory_with_the_machine(monkeypatch):
-    from interp.models import registry
+    from interp.models import memory, registry
 
-    monkeypatch.setattr(registry, "machine_memory_gb", lambda: 24.0)
+    monkeypatch.setattr(memory, "machine_memory_gb", lambda: 24.0)
     rows = {r["spec"]: r for r in registry.list_models()}
     big = rows["pythia-12b-init"]
     assert not big["available"] and big["memory_gb"] > 40 and "this machine has 24 GB" in big["where"]
@@ -45,30 +45,33 @@ def test_models_compares_memory_with_the_machine(monkeypatch):
 
 
 def test_the_pythia_hint_uses_hf_download_and_maps_revisions(tmp_path, monkeypatch):
+    """Without a local folder, pythia-70m is the hub repo EleutherAI/pythia-70m: offline and not in the HF cache,
+    the error says how to get it (hf download, a revision for a step) and the local-folder alternative."""
     import interp
+    from tests.interp.models.hf_fakes import hub_env
 
     monkeypatch.setenv("INTERP_HOME", str(tmp_path))
-    with pytest.raises(FileNotFoundError) as err:
-        interp.load_model("pythia-70m")
+    hub_env(monkeypatch, tmp_path / "empty-hf-cache")
+    with pytest.raises(ValueError) as err:
+        interp.load_model("pythia-70m@step3000")
     msg = str(err.value)
-    assert "`hf download EleutherAI/pythia-70m" in msg and "huggingface-cli" not in msg
-    assert "--revision stepN" in msg and "pythia-70m:RUN@N" in msg
+    assert "hf download EleutherAI/pythia-70m --revision step3000" in msg and "huggingface-cli" not in msg
+    assert "pythia-70m:PATH" in msg
 
 
-@pytest.mark.parametrize("hub_id", ["EleutherAI/pythia-70m", "gpt2"])
-def test_a_hub_id_says_the_toolkit_is_offline_and_how_to_make_a_folder(tmp_path, hub_id):
-    r = invoke(
-        [
-            "cache",
-            "--model",
-            hub_id,
-            "--hooks",
-            "blocks.0.hook_resid_post",
-            "--max-tokens",
-            "64",
-            "--out",
-            tmp_path / "s",
-        ]
-    )
-    assert_refused(r, "offline", f"hf download {hub_id} --local-dir DIR")
+@pytest.mark.parametrize(
+    "hub_id, needles",
+    [
+        ("EleutherAI/pythia-70m", ("not in the HF cache", "hf download EleutherAI/pythia-70m", "--local-dir DIR")),
+        ("hf:gpt2", ("not in the HF cache", "hf download gpt2", "--local-dir DIR")),
+        ("gpt2", ("unknown model spec 'gpt2'", "written hf:gpt2")),
+    ],
+)
+def test_a_hub_id_not_in_the_cache_offline_says_how_to_get_it(tmp_path, monkeypatch, hub_id, needles):
+    from tests.interp.models.hf_fakes import hub_env
+
+    hub_env(monkeypatch, tmp_path / "empty-hf-cache")
+    args = ["cache", "--model", hub_id, "--hooks", "blocks.0.hook_resid_post", "--max-tokens", "64"]
+    r = invoke([*args, "--out", tmp_path / "s"])
+    assert_refused(r, *needles)
     assert not (tmp_path / "s").exists()

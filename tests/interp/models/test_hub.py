@@ -198,7 +198,7 @@ def test_the_environment_alone_points_a_fresh_process_at_the_cache(cache):
 
 
 def test_what_a_hub_model_needs_is_read_from_its_headers_and_checked_before_it_loads(cache, monkeypatch, caplog):
-    from interp.models import registry
+    from interp.models import memory
 
     refs, _, _ = cache
     n = sum(p.numel() for p in refs["main"].parameters())  # tied weights once, as the file holds them
@@ -206,7 +206,7 @@ def test_what_a_hub_model_needs_is_read_from_its_headers_and_checked_before_it_l
         model = interp.load_model("org/tiny")
     assert model.provenance["parameters"] == n and model.provenance["memory_gb"] == round(4 * n / 1e9, 3)
     assert any("~" in r.message and "as float32" in r.message for r in caplog.records)
-    monkeypatch.setattr(registry, "machine_memory_gb", lambda: 1e-6)
+    monkeypatch.setattr(memory, "machine_memory_gb", lambda: 1e-6)
     with pytest.raises(ValueError, match="does not fit.*bfloat16.*device_map='auto'"):
         interp.load_model("org/tiny")
     spread = interp.load_model("org/tiny", device_map="cpu")  # spread over devices: the check is theirs
