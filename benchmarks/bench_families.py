@@ -89,6 +89,7 @@ def one(family: str, reps: int) -> dict:
     if "bridge_error" in row and family in WITHOUT_QUIRK:
         plain = interp.HookedModel(tiny_family(family, **WITHOUT_QUIRK[family]), byte_tokenizer(), {"spec": family})
         row["bridge_without_quirk"] = {"overrides": WITHOUT_QUIRK[family], **compare_with_bridge(plain, tokens)}
+        row["bridge_without_quirk"].pop("bridge_diffs", None)
     row.update(timing(family, reps))
     return row
 
@@ -107,6 +108,8 @@ def markdown(rows: list[dict]) -> str:
                 bridge += (
                     f"; without {w['overrides']}: {w.get('bridge_hooks_compared')}, {w.get('bridge_max_abs_diff'):.1e}"
                 )
+                if w.get("bridge_max_abs_diff", 0) > 1e-4:
+                    bridge += f" at `{w['bridge_worst_hook']}`"
         else:
             bridge = f"{r['bridge_hooks_compared']}, {r['bridge_max_abs_diff']:.1e}"
             if r["bridge_max_abs_diff"] > 1e-4:

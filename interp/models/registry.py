@@ -7,7 +7,7 @@ Specs:
     pythia-70m:PATH[@N]     Pythia-70m with trained weights from a local folder (step_N of a run)
     pythia-70m[@REV]        the same from $INTERP_HOME/models/pythia-70m; without that folder (or with a hub revision
                             such as @step3000) the hub id EleutherAI/pythia-70m, as below
-    PATH[@N]                any local HF folder (llama, gemma3, gpt_neox, gpt2) or .gguf file
+    PATH[@N]                any local HF folder (a family with an adapter: interp/adapters/) or .gguf file
     ORG/NAME[@REV]          a Hugging Face hub id at a branch, tag or commit, through the HF cache (`interp.models.hub`)
 
 Path or hub id: `hf:ORG/NAME` is always the hub and `./ORG/NAME` always a path; otherwise a spec that exists on
