@@ -27,14 +27,27 @@ def machine_memory_gb() -> float | None:
     return total / 1e9
 
 
+MAX_HEADER = 100_000_000
+"""The safetensors format's own limit on the JSON header (bytes); a file claiming more is not safetensors."""
+
+
 def parameter_count(files: list[Path]) -> int:
-    """Number of parameters in the safetensors files (from their headers only)."""
+    """Number of parameters in the safetensors files (from their headers only); a `ValueError` naming the file
+    for one that is not safetensors (a pickle under that name, a huge or broken header)."""
     total = 0
     for path in files:
-        with open(path, "rb") as f:
-            size = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(size))
-        total += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+        try:
+            with open(path, "rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                if not 2 <= size <= MAX_HEADER:
+                    raise ValueError(f"its header claims {size} bytes")
+                header = json.loads(f.read(size))
+            shapes = [t["shape"] for name, t in header.items() if name != "__metadata__"]
+            total += sum(math.prod(int(n) for n in shape) for shape in shapes)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(
+                f"{path} is not a readable safetensors file ({e}); delete it from the HF cache and load again"
+            ) from None
     return total
 
 

@@ -211,3 +211,20 @@ def test_what_a_hub_model_needs_is_read_from_its_headers_and_checked_before_it_l
         interp.load_model("org/tiny")
     spread = interp.load_model("org/tiny", device_map="cpu")  # spread over devices: the check is theirs
     assert spread.provenance["device_map"] == "cpu"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x80\x04\x95" + b"pickle" * 10,  # a pickle under a safetensors name
+        (2**60).to_bytes(8, "little") + b"{}",  # a header claiming 2^60 bytes
+        (12).to_bytes(8, "little") + b"not json at all",
+    ],
+)
+def test_a_weights_file_that_is_not_safetensors_is_refused_by_name(tmp_path, content):
+    from interp.models.memory import parameter_count
+
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError, match="model.safetensors is not a readable safetensors file"):
+        parameter_count([bad])
