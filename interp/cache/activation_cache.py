@@ -36,6 +36,7 @@ _SHORT = {
     "rot_k": "attn.hook_rot_k",
     "attn_scores": "attn.hook_attn_scores",
     "pattern": "attn.hook_pattern",
+    "attn": "attn.hook_pattern",  # TransformerLens's alias: cache["attn", l] is the pattern
     "pre": "mlp.hook_pre",
     "pre_linear": "mlp.hook_pre_linear",
     "post": "mlp.hook_post",

@@ -27,6 +27,7 @@ from interp.hooks.install import HookFn, install_backward, install_forward
 from interp.hooks.points import HookPoint, NameFilter, absent_points, build_points, select_points
 from interp.wrapper.config import TLConfigView, tl_config_view
 from interp.wrapper.layer_range import StopForward, run_from_layer, stop_before_layer
+from interp.wrapper.tl_surface import TLSurfaceMixin
 from interp.wrapper.tokens import TokensMixin, next_token_loss, per_token_loss
 from interp.wrapper.weights import WeightsMixin
 
@@ -35,7 +36,7 @@ HookList = Sequence[tuple[str | Callable[[str], bool], HookFn]]
 ReturnType = Literal["logits", "loss", "both"] | None
 
 
-class HookedModel(WeightsMixin, TokensMixin):
+class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
     """A HuggingFace causal LM with hook points over its own modules.
 
     Attributes: `hf_model` (the wrapped `transformers` model itself), `tokenizer`, `adapter`,
@@ -57,6 +58,8 @@ class HookedModel(WeightsMixin, TokensMixin):
         self.points: list[HookPoint] = build_points(self.adapter, self.config)
         self._by_name = {p.name: p for p in self.points}
         self._absent = absent_points(self.adapter, self.config)
+        self._persistent: list = []  # add_hook's hooks (interp.wrapper.tl_surface)
+        self._hook_depth = 0
         self.provenance = dict(provenance or {})
         c = self.config
         self.n_layers = c.num_hidden_layers
@@ -104,6 +107,8 @@ class HookedModel(WeightsMixin, TokensMixin):
 
     def hook_points(self, names: NameFilter = None) -> list[HookPoint]:
         """Hook points chosen by names, glob patterns or a predicate (None: all), in forward order."""
+        if names is None and self._use_attn_result:  # TL's set_use_attn_result(True): hook_result is in "all"
+            return list(self.points)
         return select_points(self.points, names, self._absent)
 
     # ------------------------------------------------------------------ inputs
@@ -159,7 +164,10 @@ class HookedModel(WeightsMixin, TokensMixin):
         return ids, mask
 
     def to_string(self, tokens: Tensor) -> str | list[str]:
-        """Decode a [pos] or [batch, pos] tensor of token ids."""
+        """Decode a token id, a [pos] or a [batch, pos] tensor of token ids (TL's `to_string`)."""
+        tokens = torch.as_tensor(tokens)
+        if tokens.ndim == 0:
+            return self.tokenizer.decode([int(tokens)])
         if tokens.ndim == 1:
             return self.tokenizer.decode(tokens)
         return self.tokenizer.batch_decode(tokens)
@@ -192,6 +200,7 @@ class HookedModel(WeightsMixin, TokensMixin):
         if padding_side not in (None, "right"):
             raise ValueError(f"padding_side={padding_side!r}: text is right-padded here")
         with ExitStack() as stack:
+            stack.enter_context(self.hooks())  # add_hook's persistent hooks, when this is the outermost call
             if start_at_layer is not None:
                 if not isinstance(inputs, Tensor) or inputs.ndim != 3:
                     raise ValueError("with start_at_layer, the input is the residual stream [batch, pos, d_model]")
@@ -232,6 +241,10 @@ class HookedModel(WeightsMixin, TokensMixin):
         Each entry is (name, pattern or predicate, fn); fn(tensor, hook) returns a replacement or None.
         """
         removes: list[Callable[[], None]] = []
+        if not self._hook_depth and self._persistent:  # add_hook's hooks, once per outermost call
+            kept_fwd, kept_bwd = self.persistent_hooks()
+            fwd_hooks, bwd_hooks = [*kept_fwd, *fwd_hooks], [*kept_bwd, *bwd_hooks]
+        self._hook_depth += 1
         try:
             for installer, pairs in ((install_forward, fwd_hooks), (install_backward, bwd_hooks)):
                 for names, fn in pairs:
@@ -239,6 +252,7 @@ class HookedModel(WeightsMixin, TokensMixin):
                         removes += installer(self.hf_model, point, fn)
             yield self
         finally:
+            self._hook_depth -= 1
             for remove in reversed(removes):
                 remove()
 

@@ -79,7 +79,56 @@ IDIOMS = {
         PROMPT, max_new_tokens=4, do_sample=False, use_past_kv_cache=False, stop_at_eos=False, verbose=False
     ),
     "to_str_tokens": lambda model: model.to_str_tokens(PROMPT),
+    # The IOI exercises' and Exploratory demo's idioms (issue 41)
+    "blocks[l].attn.W_*": lambda model: [getattr(model.blocks[1].attn, w) for w in ("W_Q", "W_K", "W_V", "W_O")],
+    "blocks[l].mlp.W_*": lambda model: [getattr(model.blocks[0].mlp, w) for w in ("W_in", "W_out")],
+    "cache['attn', l]": lambda model: model.run_with_cache(PROMPT)[1]["attn", 1],
+    "get_token_position": lambda model: [
+        model.get_token_position("l", PROMPT),
+        model.get_token_position("l", PROMPT, mode="last"),
+        model.get_token_position(model.to_single_token("o"), model.to_tokens(PROMPT)),
+    ],
+    "to_string 0-d": lambda model: model.to_string(model.to_tokens(PROMPT)[0, 3]),
+    "add_hook / reset_hooks": lambda model: _persistent_hooks(model),
+    "set_use_attn_result": lambda model: _attn_result(model),
+    "utils.test_prompt": lambda model: _test_prompt(model),
 }
+
+
+def _persistent_hooks(model):
+    """The IOI exercises' pattern: add_hook, run, reset_hooks, run again."""
+
+    def zero_head_0(z, hook):
+        z[:, :, 0] = 0.0
+        return z
+
+    model.reset_hooks()
+    model.add_hook("blocks.1.attn.hook_z", zero_head_0)
+    ablated = model(PROMPT)
+    _, cached = model.run_with_cache(PROMPT, names_filter="blocks.1.attn.hook_z")
+    model.reset_hooks()
+    return [ablated, cached["blocks.1.attn.hook_z"][:, :, 0], model(PROMPT)]
+
+
+def _attn_result(model):
+    model.set_use_attn_result(True)
+    try:
+        _, cache = model.run_with_cache(PROMPT)
+        return cache["result", 1]
+    finally:
+        model.set_use_attn_result(False)
+
+
+def _test_prompt(model):
+    import contextlib
+    import io
+
+    from transformer_lens import utils
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        utils.test_prompt("Hello world, hel", "l", model, prepend_space_to_answer=False, print_details=True)
+    return out.getvalue()
 
 
 def assert_same(ours, theirs, where):
@@ -105,6 +154,21 @@ def test_idiom_gives_what_the_bridge_gives(pair, idiom):
     model, bridge = pair
     with torch.no_grad():
         assert_same(IDIOMS[idiom](model), IDIOMS[idiom](bridge), idiom)
+
+
+def test_persistent_hooks_come_off_and_refuse_unknown_names(pair):
+    model, _ = pair
+    base = model(PROMPT)
+    model.add_hook("blocks.0.hook_resid_post", lambda t, hook: t * 0, is_permanent=True)
+    model.add_hook("blocks.0.hook_attn_out", lambda t, hook: t * 2)
+    model.reset_hooks()  # the permanent one stays
+    assert not torch.allclose(model(PROMPT), base)
+    model.reset_hooks(including_permanent=True)
+    assert torch.equal(model(PROMPT), base)
+    with pytest.raises(ValueError, match="unknown hook name"):
+        model.add_hook("blocks.0.hook_nothing", lambda t, hook: t)
+    with pytest.raises(NotImplementedError, match="equals patching blocks.L.attn.hook_q"):
+        model.set_use_split_qkv_input(True)
 
 
 def test_what_the_bridge_lacks_and_ours_keeps(pair):
