@@ -18,6 +18,7 @@ redraw. `progress_enabled()` says whether bars may be drawn at all (off under `-
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -84,7 +85,21 @@ def setup(verbosity: int = NORMAL) -> None:
         if handler not in log.handlers:
             log.addHandler(handler)
     logging.captureWarnings(True)
+    if not progress_enabled():
+        quiet_third_party_bars()
     _STATE["configured"] = True
+
+
+def quiet_third_party_bars() -> None:
+    """No carriage-return bars from huggingface_hub and transformers (weight loading, GGUF conversion, downloads)
+    where ours are off: set before they are imported, their own switch after."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
 
 def ensure() -> None:

@@ -75,3 +75,16 @@ def test_verbose_and_quiet_are_root_options():
     assert "--verbose" in proc.stdout and "-v" in proc.stdout and "--quiet" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "interp", "-v", "-q", "models"], capture_output=True, text=True)
     assert proc.returncode == 2 and "contradict" in proc.stderr
+
+
+def test_loading_a_model_folder_into_a_log_file_draws_no_third_party_bars(tmp_path):
+    """transformers' "Loading weights" bar (and huggingface_hub's) stay off where ours are: no carriage return."""
+    from interp.data import byte_tokenizer
+    from tests.tiny import tiny_hf
+
+    tiny_hf("llama").save_pretrained(tmp_path / "m")
+    byte_tokenizer().save_pretrained(tmp_path / "m")
+    args = ["cache", "--model", str(tmp_path / "m"), "--hooks", "blocks.1.hook_resid_post", "--ctx-len", "16"]
+    proc, err = interp([*args, "--max-tokens", "64", "--out", str(tmp_path / "store")], tmp_path / "log.txt")
+    assert proc.returncode == 0, err
+    assert "\r" not in err and "Loading weights" not in err, err
