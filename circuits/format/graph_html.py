@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -141,6 +142,24 @@ def layout(circuit: Circuit) -> list[tuple[float, float]]:
     return pos
 
 
+CROWDED = 12
+"""A column with more nodes than this shows their names on hover only."""
+
+_COLUMN_NAME = {"head": "attn", "kv": "k/v", "mlp": "MLP", "neuron": "MLP", "attn_out": "attn out", "mlp_out": "MLP out"}
+
+
+def _column_ticks(nodes, pos) -> dict[float, str]:
+    """x position -> axis label ("L3 attn", "L3 MLP", "embed", "logits") for every column that holds a node."""
+    ticks = {}
+    for n, (x, _) in zip(nodes, pos):
+        if n.kind in ("embed", "logits"):
+            name = n.kind
+        else:
+            name = f"L{n.layer} {_COLUMN_NAME.get(n.kind, n.kind)}"
+        ticks.setdefault(round(x, 3), name)
+    return dict(sorted(ticks.items()))
+
+
 def _text(s: str) -> str:
     """Text for Plotly: `<`, `>` and `&` escaped once. Plotly decodes those entities but shows `&quot;` and
     `&#x27;` literally, so quotes stay as they are (they are data inside JSON, never an HTML attribute)."""
@@ -152,6 +171,9 @@ def page_data(circuit: Circuit) -> dict:
     pos = layout(circuit)
     values = node_values(circuit)
     at = (lambda n: f"@{n.pos}") if _positional(circuit) else (lambda n: "")
+    column = {}
+    for x, _ in pos:
+        column[round(x, 3)] = column.get(round(x, 3), 0) + 1
     nodes = [
         {
             "label": _text(_label(n) + at(n)),
@@ -160,6 +182,8 @@ def page_data(circuit: Circuit) -> dict:
             "kind": n.kind,
             "colour": KIND_COLOUR.get(n.kind, "#555"),
             "value": v,
+            # a crowded column keeps its names for the hover: printed, they would overlap
+            "show_label": column[round(x, 3)] <= CROWDED,
         }
         for n, (x, y), v in zip(circuit.nodes, pos, values)
     ]
@@ -170,7 +194,7 @@ def page_data(circuit: Circuit) -> dict:
     )
     m = circuit.metrics
     bits = [
-        f"{k} {m[k]:.4g}" if isinstance(m[k], float) else f"{k} {m[k]}"
+        metric_text(k, m[k])
         for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction")
         if m.get(k) is not None
     ]
@@ -188,8 +212,9 @@ def page_data(circuit: Circuit) -> dict:
             "yaxis": {"title": "layer (embedding below, logits on top; MLP above its heads)", "zeroline": False},
         }
     else:
+        ticks = _column_ticks(circuit.nodes, pos)
         axes = {
-            "xaxis": {"title": "layer (heads at the layer, MLP at +0.5)", "zeroline": False},
+            "xaxis": {"title": "layer", "zeroline": False, "tickvals": list(ticks), "ticktext": list(ticks.values())},
             "yaxis": {"title": "head index (MLPs below, key/value heads above)", "zeroline": False},
         }
     return {
@@ -199,6 +224,7 @@ def page_data(circuit: Circuit) -> dict:
         "title": _text(title),
         "subtitle": _text(", ".join(bits)),
         "all_nodes": "graph" not in circuit.extra,
+        "n_edges": len(edges),
         "value_name": _text(values_meaning(circuit)),
     }
 
@@ -225,6 +251,17 @@ def node_values(circuit: Circuit) -> list[float | None]:
         es = [e.weight for e in circuit.edges if (e.dst if n.kind == "logits" else e.src) == i]
         out.append(float(sum(es)) if es else None)
     return out
+
+
+UNDEFINED = {"faithfulness": "the full and the ablated model score the task the same: nothing to recover"}
+"""Why a metric can be undefined (NaN in the circuit's metrics), shown in its place."""
+
+
+def metric_text(name: str, value) -> str:
+    """`faithfulness 0.8123`; a NaN or inf says it is undefined and why, never `faithfulness nan`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name} undefined ({UNDEFINED.get(name, f'{value} is not a number')})"
+    return f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
 
 
 def values_meaning(circuit: Circuit) -> str:
@@ -299,7 +336,8 @@ function draw() {
     marker: {size: 6, opacity: 0.01, color: mids.map(m => m[3]), colorscale: SCALE, cmin: -maxAbs, cmax: maxAbs,
              showscale: true, colorbar: {title: {text: 'edge score<br>(metric change<br>if patched)'}, thickness: 14}}});
   traces.push({type: 'scatter', mode: 'markers+text', x: idx.map(i => D.nodes[i].x), y: idx.map(i => D.nodes[i].y),
-    text: idx.map(i => D.nodes[i].label), textposition: 'top center', customdata: idx, showlegend: false,
+    text: idx.map(i => D.nodes[i].show_label === false ? '' : D.nodes[i].label), textposition: 'middle right',
+    customdata: idx, showlegend: false,
     hovertext: idx.map(i => D.nodes[i].label + (D.nodes[i].value === null ? '' : '<br>' + D.value_name + ': ' +
       D.nodes[i].value.toPrecision(3))),
     hovertemplate: '%{hovertext}<extra></extra>', textfont: {size: 10},
@@ -327,14 +365,19 @@ def to_html(circuit: Circuit, top_k: int = 200, include_plotlyjs: bool = True) -
     data = json.dumps(page_data(circuit)).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     title = page_data(circuit)["title"]  # already escaped
     js = f"<script>{get_plotlyjs()}</script>" if include_plotlyjs else ""
+    no_edges = not circuit.edges
+    hide_edges, show_note = ("display:none", "") if no_edges else ("", "display:none")
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>{js}</head>
 <body style="font-family: sans-serif; margin: 8px">
 <div style="display:flex; gap:18px; align-items:center; font-size:14px">
+ <span style="{hide_edges}">
  <label>top edges by |score|: <input id="topk" type="range" min="1" max="1" value="1" data-k="{int(top_k)}" style="width:320px"></label>
  <span id="kout"></span>
  <label>or |score| &ge; <input id="thr" type="number" step="any" style="width:90px"></label>
- <span style="color:#666">click a node to highlight its neighbours</span>
+ </span>
+ <span style="{show_note}">a node circuit: the units the method kept, with no edges between them</span>
+ <span style="color:#666">click a node to highlight its neighbours; hover a node for its name and score</span>
 </div>
 <div id="circuit-graph" style="width:100%; height:720px"></div>
 <script type="application/json" id="circuit-data">{data}</script>

@@ -173,5 +173,10 @@ def test_graph_page_draws_node_only_circuits_and_short_titles():
     assert "prompts:pairs.jsonl" in d["title"] and "/a/long" not in d["title"]
     page = to_html(units)
     assert "arrowhead" in page and "D.all_nodes" in page
+    assert d["xaxis"]["ticktext"] == ["L0 attn", "L1 MLP"]  # columns named, not a bare number axis
+    assert '<span style="">a node circuit' in page and '<span style="display:none">\n <label>top edges' in page
+    crowded = Circuit([Node(0, "neuron", i) for i in range(20)] + [Node(1, "head", 0)], [], provenance={})
+    shown = [n["show_label"] for n in page_data(crowded)["nodes"]]
+    assert shown == [False] * 20 + [True]  # a crowded column names its nodes on hover only
     edge = _edge_circuit()
     assert not page_data(edge)["all_nodes"]  # an edge circuit shows the nodes its visible edges touch
