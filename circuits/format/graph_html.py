@@ -145,7 +145,14 @@ def layout(circuit: Circuit) -> list[tuple[float, float]]:
 CROWDED = 12
 """A column with more nodes than this shows their names on hover only."""
 
-_COLUMN_NAME = {"head": "attn", "kv": "k/v", "mlp": "MLP", "neuron": "MLP", "attn_out": "attn out", "mlp_out": "MLP out"}
+_COLUMN_NAME = {
+    "head": "attn",
+    "kv": "k/v",
+    "mlp": "MLP",
+    "neuron": "MLP",
+    "attn_out": "attn out",
+    "mlp_out": "MLP out",
+}
 
 
 def _column_ticks(nodes, pos) -> dict[float, str]:
