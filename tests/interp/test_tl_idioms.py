@@ -92,7 +92,22 @@ IDIOMS = {
     "add_hook / reset_hooks": lambda model: _persistent_hooks(model),
     "set_use_attn_result": lambda model: _attn_result(model),
     "utils.test_prompt": lambda model: _test_prompt(model),
+    "transformer_lens.patching": lambda model: _tl_patching(model),
 }
+
+
+def _tl_patching(model):
+    """The Activation Patching demo's calls: TL's own `patching` functions, handed our model."""
+    from transformer_lens import patching
+
+    clean, corrupted = model.to_tokens(PROMPT), model.to_tokens("Hallo world, hello")
+    _, clean_cache = model.run_with_cache(clean)
+
+    def metric(logits):
+        return logits[0, -1, 100] - logits[0, -1, 101]
+
+    calls = ("get_act_patch_resid_pre", "get_act_patch_attn_out", "get_act_patch_attn_head_out_all_pos")
+    return [getattr(patching, f)(model, corrupted, clean_cache, metric) for f in calls]
 
 
 def _persistent_hooks(model):
