@@ -251,9 +251,11 @@ def lds_command(
 ) -> None:
     """Linear datamodeling score of every method on a tiny task retrained on M random subsets, with 95% CIs."""
     from attribution.lds import check_lds_args
+    from interp.cli.errors import check_out_dir
 
     try:
         check_lds_args(subsets, alpha)  # before anything is imported or written
+        check_out_dir(out)  # the rest of the plan (folder content, settings, lock): `run_lds`, before it writes
         from attribution.lds_run import LDSConfig, run_lds
         from attribution.lds_task import LMTaskConfig
 
@@ -273,7 +275,7 @@ def lds_command(
         )
         summary = run_lds(cfg, log=typer.echo)
     except (ValueError, FileNotFoundError) as e:
-        _fail(e)
+        _fail(ValueError(" ".join(str(e).split("\n"))))  # one line
     typer.echo(f"\n{len(summary['methods'])} methods, M = {subsets}, alpha = {alpha}: {out}/lds.json")
 
 
@@ -313,6 +315,9 @@ def build_command(
     """Store every training sequence's projected gradient once (resumable); `query` then scores query sets."""
     _quiet_loading()
     try:
+        from interp.cli.errors import check_out_dir
+
+        check_out_dir(out)  # before the model and the data are loaded: a refused run writes nothing
         from attribution.gradstore import BuildConfig, build_store
         from interp.store import StoreLockedError, StoreMismatchError
 
@@ -371,6 +376,10 @@ def query_command(
     """Top training rows per query through a gradient store: the queries' gradients and a streamed matmul only."""
     _quiet_loading()
     try:
+        if out:
+            from interp.cli.errors import check_out_dir
+
+            check_out_dir(out)  # before the store, the model and the queries are read
         from attribution.gradstore import QueryConfig, query_store
         from interp.store import StoreLockedError
 

@@ -248,6 +248,12 @@ def build_shard(task: BuildTask):
     """Compute one shard's projected gradients and write its file; returns the `ShardInfo` to commit."""
     model, proj = _projector(task.model, task.device, list(task.modules), task.projection)
     rows = proj.train_rows(model.hf_model, task.tokens.to(model.device), task.batch_size)
+    check_finite_rows(  # never committed: a NaN row would head every top-k of every query
+        rows,
+        f"the gradients of training rows {task.start}..{task.start + len(rows) - 1}",
+        f"the model's loss is not finite on them; check the weights of {task.model}",
+        task.start,
+    )
     n = len(task.tokens)
     return write_shard_file(
         task.out,
@@ -296,17 +302,9 @@ def build_store(cfg: BuildConfig, progress: bool | str = True) -> dict:
     projection = Projection(cfg.projection, cfg.dim, cfg.seed)
     model, proj = _projector(cfg.model, cfg.device, cfg.modules, projection)
     tok = model.tokenizer
-    train, train_tok = load_tokens(cfg.train, tok, cfg.ctx_len, cfg.max_train, cfg.seed)
+    # checked for the model (ids, lengths, tokenizer) before the store folder is touched
+    train, train_tok = load_tokens(cfg.train, tok, cfg.ctx_len, cfg.max_train, cfg.seed, model, "--train")
     model_tok = tokenizer_name(tok) if tok is not None else ""
-    from attribution.jobs import _same_tokenizer
-
-    if train_tok and model_tok and not _same_tokenizer(train_tok, model_tok):
-        raise ValueError(
-            f"the training data ({cfg.train}) was made with tokenizer {train_tok!r}, the model uses "
-            f"{model_tok!r}: re-tokenize it with the model's tokenizer"
-        )
-    if int(train.max()) >= model.d_vocab:
-        raise ValueError(f"training data has token id {int(train.max())} >= the model's vocabulary {model.d_vocab}")
     meta = store_meta(cfg, model, proj, train, train_tok or model_tok)
     out = Path(cfg.out)
     n_shards = (len(train) + cfg.shard_size - 1) // cfg.shard_size
@@ -498,6 +496,8 @@ def _preconditioner(cfg: QueryConfig, store: ActivationStore, model, proj: Proje
         store.meta.ctx_len,
         cfg.fit_samples,
         int(store.meta.data["projection"]["seed"]),
+        model,
+        "the store's training data",
     )
     fit = train[: cfg.fit_samples].to(model.device)
     f = 0
@@ -514,21 +514,49 @@ def query_vectors(cfg: QueryConfig, store: ActivationStore, model, proj: Project
     for i in range(0, len(queries), cfg.batch_size):
         g = proj.exact_gradients(model.hf_model, queries[i : i + cfg.batch_size].to(model.device))
         out.append(proj.project(g if pre is None else g * pre).cpu())
-    return torch.cat(out)
+    q = torch.cat(out)
+    check_finite_rows(
+        q,
+        f"the query gradients of {cfg.queries}",
+        "the model's loss is not finite on those queries (damaged weights?) or the preconditioner overflowed",
+    )
+    return q
+
+
+def check_finite_rows(rows: Tensor, what: str, fix: str, first_row: int = 0) -> None:
+    """Refuse gradient rows with NaN or inf: a NaN score sorts above every real one in a top-k (`topk` takes
+    NaN as the largest value), so one bad row would head every query's list."""
+    bad = ~torch.isfinite(rows).all(-1)
+    if bad.any():
+        at = (bad.nonzero()[:, 0][:3] + first_row).tolist()
+        raise ValueError(f"{what} holds {int(bad.sum())} non-finite rows (NaN or inf; rows {at}): {fix}")
+
+
+def read_gradient_shard(store: ActivationStore, i: int) -> dict[str, Tensor]:
+    """Shard `i` of a gradient store (rows and `seq`), checked: a damaged file or non-finite rows are refused."""
+    from interp.store import StoreCorruptError
+
+    name = store.shard_info(i).file
+    try:
+        shard = store.read_shard(i, hooks=HOOK)
+    except (StoreCorruptError, OSError) as e:
+        raise ValueError(f"damaged shard {name} in {store.path}: {e}") from None
+    check_finite_rows(
+        shard[HOOK],
+        f"shard {name} of the gradient store {store.path}",
+        "the build diverged or the shard was damaged after it was written; build the store again into a new --out",
+        int(shard["seq"][0]) if len(shard["seq"]) else 0,
+    )
+    return shard
 
 
 def streamed_topk(store: ActivationStore, q: Tensor, top: int) -> tuple[Tensor, Tensor]:
     """(scores [n_query, top], rows [n_query, top]) of `store rows @ q.T`, one shard in memory at a time."""
-    from interp.store import StoreCorruptError
-
     best_s = torch.full((len(q), 0), float("-inf"))
     best_i = torch.zeros((len(q), 0), dtype=torch.int64)
     qt = q.T.contiguous()
     for i in store.shard_indices:
-        try:
-            shard = store.read_shard(i, hooks=HOOK)
-        except (StoreCorruptError, OSError) as e:
-            raise ValueError(f"damaged shard {store.shard_info(i).file} in {store.path}: {e}") from None
+        shard = read_gradient_shard(store, i)
         s = (shard[HOOK] @ qt).T  # [n_query, rows]
         best_s = torch.cat([best_s, s], 1)
         best_i = torch.cat([best_i, shard["seq"].expand(len(q), -1)], 1)
@@ -544,15 +572,10 @@ def faiss_topk(store: ActivationStore, q: Tensor, top: int) -> tuple[Tensor, Ten
         import faiss
     except ImportError:
         raise ValueError("--faiss needs the faiss package: pip install faiss-cpu") from None
-    from interp.store import StoreCorruptError
-
     index = faiss.IndexFlatIP(q.shape[1])
     seqs = []
     for i in store.shard_indices:
-        try:
-            shard = store.read_shard(i, hooks=HOOK)
-        except (StoreCorruptError, OSError) as e:
-            raise ValueError(f"damaged shard {store.shard_info(i).file} in {store.path}: {e}") from None
+        shard = read_gradient_shard(store, i)
         index.add(shard[HOOK].numpy())
         seqs.append(shard["seq"])
     scores, pos = index.search(q.numpy(), min(top, index.ntotal))
@@ -572,7 +595,7 @@ def query_store(cfg: QueryConfig, store: ActivationStore | None = None) -> dict:
     modules = data["modules"] if cfg.modules is None else list(cfg.modules)
     model, proj = _projector(cfg.model or store.meta.model, cfg.device, modules, projection)
     _check_compatible(cfg, store, model, proj)
-    queries, _ = load_tokens(cfg.queries, model.tokenizer, cfg.ctx_len, cfg.max_queries, 1)
+    queries, _ = load_tokens(cfg.queries, model.tokenizer, cfg.ctx_len, cfg.max_queries, 1, model, "--queries")
     t1 = time.perf_counter()
     q = query_vectors(cfg, store, model, proj, queries)
     t2 = time.perf_counter()

@@ -158,18 +158,85 @@ class AttributeConfig:
 
 
 # ------------------------------------------------------------------------------------------- data
-def load_tokens(spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int) -> tuple[Tensor, str]:
-    """(tokens [n, ctx], tokenizer name) of a data spec."""
+def load_tokens(
+    spec: str, tokenizer, ctx_len: int, max_rows: int, seed: int, model=None, what: str = "data"
+) -> tuple[Tensor, str]:
+    """(tokens [n, ctx] int64, tokenizer name) of a data spec, checked at the door.
+
+    Always: integer ids, at least one row of at least `MIN_ROW_TOKENS`, no negative id. With `model` (every
+    command passes it): a corpus spec's `ctx_len` fits the model's context before anything is tokenized, and
+    the rows fit the model: ids inside its vocabulary, rows no longer than its context, the tokenizer its own.
+    Each problem is one ValueError naming `what` (e.g. "--train"), the spec and the fix, raised before the
+    caller writes anything.
+    """
+    where = f"{what} {spec}"
     if spec.startswith("tokens:"):
         from interp.infra.tensor_file import read_tensors
 
         path = spec.removeprefix("tokens:")
         t, meta = read_tensors(path, what=spec, need={"tokens": 2}, keys=["tokens"])  # names the file on any problem
-        return t["tokens"].long(), meta.get("tokenizer", "")
-    from interp.data import resolve_corpus
+        tokens, name = t["tokens"], meta.get("tokenizer", "")
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise ValueError(
+                f"{where}: the tokens are {str(tokens.dtype).removeprefix('torch.')}, not integer token ids; write "
+                "the ids as integers (attribution.jobs.save_tokens writes int64)"
+            )
+    else:
+        from interp.data import resolve_corpus
 
-    corpus = resolve_corpus(spec, tokenizer, ctx_len=ctx_len, max_tokens=max_rows * ctx_len, seed=seed)
-    return corpus.tokens.long(), tokenizer_name(tokenizer)
+        n_ctx = getattr(model, "n_ctx", None)  # checked before max_rows * ctx_len tokens are read and tokenized
+        if ctx_len < MIN_ROW_TOKENS:
+            raise ValueError(f"--ctx-len {ctx_len} is too short: give --ctx-len {MIN_ROW_TOKENS} or more")
+        if n_ctx and ctx_len > n_ctx:
+            raise ValueError(
+                f"--ctx-len {ctx_len} is longer than {model.name}'s context of {n_ctx} tokens; give --ctx-len "
+                f"{n_ctx} or less"
+            )
+        corpus = resolve_corpus(spec, tokenizer, ctx_len=ctx_len, max_tokens=max_rows * ctx_len, seed=seed)
+        tokens, name = corpus.tokens, tokenizer_name(tokenizer)
+    tokens = tokens.long()
+    check_token_rows(tokens, where, model, name)
+    return tokens, name
+
+
+MIN_ROW_TOKENS = 2
+"""A row's loss is next-token prediction: one token to read and one to predict at least."""
+
+
+def check_token_rows(tokens: Tensor, where: str, model=None, tokenizer: str = "") -> None:
+    """Refuse rows that cannot be scored (see `load_tokens`); `where` names the data in the message."""
+    n, length = tokens.shape
+    if n == 0 or length < MIN_ROW_TOKENS:
+        raise ValueError(
+            f"{where} holds {n} rows of {length} tokens; give at least one row of {MIN_ROW_TOKENS} or more tokens"
+        )
+    low = int(tokens.min())
+    vocab = getattr(model, "d_vocab", None)
+    high = int(tokens.max())
+    bad = (tokens < 0) | (tokens >= vocab) if vocab else tokens < 0
+    if bad.any():
+        row, pos = (int(i) for i in bad.nonzero()[0])
+        span = f"[0, {vocab})" if vocab else "[0, vocabulary size)"
+        raise ValueError(
+            f"{where}: token id {int(tokens[row, pos])} (row {row}, position {pos}; ids run {low}..{high}) is "
+            f"outside {getattr(model, 'name', 'the model')}'s vocabulary {span}: the data is damaged or was made with "
+            "another tokenizer; re-tokenize the text with the model's tokenizer"
+        )
+    if model is None:
+        return
+    n_ctx = getattr(model, "n_ctx", None)
+    if n_ctx and length > n_ctx:
+        raise ValueError(
+            f"{where}: rows of {length} tokens are longer than {model.name}'s context of {n_ctx}; cut them to "
+            f"{n_ctx} tokens or fewer"
+        )
+    own = tokenizer_name(model.tokenizer) if getattr(model, "tokenizer", None) is not None else ""
+    if tokenizer and own and not _same_tokenizer(tokenizer, own):
+        raise ValueError(
+            f"{where} and {model.name} come from different tokenizers ({tokenizer!r} and {own!r}): token ids are "
+            "not comparable across tokenizers; re-tokenize the data with the model's tokenizer (or pass a corpus "
+            "spec, which is tokenized with it)"
+        )
 
 
 def tokenizer_name(tokenizer) -> str:
@@ -188,10 +255,9 @@ def _same_tokenizer(a: str, b: str) -> bool:
 
 def save_tokens(path: str | Path, tokens: Tensor, tokenizer: str) -> None:
     """Write a `tokens:` data file: the tokens and the name of the tokenizer that made them."""
-    from safetensors.torch import save
+    from interp.store.safetensors_io import safetensors_bytes
 
-    data = save({"tokens": tokens.to(torch.int64).contiguous()}, metadata={"tokenizer": tokenizer})
-    atomic_write_bytes(Path(path), data)
+    atomic_write_bytes(Path(path), safetensors_bytes({"tokens": tokens.to(torch.int64)}, {"tokenizer": tokenizer}))
 
 
 def check_tokenizers(model_tok: str, train_tok: str, query_tok: str, cfg: AttributeConfig) -> None:
@@ -460,12 +526,11 @@ def prepare(cfg: AttributeConfig, model, train: Tensor, queries: Tensor) -> dict
 
 
 def _save_prepared(path: Path, prep: dict) -> None:
-    from safetensors.torch import save
+    from interp.store.safetensors_io import safetensors_bytes
 
-    tensors = {k: v.contiguous() for k, v in prep.items() if isinstance(v, Tensor)}
+    tensors = {k: v for k, v in prep.items() if isinstance(v, Tensor)}
     other = {k: v for k, v in prep.items() if not isinstance(v, Tensor)}
-    data = save(tensors or {"_": torch.zeros(1)}, metadata={"json": json.dumps(other)})
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, safetensors_bytes(tensors or {"_": torch.zeros(1)}, {"json": json.dumps(other)}))
 
 
 def _load_prepared(path: Path) -> dict:
@@ -510,15 +575,9 @@ def run_attribution(cfg: AttributeConfig, progress: bool | str = True, model=Non
     t0 = time.perf_counter()
     model = model or _load(cfg.model, cfg.device, cfg.dtype)
     tok = model.tokenizer
-    train, train_tok = load_tokens(cfg.train, tok, cfg.ctx_len, cfg.max_train, cfg.seed)
-    queries, query_tok = load_tokens(cfg.queries, tok, cfg.ctx_len, cfg.max_queries, cfg.seed + 1)
+    train, train_tok = load_tokens(cfg.train, tok, cfg.ctx_len, cfg.max_train, cfg.seed, model, "--train")
+    queries, query_tok = load_tokens(cfg.queries, tok, cfg.ctx_len, cfg.max_queries, cfg.seed + 1, model, "--queries")
     check_tokenizers(tokenizer_name(tok) if tok is not None else "", train_tok, query_tok, cfg)
-    for name, t in (("train", train), ("queries", queries)):
-        if int(t.max()) >= model.d_vocab:
-            raise ValueError(
-                f"{name} data has token id {int(t.max())} >= the model's vocabulary {model.d_vocab}: "
-                "it was made with another tokenizer"
-            )
     if cfg.method == "dra" and cfg.denoise and cfg.select_dims == "auto" and len(queries) < 2:
         raise ValueError(
             "DRA's automatic dimension selection needs at least 2 target (query) examples; give --select-dims all or K"
@@ -684,7 +743,7 @@ def finish(
     cfg: AttributeConfig, store: ActivationStore, queries: Tensor, model, store_train: Tensor | None = None
 ) -> Tensor:
     """Gather the shards into `scores.safetensors` [n_train, n_query] (DRA: denoise and score here)."""
-    from safetensors.torch import save
+    from interp.store.safetensors_io import safetensors_bytes
 
     shards = [store.read_shard(i) for i in sorted(store.shard_indices)]
     extra = {}
@@ -712,10 +771,8 @@ def finish(
         scores = torch.cat([s["scores"] for s in shards])
         if cfg.method == "sdi":
             extra["sdi"] = torch.cat([s["sdi"] for s in shards])
-    data = save(
-        {"scores": scores.contiguous(), **{k: v.contiguous() for k, v in extra.items()}},
-        metadata={"method": cfg.method, "model": cfg.model},
-    )
+    # metadata in a fixed order (safetensors' own `save` shuffles it): equal runs give equal bytes
+    data = safetensors_bytes({"scores": scores, **extra}, {"method": cfg.method, "model": cfg.model})
     atomic_write_bytes(Path(store.path) / "scores.safetensors", data)
     return scores
 

@@ -207,7 +207,8 @@ def kronfluence_scores(model, checkpoints, train, queries, fit_rows: int = 256, 
 
     task = LMTask()
     hf = prepare_model(copy.deepcopy(model.hf_model).eval(), task)
-    with tempfile.TemporaryDirectory(dir=workdir or None) as tmp:
+    # the prefix: a folder a killed run leaves in the LDS folder is known as ours (`lds_run.KRONFLUENCE_TMP`)
+    with tempfile.TemporaryDirectory(dir=workdir or None, prefix=".kronfluence-") as tmp:
         an = Analyzer("lds", hf, task, cpu=True, disable_tqdm=True, output_dir=tmp)
         an.fit_all_factors(
             "ekfac",

@@ -189,14 +189,15 @@ class LMTask:
         }
 
 
-def make_task(cfg: LMTaskConfig, out: Path) -> LMTask:
-    """Build the task's tokens (written once to `out/tokens.safetensors`) and the picklable task."""
+def make_task(cfg: LMTaskConfig, out: Path, tokens: tuple[Tensor, Tensor] | None = None) -> LMTask:
+    """Build the task's tokens (written to `out/tokens.safetensors`) and the picklable task; `tokens`: the
+    (train, queries) `build_tokens(cfg)` gives, when the caller has them already."""
     from safetensors.torch import save
 
     from interp.store.atomic import atomic_write_bytes
 
     out.mkdir(parents=True, exist_ok=True)
-    train, queries = build_tokens(cfg)
+    train, queries = build_tokens(cfg) if tokens is None else tokens
     path = out / "tokens.safetensors"
     atomic_write_bytes(
         path, save({"train": train.contiguous(), "queries": queries.contiguous()}, metadata={"tokenizer": "bytes"})

@@ -451,12 +451,14 @@ def show(
     """Draw a circuit as a self-contained interactive HTML graph."""
     from circuits.format.circuit import Circuit
     from circuits.format.graph_html import write_html
+    from interp.cli.errors import check_out_file
     from interp.cli.options import deprecated, positional
 
     try:
         file = positional(circuit, file_arg, "--circuit")
         out = deprecated(out_old, "--out FILE", "--out-file", out, "circuit.html")
         top_k = deprecated(top_k_old, "--top-k", "--top", top_k, 200)
+        check_out_file(out)  # the page's path first: a folder there is named as the user gave it
         c = Circuit.load(file)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))

@@ -103,9 +103,19 @@ def features(
             else:
                 if not sae:
                     raise ValueError("give the SAE folders with --sae DIR (one per hook), or use --quick")
+                from interp.infra.devices import resolve_device
+                from interp.infra.sae_folder import check_compatible
+
+                if not model:
+                    fail("give the model with --model SPEC|PATH|PATH@N (or --quick)")
+                # the folders first (config, weights, NaN): a damaged SAE is refused before the model loads
+                dicts = [load_dictionary(p, device=resolve_device(device)) for p in sae]
                 m = _load(model, device)
-                dicts = [load_dictionary(p, device=str(m.device)) for p in sae]
                 for p, d in zip(sae, dicts):
+                    try:  # the SAE records its model and hook: a model it cannot run on is named with the fix
+                        check_compatible(d.sae, m, d.hook)
+                    except ValueError as exc:
+                        raise ValueError(f"--sae {p}: {exc}") from None
                     if d.model_name and d.model_name != model:
                         typer.echo(f"warning: {p} was trained on {d.model_name!r}, not {model!r}", err=True)
             pages = {}
@@ -114,7 +124,7 @@ def features(
                     pages[d.hook] = dashboard_pages(dash)
             the_task = get_task(task or ("quotes" if quick else ""))
             metric_name = the_task.default_metric if metric == "auto" else metric
-            batch = the_task.make_pairs(n_prompts, seed, m.tokenizer)
+            batch = the_task.make_pairs(n_prompts, seed, m.tokenizer, aligned_for="features")
             held = the_task.make_pairs(n_eval, 10_000, m.tokenizer, align=ablation == "corrupt")
             typer.echo(f"scoring {sum(d.d_sae for d in dicts)} latents at {len(dicts)} hooks ({method})", err=True)
             scores = feature_scores(m, dicts, batch, metric_name, method, ig_steps, top)

@@ -18,6 +18,8 @@ from sae_lens.saes.sae import TrainingSAE
 import sae.c2r  # noqa: F401  (registers c2r*)
 import sae.coherence  # noqa: F401  (registers coh*)
 import sae.polysae  # noqa: F401  (registers poly*)
+from interp.infra.sae_folder import check_finite_weights
+from interp.infra.sae_folder import check_sae_folder as _check_folder
 
 ARCHS: dict[str, str] = {
     "relu": "standard",
@@ -130,68 +132,34 @@ def load_sae(path: str | Path, device: str = "cpu", inference: bool = True) -> S
     arch = check_sae_folder(path)["architecture"]
     try:
         if (path / "training_sae" / "cfg.json").is_file():  # a run folder: the inference form, training form beside it
-            return (
+            sae = (
                 SAE.load_from_disk(path, device=device) if inference else load_sae(path / "training_sae", device, False)
             )
-        if arch in SAE_TRAINING_CLASS_REGISTRY:
+        elif arch in SAE_TRAINING_CLASS_REGISTRY:
             sae = TrainingSAE.load_from_disk(path, device=device)
             if inference:
                 from sae.inference import to_inference
 
-                return to_inference(sae)
-            return sae
-        return SAE.load_from_disk(path, device=device)
+                sae = to_inference(sae)
+        else:
+            sae = SAE.load_from_disk(path, device=device)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:160]
         raise ValueError(
             f"{path}: cannot load the SAE ({type(e).__name__}: {first}); its cfg.json does not fit "
             "its architecture or its weights: is the folder damaged?"
         ) from None
-
-
-WEIGHTS = "sae_weights.safetensors"
+    check_finite_weights(sae.state_dict(), path)  # every reader (eval, dashboard, saebench, steering) is covered
+    return sae
 
 
 def check_sae_folder(path: str | Path) -> dict[str, Any]:
-    """The checked `cfg.json` of an SAE folder; a ValueError naming the file for anything sae-lens would
-    trip on (not an object, non-positive or non-integer sizes, an unknown architecture, a bad `k`, weights
-    that are not a readable safetensors file or whose shapes do not match the config)."""
+    """The checked `cfg.json` of an SAE folder (`interp.infra.sae_folder.check_sae_folder`, with the
+    architectures sae-lens and this family register); a ValueError naming the file for anything sae-lens
+    would trip on."""
     from sae_lens.registry import SAE_CLASS_REGISTRY
 
-    from interp.infra.json_file import read_json
-    from interp.infra.tensor_file import tensor_shapes
-
-    path = Path(path)
-    cfg_file = path / "cfg.json"
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"{path} is not an SAE checkpoint: no cfg.json (train one with `interp sae train`)")
-    cfg = read_json(cfg_file, what="SAE config")
-    for name in ("d_in", "d_sae"):
-        v = cfg.get(name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{cfg_file}: {name} must be a positive integer, got {v!r}")
-    arch = cfg.get("architecture", "standard")
-    known = sorted(set(SAE_CLASS_REGISTRY) | set(SAE_TRAINING_CLASS_REGISTRY))
-    if not isinstance(arch, str) or arch not in known:
-        raise ValueError(f"{cfg_file}: unknown SAE architecture {arch!r}; known: {', '.join(known)}")
-    if "k" in cfg and (
-        isinstance(cfg["k"], bool)
-        or not isinstance(cfg["k"], (int, float))
-        or not cfg["k"] > 0
-        or cfg["k"] > cfg["d_sae"]
-    ):
-        raise ValueError(f"{cfg_file}: k must be a positive number of at most d_sae ({cfg['d_sae']}), got {cfg['k']!r}")
-    if not isinstance(cfg.get("metadata", {}), dict):
-        raise ValueError(f"{cfg_file}: metadata must be an object, got {type(cfg['metadata']).__name__}")
-    shapes = tensor_shapes(path / WEIGHTS, what="SAE weights")
-    want = {"W_enc": [cfg["d_in"], cfg["d_sae"]], "W_dec": [cfg["d_sae"], cfg["d_in"]]}
-    for k, shape in want.items():
-        if k in shapes and shapes[k] != shape:
-            raise ValueError(
-                f"{path / WEIGHTS}: {k} has shape {shapes[k]} but {cfg_file} says {shape} "
-                "(d_in, d_sae): the weights and the config do not belong together"
-            )
-    return {**cfg, "architecture": arch}
+    return _check_folder(path, set(SAE_CLASS_REGISTRY) | set(SAE_TRAINING_CLASS_REGISTRY))
 
 
 def arch_name(sae: SAE) -> str:

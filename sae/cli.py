@@ -217,6 +217,7 @@ def eval_(
     from interp.cli import options as O
     from interp.cli.errors import check_out_dir
     from interp.store import ActivationStore
+    from interp.store.lock import holding
     from sae import load_sae
     from sae import metrics as M
     from sae.evaluate import evaluate_store, sae_row_filter
@@ -234,7 +235,6 @@ def eval_(
                     check_out_dir(out_file.parent or ".")
                 else:
                     out_file = check_out_dir(out) / "metrics.json"
-                    from interp.store.lock import holding
 
                     # a second `sae eval` into --out is refused by name; a killed one's temporary file is removed
                     writing.enter_context(holding(out, "the metrics folder"))
@@ -244,11 +244,26 @@ def eval_(
                 raise ValueError(f"--suite must be core or saebench, got {suite!r}")
             if suite == "saebench" and not model:
                 raise ValueError("--suite saebench runs the model (first-letter tasks, CE/KL): pass --model")
+            if suite == "saebench":
+                from sae import saebench as SB
+
+                bench_dir = SB.check_folder(sae)  # <sae>/saebench: no link out of the SAE folder, writable
             from interp.infra.devices import resolve_device
 
             dev = resolve_device(device)
             s = load_sae(sae, inference=codes != "batch").to(dev)
+            if model:  # the SAE records its model: another one is refused first, naming the SAE's
+                from interp.infra.sae_folder import check_compatible, check_trained_model
+
+                if not allow_other_hook:
+                    check_trained_model(s, model, "--model", " (or --allow-other-hook for a deliberate transfer study)")
+                check_compatible(s, _model(model, dev), hook, allow_other_hook=allow_other_hook)
             st = ActivationStore.open(store)
+            if suite == "saebench":  # every input of the suite checked, and its folder held, before it runs
+                bench_words = SB.check_inputs(_model(model, dev).tokenizer, model, words, st)
+                writing.enter_context(
+                    holding(bench_dir, "the saebench folder", fix=f"use --suite core, or {SB.ELSEWHERE}")
+                )
             res: dict[str, Any] = {
                 "sae": sae,
                 **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes, allow_other_hook=allow_other_hook),
@@ -257,7 +272,7 @@ def eval_(
                 filt = sae_row_filter(sae, st, res["hook"], exclude)
                 res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
             if suite == "saebench":
-                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, words, dev, st)]
+                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, bench_words, dev, st)]
             res["device"] = dev
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             _fail(exc)
@@ -283,8 +298,15 @@ def _model(spec: str, device: str = "cpu") -> Any:
 
 
 def _saebench(
-    sae_dir: str, s: Any, model_spec: str, res: dict[str, Any], words: int, device: str = "cpu", st: Any = None
+    sae_dir: str,
+    s: Any,
+    model_spec: str,
+    res: dict[str, Any],
+    ws: list[tuple[int, str]],
+    device: str = "cpu",
+    st: Any = None,
 ) -> list[Any]:
+    """The suite's evals on the words `saebench.check_inputs` gave; writes `<sae_dir>/saebench/` (its lock held)."""
     import copy
 
     import torch
@@ -294,7 +316,6 @@ def _saebench(
     from sae.saebench import write_saebench
 
     model = _model(model_spec, device)
-    ws = M.first_letter_words(model.tokenizer, limit=words)
     # the probes are small (~1,000 words): fitted on the CPU, with a CPU copy of the SAE
     cpu_sae = s if device == "cpu" else copy.deepcopy(s).cpu()
     fl = M.first_letter_absorption(M.word_activations(model, res["hook"], ws).cpu(), ws, cpu_sae)

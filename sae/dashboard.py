@@ -126,6 +126,10 @@ def render_sae_dashboard(
     from interp.dashboards.logits import load_unembedding
 
     sr = sae_rows(sae_dir, store_dir, max_rows, exclude, split)
+    if model_spec:  # the SAE records its model: another one is refused before any model is read
+        from interp.infra.sae_folder import check_trained_model
+
+        check_trained_model(sr.sae, model_spec, "--model", ", or leave --model out (the store's model)")
     d_sae = sr.sae.cfg.d_sae
     check_features(features, d_sae)
     cfg = DashboardConfig(
@@ -153,10 +157,12 @@ def render_sae_dashboard(
     model = None
     if text is not None or (model_spec and ablate_windows):  # loaded before anything is written
         import interp
+        from interp.infra.sae_folder import check_compatible
 
         model = interp.load_model(spec)
         if not model.hook_points([sr.hook]):
             raise ValueError(f"{spec} has no hook {sr.hook!r} (the SAE's); pass the --model the store was built from")
+        check_compatible(sr.sae, model, sr.hook)  # its width too: a wider model names the SAE's own as the fix
     ablation = latent_ablation(sr, model, spec, ablate_windows) if model_spec and ablate_windows else None
     from interp.cli.dashboard import prepare_out
     from interp.store.lock import holding

@@ -462,6 +462,27 @@ def word_activations(
     return torch.cat(rows)
 
 
+FIRST_LETTER_MIN_WORDS = 20
+"""Words a letter needs to be one of the first-letter task's letters (besides 5 in training, 3 in the test split)."""
+
+
+def first_letter_split(
+    words: Sequence[tuple[int, str]], letters: str | None = None, seed: int = 0
+) -> tuple[str, dict[str, Tensor], Tensor, Tensor, torch.Generator]:
+    """The first-letter task's plan for `words`: (the letters it scores, each letter's labels, the seeded train and
+    test positions, the generator that goes on to draw the negatives). A letter is scored when it has
+    `FIRST_LETTER_MIN_WORDS` words, 5 of them in training and 3 in the test split. Cheap: no activations, so a
+    command checks it before running anything."""
+    first = [w[0] for _, w in words]
+    letters = letters or "".join(sorted({c for c in first if first.count(c) >= FIRST_LETTER_MIN_WORDS}))
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(words), generator=g)
+    tr_all, te_all = perm[: len(perm) * 7 // 10], perm[len(perm) * 7 // 10 :]
+    y_all = {L: torch.tensor([c == L for c in first], dtype=torch.bool) for L in letters}
+    usable = "".join(L for L in letters if y_all[L][tr_all].sum() >= 5 and y_all[L][te_all].sum() >= 3)
+    return usable, y_all, tr_all, te_all, g
+
+
 def first_letter_absorption(
     x: Tensor,
     words: Sequence[tuple[int, str]],
@@ -478,20 +499,13 @@ def first_letter_absorption(
     Absorption rate: of the test words of that letter the probe gets right, the fraction where the
     main latent is silent while another active latent's decoder points along the probe (cos > cos_min).
     Splitting: how many latents k-sparse probing adds while each raises F1 by more than `split_gain`."""
-    first = [w[0] for _, w in words]
-    letters = letters or "".join(sorted({c for c in first if first.count(c) >= 20}))
+    usable, y_all, tr_all, te_all, g = first_letter_split(words, letters, seed)
     z = encode(sae, x)
     W = decoder_directions(sae)
-    g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(len(words), generator=g)
-    tr_all, te_all = perm[: len(perm) * 7 // 10], perm[len(perm) * 7 // 10 :]
     tr, te = tr_all, te_all
     per = {}
-    y_all = {L: torch.tensor([c == L for c in first]) for L in letters}
-    for L in letters:
+    for L in usable:
         y = y_all[L]
-        if y[tr_all].sum() < 5 or y[te_all].sum() < 3:
-            continue
 
         # balanced one-vs-rest, as in SAEBench's probing sets: as many random negatives as positives
         def balanced(split: Tensor) -> Tensor:

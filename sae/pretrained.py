@@ -20,50 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-RUNTIME_NORMALISATIONS = ("none", None, "layer_norm", "constant_norm_rescale")
-"""Input normalisations the SAE applies itself at run time (nothing for the caller to supply)."""
-
-
-def _hook_width(model: Any, hook: str) -> int | None:
-    """d of the rows an `interp` model's hook yields (None when unknown)."""
-    if "resid" in hook or hook.endswith(("hook_mlp_out", "hook_attn_out")):
-        return getattr(model, "d_model", None)
-    return None
-
-
-def check_compatible(sae: Any, model: Any, hook: str | None = None) -> str:
-    """The hook the SAE reads; raises ValueError when it cannot run on `model` at that hook."""
-    name = hook or getattr(sae.cfg.metadata, "hook_name", None)
-    if not name:
-        raise ValueError(
-            "the SAE records no hook_name: pass hook='blocks.N.hook_resid_post' (the hook it was trained on)"
-        )
-    recorded = getattr(sae.cfg.metadata, "hook_name", None)
-    if hook and recorded and hook != recorded:
-        raise ValueError(
-            f"the SAE was trained on {recorded!r}, not {hook!r}: use hook={recorded!r} or the matching SAE"
-        )
-    names = model.hook_names() if hasattr(model, "hook_names") else None
-    if names is not None and name not in names:
-        near = [n for n in names if n.split(".")[-1] == name.split(".")[-1]][:3]
-        raise ValueError(
-            f"hook {name!r} is not a hook point of {getattr(model, 'name', 'the model')}"
-            f"{f' (e.g. {near})' if near else ''}: the SAE belongs to another model or naming scheme"
-        )
-    width = _hook_width(model, name)
-    if width is not None and width != sae.cfg.d_in:
-        raise ValueError(
-            f"the SAE has d_in {sae.cfg.d_in} but {name} of {getattr(model, 'name', 'the model')} has width "
-            f"{width}: the SAE belongs to another model"
-        )
-    norm = getattr(sae.cfg, "normalize_activations", "none")
-    if norm not in RUNTIME_NORMALISATIONS:
-        raise ValueError(
-            f"the SAE expects inputs scaled by a dataset-norm factor (normalize_activations={norm!r}) "
-            "that is not folded in: call sae.fold_activation_norm_scaling_factor(factor) with the factor "
-            "of its training data first"
-        )
-    return name
+# the checks every family shares (circuits reads SAE folders too) live in the core
+from interp.infra.sae_folder import RUNTIME_NORMALISATIONS, check_compatible  # noqa: F401  (re-exported)
 
 
 def from_pretrained(

@@ -33,6 +33,7 @@ package, e.g. after `pip install --target DIR --no-deps sae-bench`; skipped when
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -269,6 +270,62 @@ def saebench_records(
     return {"absorption_first_letter": absorption, "sparse_probing": probing, "core": core_rec}
 
 
+FOLDER = "saebench"
+"""Where `interp sae eval --suite saebench` writes, inside the SAE folder (SAEBench's own layout)."""
+
+ELSEWHERE = "copy the SAE folder somewhere you can write and pass the copy as --sae"
+
+
+def check_folder(sae_dir: str | Path) -> Path:
+    """`<sae_dir>/saebench`, once it is sure the suite can write there and only there: not a symbolic link (the
+    files would land outside the SAE folder), not a file, writable, no planted lock path. Writes nothing; run it
+    before the suite (minutes) so a refusal comes first."""
+    from interp.store.lock import check_lock_path
+
+    sae_dir = Path(sae_dir)
+    dest = sae_dir / FOLDER
+    if dest.is_symlink():
+        raise ValueError(
+            f"{dest} is a symbolic link (to {os.readlink(dest)}): the saebench suite writes into the SAE folder "
+            f"only; remove the link, or {ELSEWHERE}"
+        )
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"{dest} is a file; the saebench suite writes its files into a folder there: move the file")
+    where = dest if dest.is_dir() else sae_dir
+    if sae_dir.is_dir() and not os.access(where, os.W_OK | os.X_OK):
+        raise ValueError(f"permission denied: the saebench suite cannot write into {where}; {ELSEWHERE}")
+    check_lock_path(dest)
+    return dest
+
+
+def check_inputs(tokenizer: Any, model: str, words: int, store: Any = None) -> list[tuple[int, str]]:
+    """The first-letter words (`metrics.first_letter_words`), once it is sure every eval of the suite has the
+    inputs it needs: words of enough letters in the tokenizer's vocabulary, and token classes in the store that
+    SAEBench's balanced probing sets can be drawn from. Reads only the vocabulary and the store's token ids."""
+    from sae import metrics as M
+    from sae import sparse_probing as SP
+
+    found = M.first_letter_words(tokenizer, limit=words)
+    if not found:
+        raise ValueError(
+            f"the saebench suite's first-letter tasks need vocabulary tokens that are a space and a lowercase "
+            f"word (3+ letters), and the tokenizer of --model {model} has none (a byte-level tokenizer spells "
+            "words letter by letter): use --suite core, or a --model with a word vocabulary"
+        )
+    if not M.first_letter_split(found)[0]:
+        every = len(M.first_letter_words(tokenizer, limit=10**9))
+        more = "raise --words" if every > len(found) else f"use --suite core (the vocabulary has {every} such words)"
+        raise ValueError(
+            f"--words {words} gives {len(found)} vocabulary words and no first letter has the "
+            f"{M.FIRST_LETTER_MIN_WORDS} the first-letter task needs: {more}"
+        )
+    if store is not None:
+        problem = SP.store_tasks_problem(store, lambda t: tokenizer.decode([t]))
+        if problem:
+            raise ValueError(f"{problem}; or use --suite core")
+    return found
+
+
 def write_saebench(
     folder: str | Path,
     fl: dict[str, Any],
@@ -283,11 +340,14 @@ def write_saebench(
     """Write `<out or folder/saebench>/<sae_id>_<eval_type>.json` for the three evals; returns the paths."""
     cfg_file = Path(folder) / "cfg.json"
     sae_cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else None
-    dest = Path(out) if out is not None else Path(folder) / "saebench"
+    from interp.store.atomic import atomic_write_bytes
+
+    dest = Path(out) if out is not None else Path(folder) / FOLDER
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, rec in saebench_records(fl, core, sae_id, hook, model, sae_cfg, sae, tasks).items():
         p = dest / f"{sae_id}_{name}.json"
-        p.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+        # atomic: a link planted at `p` is replaced, never followed
+        atomic_write_bytes(p, (json.dumps(rec, indent=1, default=str) + "\n").encode())
         paths.append(p)
     return paths

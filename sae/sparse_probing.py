@@ -67,12 +67,30 @@ def token_classes(tokens: Tensor, decode: Callable[[int], str]) -> dict[str, dic
     return out
 
 
+def split_sizes(n: int, n_train: int, n_test: int) -> tuple[int, int]:
+    """(train, test) sizes `split_rows` gives a class of `n` rows."""
+    n_te = min(n_test, n // 5)
+    return min(n_train, n - n_te), n_te
+
+
 def split_rows(rows: Tensor, n_train: int, n_test: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
     """A seeded split of `rows` into at most `n_train` and `n_test` (the test set first gets its share of a
     short class: 20%, as SAEBench's 4,000 / 1,000)."""
     perm = rows[torch.randperm(len(rows), generator=g)]
-    n_te = min(n_test, len(perm) // 5)
-    return perm[n_te : n_te + n_train], perm[:n_te]
+    n_tr, n_te = split_sizes(len(perm), n_train, n_test)
+    return perm[n_te : n_te + n_tr], perm[:n_te]
+
+
+def unbalanced(sizes: dict[str, int]) -> tuple[str, int, int] | None:
+    """(class, its rows, the other classes' rows `one_vs_rest` can draw) for the first class whose one-vs-rest set
+    cannot be balanced, or None: a class takes at most its share, ceil(n / (classes - 1)), from each other one."""
+    for cls, n in sizes.items():
+        others = [k for k in sizes if k != cls]
+        per = -(-n // len(others))
+        have = sum(min(sizes[k], per) for k in others)
+        if have < n:
+            return cls, n, have
+    return None
 
 
 def one_vs_rest(acts: dict[str, Tensor], cls: str) -> tuple[Tensor, Tensor]:
@@ -139,6 +157,62 @@ def sparse_probing(
     }
 
 
+def _kept(classes: dict[str, Any], size: Callable[[Any], int], min_rows: int) -> dict[str, Any]:
+    """The classes of a task that are scored: those with `min_rows` rows, when at least two have them."""
+    keep = {c: r for c, r in classes.items() if size(r) >= min_rows}
+    return keep if len(keep) >= 2 else {}
+
+
+def task_problem(counts: dict[str, dict[str, int]], n_train: int, n_test: int, min_rows: int) -> str | None:
+    """Why the tasks with these class sizes (task -> class -> rows) cannot be probed, or None."""
+    for task, classes in counts.items():
+        keep = _kept(classes, int, min_rows)
+        for side, i in (("training", 0), ("test", 1)):
+            bad = unbalanced({c: split_sizes(n, n_train, n_test)[i] for c, n in keep.items()}) if keep else None
+            if bad:
+                cls, n, have = bad
+                return f"task {task}: class {cls!r} has {n} {side} rows but the other classes only {have}"
+    return None
+
+
+def rows_needed(counts: dict[str, dict[str, int]], n_rows: int, n_train: int, n_test: int, min_rows: int) -> int | None:
+    """About how many rows of the same text make the tasks probeable (every class grown in proportion), or None
+    beyond a million times `n_rows`. Once the largest class reaches `n_train`, the others catch up with it."""
+    for step in range(1, 81):
+        scale = 2 ** (step / 4)
+        grown = {t: {c: int(n * scale) for c, n in cl.items()} for t, cl in counts.items()}
+        if task_problem(grown, n_train, n_test, min_rows) is None:
+            need = n_rows * scale
+            unit = 10 ** max(0, len(str(int(need))) - 2)
+            return int(-(-need // unit) * unit)  # rounded up to two significant digits
+    return None
+
+
+def store_tasks_problem(
+    store: Any,
+    decode: Callable[[int], str],
+    n_train: int = 4000,
+    n_test: int = 1000,
+    min_rows: int = 50,
+    rows: Tensor | None = None,
+) -> str | None:
+    """Why `store_tasks` would fail on this store, read from its token ids alone (no activation is read), with
+    about how many tokens it needs; None when it would not. It fails when a class has more rows than the
+    other classes can match in SAEBench's balanced one-vs-rest sets."""
+    idx = torch.arange(len(store)) if rows is None else rows
+    tokens = store.get_rows(idx, hooks=[])["tokens"].long()
+    counts = {t: {c: len(r) for c, r in cl.items()} for t, cl in token_classes(tokens, decode).items()}
+    problem = task_problem(counts, n_train, n_test, min_rows)
+    if problem is None:
+        return None
+    need = rows_needed(counts, len(idx), n_train, n_test, min_rows)
+    needs = f"it needs a store of about {need:,} tokens of such text" if need else "a larger store may not help"
+    return (
+        f"the store {store.path} has {len(idx):,} tokens, too few for the sparse-probing tasks ({problem}, "
+        f"and SAEBench's one-vs-rest sets are balanced): {needs}"
+    )
+
+
 def store_tasks(
     store: Any,
     hook: str,
@@ -150,14 +224,15 @@ def store_tasks(
     rows: Tensor | None = None,
 ) -> dict[str, tuple[dict[str, Tensor], dict[str, Tensor]]]:
     """Each task's (train, test) activations per class from the store's rows (`rows`: global indices to use,
-    default all); classes with fewer than `min_rows` rows are left out, tasks with fewer than two classes too."""
+    default all); classes with fewer than `min_rows` rows are left out, tasks with fewer than two classes too.
+    `store_tasks_problem` says up front whether the sets can be balanced."""
     idx = torch.arange(len(store)) if rows is None else rows
     tokens = store.get_rows(idx, hooks=[])["tokens"].long()
     g = torch.Generator().manual_seed(seed)
     out = {}
     for task, classes in token_classes(tokens, decode).items():
-        keep = {c: r for c, r in classes.items() if len(r) >= min_rows}
-        if len(keep) < 2:
+        keep = _kept(classes, len, min_rows)
+        if not keep:
             continue
         tr, te = {}, {}
         for c, r in keep.items():

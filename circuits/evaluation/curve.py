@@ -87,7 +87,7 @@ def _ranking_masks(
     if cfg.method in EDGE_METHODS:
         from circuits.finders.eap import eap, eap_ig
 
-        batch = task.make_pairs(cfg.n_prompts, seed, model.tokenizer)
+        batch = task.make_pairs(cfg.n_prompts, seed, model.tokenizer, aligned_for="edges")
         scores = eap(model, batch, metric) if cfg.method == "eap" else eap_ig(model, batch, metric, steps=cfg.ig_steps)
         return [scores.top_mask(k) for k in sizes]
     order = head_order(model, task, cfg.method, cfg.node_steps, seed, cfg.n_prompts)

@@ -69,7 +69,13 @@ class ExtractConfig:
 def task_baseline(model, task, cfg: ExtractConfig) -> dict:
     """The model's metric and accuracy on the task's prompts (the first thing `extract` reports)."""
     edge = cfg.method in ("eap", "eap-ig")
-    batch = task.make_pairs(cfg.n_prompts, cfg.seed, model.tokenizer, align=edge or cfg.ablation == "corrupt")
+    batch = task.make_pairs(
+        cfg.n_prompts,
+        cfg.seed,
+        model.tokenizer,
+        align=edge or cfg.ablation == "corrupt",
+        aligned_for="edges" if edge else "ablation",  # edge scores patch from the pairs whatever the ablation
+    )
     metric = task.default_metric if cfg.metric == "auto" else cfg.metric
     return {"task": task.name, **baseline(model, batch, metric, cfg.batch_size)}, batch
 

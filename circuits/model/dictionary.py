@@ -11,7 +11,9 @@ the finder accepts any object with this small protocol:
 an SAE folder of `interp sae train` (or of sae-lens: `cfg.json` + `sae_weights.safetensors`) with sae-lens's
 own loader, a third-party library every package may use, not with the `sae` family: those folders hold the
 inference form in sae-lens's classes (`sae/README.md`, "Folders load in plain sae-lens"). PolySAE folders,
-whose decoder has no sae-lens class, are refused with that reason.
+whose decoder has no sae-lens class, are refused with that reason. The folder passes the core's checks first
+(`interp.infra.sae_folder`, as in `sae.load_sae`): a damaged config or weights file, or NaN weights, is one
+error naming the file.
 
     d = load_dictionary("runs/bq500k_topk/ours_topk")      # d.hook == "blocks.15.hook_resid_post"
     pages = dashboard_pages("runs/dash/topk0")              # {latent: "runs/dash/topk0/features/12.html"}
@@ -112,12 +114,17 @@ def load_dictionary(path: str | Path, device: str = "cpu") -> SaeLensDictionary:
             "`import sae`, which circuits may not do. Use a TopK/BatchTopK/JumpReLU/ReLU SAE folder"
         )
     from sae_lens import SAE
+    from sae_lens.registry import SAE_CLASS_REGISTRY
 
+    from interp.infra.sae_folder import check_finite_weights, check_sae_folder
+
+    check_sae_folder(p, SAE_CLASS_REGISTRY)  # the checks `sae.load_sae` makes: config, weights header, shapes
     try:
         sae = SAE.load_from_disk(str(p), device=device)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:160]
         raise ValueError(f"{p}: sae-lens cannot load this SAE ({type(e).__name__}: {first})") from None
+    check_finite_weights(sae.state_dict(), p)
     sae.eval()
     for q in sae.parameters():
         q.requires_grad_(False)

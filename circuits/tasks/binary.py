@@ -132,9 +132,10 @@ class Task:
         p, t, a = self.generate(n, seed)
         return [{"clean": x, "answer": y, "wrong": z} for x, y, z in zip(p, t, a)]
 
-    def make_pairs(self, n: int, seed: int, tokenizer, align: bool = True):
-        """A `PairBatch` of n rows (aligned clean/corrupted tokens when `align`)."""
-        return encode_pairs(tokenizer, self.rows(n, seed), align=align)
+    def make_pairs(self, n: int, seed: int, tokenizer, align: bool = True, aligned_for: str = "ablation"):
+        """A `PairBatch` of n rows (aligned clean/corrupted tokens when `align`, for `aligned_for`: see
+        `circuits.tasks.pairs.ALIGNED_FOR`)."""
+        return encode_pairs(tokenizer, self.rows(n, seed), align=align, aligned_for=aligned_for)
 
     def loss(self, logits: Tensor, batch: TaskBatch) -> Tensor:
         return binary_loss(logits, batch)

@@ -141,12 +141,27 @@ def _pad(rows: list[list[int]]) -> tuple[Tensor, Tensor]:
     return ids, w
 
 
-def encode_pairs(tokenizer, rows: list[dict], align: bool = True, max_len: int | None = None) -> PairBatch:
+ALIGNED_FOR = {
+    "ablation": "use --ablation mean or zero, which do not patch from the corrupted prompts",
+    "edges": "use a node method (--method prune, safeseek or activation-diff): eap and eap-ig patch from the "
+    "corrupted prompts whatever the --ablation",
+    "features": "",
+}
+"""What needs aligned pairs -> the other way the refusal offers (none: feature scores always patch from them).
+`--ablation mean` is no way out for the edge methods, so it is offered only where the ablation asked for them."""
+
+
+def encode_pairs(
+    tokenizer, rows: list[dict], align: bool = True, max_len: int | None = None, aligned_for: str = "ablation"
+) -> PairBatch:
     """Tokenise rows {"clean", "corrupt"?, "answer", "wrong"?} (or {"prompt", "answer"}) into a `PairBatch`.
 
     `align=True` requires each row's clean and corrupted prompts to have the same token count (see the
     module docstring); rows without a corrupted prompt are refused then, since there is nothing to align.
+    `aligned_for` (a key of `ALIGNED_FOR`) says what needs them, so the refusal offers the way that works.
     """
+    other = ALIGNED_FOR[aligned_for]
+    other = f", or {other}" if other else ""
     if not rows:
         raise PairError("no prompt rows; give at least one row")
     clean_txt, corrupt_txt, ans, wrong = [], [], [], []
@@ -190,16 +205,14 @@ def encode_pairs(tokenizer, rows: list[dict], align: bool = True, max_len: int |
                     f"{int(kpos[i]) + 1}; "
                     "patching from the corrupted run needs them position by position (EAP, EAP-IG, --ablation "
                     "corrupt). "
-                    f"Reword the pair to the same token count ({len(bad)} of {len(rows)} rows differ), or use "
-                    "--ablation mean or zero, which pad them independently"
+                    f"Reword the pair to the same token count ({len(bad)} of {len(rows)} rows differ){other}"
                 )
             width = max(cids.shape[1], kids.shape[1])
             cids, cmask = _widen(cids, width, tokenizer), _widen(cmask, width, None)
             kids, kmask = _widen(kids, width, tokenizer), _widen(kmask, width, None)
     elif align:
         raise PairError(
-            'the rows have no "corrupt" prompts; patching needs clean/corrupt pairs. Add "corrupt" to '
-            "every row, or use --ablation mean or zero"
+            f'the rows have no "corrupt" prompts; patching needs clean/corrupt pairs. Add "corrupt" to every row{other}'
         )
     a, aw = _pad(ans)
     w, ww = _pad(wrong)

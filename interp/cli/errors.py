@@ -91,7 +91,9 @@ def describe(exc: BaseException) -> str | None:
         return f"permission denied: {where}; choose a location you can write (--out) or read"
     if isinstance(exc, (IsADirectoryError, NotADirectoryError)) and exc.filename:
         kind = "a folder" if isinstance(exc, IsADirectoryError) else "not a folder"
-        return f"{exc.filename} is {kind}: {exc.strerror or text}; check the path"
+        # an atomic write fails at os.replace(tmp, target): the target (filename2) is the path the user gave
+        where = user_path(exc.filename2 or exc.filename)
+        return f"{where} is {kind}: {exc.strerror or text}; check the path"
     if isinstance(exc, ImportError) and "install" in text:  # an optional dependency, with its install line
         return _one_line(text)
     if isinstance(exc, (ValueError, FileNotFoundError, FileExistsError)):
@@ -141,6 +143,20 @@ def check_out_dir(out: str | os.PathLike, option: str = "--out") -> Path:
     if path.exists() and not path.is_dir():
         raise CliError(f"{option} {path} is a file; {option} takes a folder (the command names the files inside it)")
     base = _nearest_existing(path.absolute())
+    if not base.is_dir():
+        raise CliError(f"{option} {path}: {base} is a file, so no folder can be made under it; choose another {option}")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CliError(f"permission denied: cannot write into {base}; choose another {option} you can write")
+    return path
+
+
+def check_out_file(out: str | os.PathLike, option: str = "--out-file") -> Path:
+    """Check, without creating anything, that a file can be written at `out`: not a folder, a folder on its
+    path that is not a file, writable. Run it before loading anything, as `check_out_dir`."""
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise CliError(f"{option} {path} is a folder; {option} takes a file name, e.g. {path / 'out.html'}")
+    base = _nearest_existing(path.absolute().parent)
     if not base.is_dir():
         raise CliError(f"{option} {path}: {base} is a file, so no folder can be made under it; choose another {option}")
     if not os.access(base, os.W_OK | os.X_OK):

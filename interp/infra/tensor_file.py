@@ -66,10 +66,7 @@ def read_tensors(
     except PermissionError:
         raise
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for damaged files
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise TensorFileError(
-            f"{what}: cannot read {path} as a safetensors file ({first}); is it damaged or another format?"
-        ) from None
+        raise _unreadable(path, what, e) from None
     for k, ndim in need.items():
         if ndim is not None and out[k].dim() != ndim:
             raise TensorFileError(
@@ -91,7 +88,14 @@ def tensor_shapes(path: str | Path, *, what: str) -> dict[str, list[int]]:
     except PermissionError:
         raise
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for damaged files
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise TensorFileError(
-            f"{what}: cannot read {path} as a safetensors file ({first}); is it damaged or another format?"
-        ) from None
+        raise _unreadable(path, what, e) from None
+
+
+def _unreadable(path: Path, what: str, e: Exception) -> TensorFileError:
+    """The one-line error for a file safetensors cannot parse (a pickle, random bytes, a header claiming more
+    than the file holds); a symlink names its target, which may be a system file, not the user's data."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+    link = f" (a symlink to {path.resolve()})" if path.is_symlink() else ""
+    return TensorFileError(
+        f"{what}: cannot read {path}{link} as a safetensors file ({first}); is it damaged or another format?"
+    )

@@ -89,15 +89,25 @@ class PatchResult:
         z = (self.normalized() if normalize else self.values).detach().float().cpu().numpy()
         ydim, xdim = self.dims
         x = self.labels.get(xdim) or [str(i) for i in range(z.shape[1])]
+        y = self.labels.get(ydim) or [str(i) for i in range(z.shape[0])]
         fig = px.imshow(
             z,
-            x=x,
-            y=self.labels.get(ydim) or [str(i) for i in range(z.shape[0])],
+            x=[plotly_text(t) for t in x],  # token labels are data: a token like `<s>` must show, not act
+            y=[plotly_text(t) for t in y],
             color_continuous_scale="RdBu",
             color_continuous_midpoint=0.0,
             labels={"x": xdim, "y": ydim, "color": "normalized metric" if normalize else "metric"},
-            title=title or f"{self.method} patching: {self.kind}",
+            title=title or f"{self.method} patching: {self.kind}",  # the caller's own markup, if any
             aspect="auto",
             **imshow_kwargs,
         )
         return fig
+
+
+def plotly_text(s: str) -> str:
+    """A label as Plotly text: `<`, `>` and `&` escaped once. Plotly reads its text as markup, so a token such
+    as `<s>` or `</s>` (a BOS or EOS) would be taken for a tag and vanish from the axis; escaped, it shows as
+    itself (Plotly decodes those entities; quotes stay, Plotly would show `&quot;` literally)."""
+    import html
+
+    return html.escape(str(s), quote=False)

@@ -14,7 +14,14 @@ index, its header is checked against the manifest and its sha256 once per proces
 ...     train_step(batch["blocks.6.hook_resid_post"])
 """
 
-from interp.store.errors import NotAStoreError, StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
+from interp.store.errors import (
+    NotAStoreError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreMismatchError,
+    UnsafeLockError,
+)
 from interp.store.manifest import COMPAT_FIELDS, MANIFEST_NAME, Manifest, StoreMeta
 from interp.store.prefetch import prefetch
 from interp.store.reader import BatchIterator, VerifyReport
@@ -35,6 +42,7 @@ __all__ = [
     "StoreLockedError",
     "StoreMeta",
     "StoreMismatchError",
+    "UnsafeLockError",
     "VerifyReport",
     "prefetch",
     "shard_file_name",

@@ -32,3 +32,8 @@ class NotAStoreError(StoreError, FileNotFoundError):
 
 class StoreLockedError(StoreError):
     """Another process holds the store's writer lock (it is caching into the same folder right now)."""
+
+
+class UnsafeLockError(StoreError):
+    """The folder's lock path is there but is not a plain file of its own (a symlink, a fifo, a hard link):
+    opening it as a lock file would overwrite another file, so the writer is refused before writing anything."""

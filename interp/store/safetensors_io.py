@@ -4,7 +4,10 @@
 pass: together about 2-3x the cost of `save_file`. The format is simple (an 8-byte little-endian header
 length, a JSON header padded with spaces to 8 bytes, then the raw tensor bytes at the header's offsets),
 so we write each tensor's own buffer and feed the same buffers to sha256 on a thread (hashlib releases
-the GIL on large updates). The result is byte-identical to `safetensors.torch.save` of the same dict.
+the GIL on large updates). The result is byte-identical to `safetensors.torch.save` of the same dict, except
+that the metadata keys are sorted: safetensors keeps them in a hash map whose order changes from call to call,
+so two runs with equal results would differ in bytes (and in checksums). `safetensors_bytes` is the same
+layout as one bytes object, for files written whole (`atomic_write_bytes`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ SAFETENSORS_DTYPES: dict[torch.dtype, str] = {
 def _layout(tensors: dict[str, Tensor], metadata: dict[str, str] | None) -> tuple[bytes, list[Tensor]]:
     # Same order as safetensors: larger alignment first, then by name.
     names = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
-    header: dict = {"__metadata__": metadata} if metadata else {}
+    header: dict = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}} if metadata else {}
     offset, ordered = 0, []
     for name in names:
         t = tensors[name]
@@ -51,6 +54,16 @@ def _layout(tensors: dict[str, Tensor], metadata: dict[str, str] | None) -> tupl
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     return struct.pack("<Q", len(raw)) + raw, ordered
+
+
+def safetensors_bytes(tensors: dict[str, Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """The safetensors file of `tensors` (any device or layout) with `metadata`, as bytes: the same bytes for the
+    same tensors and metadata on every call (what `safetensors.torch.save` does not promise)."""
+    clean = {
+        k: v.detach().to("cpu").contiguous().clone(memory_format=torch.contiguous_format) for k, v in tensors.items()
+    }
+    head, ordered = _layout(clean, metadata)
+    return head + b"".join(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"" for t in ordered)
 
 
 def write_safetensors_hashed(path: Path, tensors: dict[str, Tensor], metadata: dict[str, str] | None = None) -> str:

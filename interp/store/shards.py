@@ -78,8 +78,18 @@ class ShardInfo:
 def _own_storage(t: Tensor) -> Tensor:
     """`t` on CPU, contiguous and owning its storage: safetensors refuses tensors that share memory."""
     t = t.detach().to("cpu").contiguous()
-    if t.storage_offset() != 0 or t.untyped_storage().nbytes() != t.numel() * t.element_size():
-        t = t.clone()
+    # row-major strides: a one-row column slice ([1], stride 8) counts as contiguous, but the writer's byte view
+    # needs stride 1
+    dense, size = [], 1
+    for d in reversed(t.shape):
+        dense.insert(0, size)
+        size *= d
+    if (
+        t.storage_offset() != 0
+        or t.untyped_storage().nbytes() != t.numel() * t.element_size()
+        or t.stride() != tuple(dense)
+    ):
+        t = t.clone(memory_format=torch.contiguous_format)
     return t
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,18 +19,22 @@ runner = CliRunner()
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every path under `root` with a hash of its bytes ('dir' for folders): equal snapshots = disk as it was."""
+    """Every path under `root` with a hash of its bytes ('dir' for folders, a link's target, 'special' for a fifo):
+    equal snapshots = disk as it was."""
     root = Path(root)
     if not root.exists():
         return {}
     out = {}
     for p in sorted(root.rglob("*")):
         key = str(p.relative_to(root))
-        out[key] = (
-            "dir"
-            if p.is_dir() and not p.is_symlink()
-            else ("link" if p.is_symlink() else hashlib.sha256(p.read_bytes()).hexdigest())
-        )
+        if p.is_symlink():
+            out[key] = f"link to {os.readlink(p)}"
+        elif p.is_dir():
+            out[key] = "dir"
+        elif not p.is_file():  # a fifo or socket: reading it would block
+            out[key] = "special"
+        else:
+            out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
 
@@ -60,8 +65,10 @@ def token_store(
     model: str = "synthetic",
     seed: int = 0,
     also: tuple[str, ...] = (),
+    tokens: torch.Tensor | None = None,
 ) -> ActivationStore:
-    """A small store with token ids, seq and pos columns (two shards); `also`: more hooks of the same width."""
+    """A small store with token ids, seq and pos columns (two shards); `also`: more hooks of the same width;
+    `tokens`: the n_seq * ctx token ids (default: random ids below 50)."""
     hooks = (hook, *also)
     meta = StoreMeta(
         model=model,
@@ -84,7 +91,11 @@ def token_store(
                 i,
                 {
                     **{h: x * (j + 1) for j, h in enumerate(hooks)},
-                    "tokens": torch.randint(0, 50, (half,), generator=g, dtype=torch.int32),
+                    "tokens": (
+                        torch.randint(0, 50, (half,), generator=g, dtype=torch.int32)
+                        if tokens is None
+                        else tokens[i * half : (i + 1) * half].int()
+                    ),
                     "seq": seq,
                     "pos": (torch.arange(half) % ctx).int(),
                 },
