@@ -418,8 +418,12 @@ def open_gradient_store(path: str | Path) -> ActivationStore:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             store = ActivationStore.open(path)
-    except NotAStoreError as e:
-        raise ValueError(f"--store {path}: {e}") from None
+    except NotAStoreError:
+        what = "does not exist" if not Path(path).exists() else "has no manifest.json"
+        raise ValueError(
+            f"--store {path} is not a gradient store: the folder {what}; give the folder `interp attribute build "
+            "--out DIR` wrote"
+        ) from None
     except StoreError as e:
         raise ValueError(f"--store {path}: damaged manifest ({e})") from None
     if store.meta.data.get("kind") != KIND or HOOK not in store.hooks:

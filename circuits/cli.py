@@ -377,7 +377,7 @@ def curve(
     threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Faithfulness and complement vs circuit size, against random and random-connected circuits (95% intervals)."""
-    from interp.cli.options import compute, deprecated
+    from interp.cli.options import compute, deprecated, sizes_list
 
     compute(threads, seed)
     n_prompts = deprecated(n_prompts_old, "--n-prompts", "--max-rows", n_prompts, 16)
@@ -386,10 +386,13 @@ def curve(
     from circuits.model.checkpoint import CheckpointError
     from circuits.tasks.binary import get_task
 
+    try:
+        size_list = sizes_list(sizes)  # before the lock: a refused run writes nothing
+    except ValueError as exc:
+        fail(str(exc))
     with ExitStack() as writing:
         _hold(writing, out)
         try:
-            size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
             if quick:
                 seeds, n_prompts, n_eval, n_boot, ig_steps, steps = (
                     min(seeds, 2),

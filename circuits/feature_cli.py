@@ -68,7 +68,7 @@ def features(
     threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
     """Feature circuit over SAE latents: node scores (EAP / EAP-IG), edges between top latents, faithfulness."""
-    from interp.cli.options import compute
+    from interp.cli.options import compute, sizes_list
 
     compute(threads, seed)
     from circuits.evaluation.feature_faithfulness import feature_curve
@@ -80,12 +80,18 @@ def features(
 
     try:
         check_out_dir(out)  # before the lock or any load, so a refused run writes nothing
-    except CliError as exc:
+        size_list = sizes_list(sizes) or SIZES
+        if quick and not model and (sae or dashboard):  # no command succeeds on an input it ignored
+            ignored = "--sae" if sae else "--dashboard"
+            raise ValueError(
+                f"--quick without --model runs a tiny random model with random dictionaries and would ignore "
+                f"{ignored}: drop {ignored}, or give --model SPEC for your SAEs"
+            )
+    except (CliError, ValueError) as exc:
         fail(str(exc))
     with ExitStack() as writing:
         _hold(writing, out)
         try:
-            size_list = tuple(int(x) for x in sizes.split(",") if x.strip()) or SIZES
             if len(dashboard) > len(sae):
                 raise ValueError(
                     f"{len(dashboard)} --dashboard folders for {len(sae)} --sae folders; one per SAE at most"

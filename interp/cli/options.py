@@ -161,6 +161,18 @@ def restart() -> Any:
     )
 
 
+def sizes_list(text: str, flag: str = "--sizes") -> tuple[int, ...]:
+    """Comma-separated positive whole numbers ("10,30,100"); a `ValueError` naming the flag and the bad item."""
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 1:
+            raise ValueError(f"{flag} {text!r}: {item!r} is not a positive whole number; write e.g. {flag} 10,30,100")
+        out.append(int(item))
+    return tuple(out)
+
+
 def compute(threads_n: int | None, seed_n: int | None = None) -> None:
     """Apply `--threads` and `--seed` (torch's generators) before a command computes."""
     set_threads(threads_n)
