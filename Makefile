@@ -53,7 +53,7 @@ docs: install
 
 test: install lint
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_RUNTIME_DIR) $(MPLCONFIGDIR)
-	$(BIN)/python -m pytest -q tests --nbmake notebooks
+	$(BIN)/python -m pytest -q --durations=15 tests --nbmake notebooks
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
