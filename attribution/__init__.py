@@ -11,11 +11,20 @@
 
 Importing this package registers the looped GPT with `interp`: its hook adapter
 (`interp.adapters.register_adapter`) and the model spec `looped-gpt` (`interp.models.register_model`),
-so `interp.load_model("looped-gpt")` works once `attribution` is imported.
+so `interp.load_model("looped-gpt")` works once `attribution` is imported. That costs no torch import
+(`attribution.looped_spec`); `attribution.looped`, the model classes, loads on first use.
 """
 
-from attribution import looped
+from importlib import import_module
 
-looped.register()  # interp.adapters.register_adapter(...) and interp.models.register_model(...), idempotent
+from attribution import looped_spec
+
+looped_spec.register()  # interp.adapters.register_adapter(...) and interp.models.register_model(...), idempotent
 
 __all__ = ["looped"]
+
+
+def __getattr__(name: str):
+    if name == "looped":  # torch and transformers: only when asked for
+        return import_module("attribution.looped")
+    raise AttributeError(f"module 'attribution' has no attribute {name!r}")

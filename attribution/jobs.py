@@ -34,7 +34,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-import attribution  # noqa: F401  (registers looped-gpt)
+import attribution.looped  # noqa: F401  (registers looped-gpt, and its classes with transformers)
 from interp.infra.jobs import run_tasks, worker_cache
 from interp.store import ActivationStore, StoreMeta, write_shard_file
 from interp.store.atomic import atomic_write_bytes

@@ -27,7 +27,7 @@ from transformers.generation import GenerationMixin
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-MODEL_TYPE = "looped_gpt"
+MODEL_TYPE = "looped_gpt"  # = attribution.looped_spec.MODEL_TYPE (that module must not import this one)
 
 
 class LoopedGPTConfig(PretrainedConfig):
@@ -285,27 +285,6 @@ _register_auto()
 
 
 # ---------------------------------------------------------------------------------------- hooks and spec
-def adapter():
-    """The `interp` hook adapter: loop step t is hook layer t (`blocks.{t}.attn.hook_q`, ...)."""
-    from interp.adapters import Adapter
-
-    return Adapter(
-        model_types=(MODEL_TYPE,),
-        layers="transformer.steps",
-        embed="transformer.wte",
-        pos_embed="transformer.wpe",
-        final_norm="transformer.ln_f",
-        attn="attn",
-        attn_contrib="attn",
-        mlp_contrib="mlp",
-        out_proj="attn.o_proj",
-        mlp_norm="ln_2",
-        mlp_pre="mlp.fc_in",
-        mlp_down="mlp.fc_out",
-        qkv=("attn.q_proj", "attn.k_proj", "attn.v_proj"),
-    )
-
-
 def load_spec(arg: str | None, dtype: torch.dtype):
     """`looped-gpt` (random init, seed 0, byte tokenizer) or `looped-gpt:PATH[@N]` (a saved folder / run step)."""
     from interp.data import byte_tokenizer
@@ -327,29 +306,3 @@ def load_spec(arg: str | None, dtype: torch.dtype):
         "tokenizer": "interp/byte-level",
     }
     return model, byte_tokenizer(), prov
-
-
-def register() -> None:
-    """Register the hook adapter and the `looped-gpt` spec with `interp` (idempotent)."""
-    from interp.adapters import ADAPTERS, register_adapter
-    from interp.models.registry import SPECS, register_model
-
-    if MODEL_TYPE not in ADAPTERS:
-        register_adapter(adapter())
-    if "looped-gpt" not in SPECS:
-        register_model(model_spec())
-
-
-def model_spec():
-    from interp.models.registry import ModelSpec
-
-    return ModelSpec(
-        "looped-gpt",
-        "Looped GPT (one shared block, 4 loops, d 64): random init, or :PATH for weights",
-        load_spec,
-        lambda: (True, "built from config (attribution package)"),
-        weights="random init (trained with :PATH)",
-    )
-
-
-register()  # also here, so importing any attribution module registers (e.g. under a namespace-package install)

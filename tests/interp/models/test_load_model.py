@@ -169,12 +169,12 @@ def test_a_family_model_spec_loads_from_its_entry_point(monkeypatch):
 
     import interp.models.registry as reg
 
-    ep = EntryPoint(name="looped-gpt", value="attribution.looped:register", group=reg.MODEL_PLUGINS)
+    ep = EntryPoint(name="looped-gpt", value="attribution.looped_spec:register", group=reg.MODEL_PLUGINS)
     monkeypatch.setattr(
         "importlib.metadata.entry_points", lambda group=None: [ep] if group == reg.MODEL_PLUGINS else []
     )
     monkeypatch.delitem(reg.SPECS, "looped-gpt", raising=False)
     rows = {r["spec"]: r for r in reg.list_models()}
-    assert rows["looped-gpt"]["where"] == "from attribution.looped:register"
+    assert rows["looped-gpt"]["where"] == "from attribution.looped_spec:register"
     model = interp.load_model("looped-gpt")
     assert model.provenance["spec"] == "looped-gpt" and "looped-gpt" in reg.SPECS
