@@ -32,6 +32,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from interp.infra.portable import TOKENIZER_FILES as PORTABLE_TOKENIZER_FILES
 from interp.models.provenance import interp_home, weights_sha256
 from interp.models.safety import PICKLE_WEIGHTS, check_model_folder
 
@@ -49,16 +50,8 @@ _LEGACY_ID = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9_]", re.ASCII)
 INDEX = "model.safetensors.index.json"
 CONFIG_FILES = ("config.json", "generation_config.json", INDEX)
 """Read before any weights are downloaded: the refusals below need nothing else."""
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
-    "chat_template.jinja",
-)
+TOKENIZER_FILES = (*PORTABLE_TOKENIZER_FILES, "chat_template.jinja")
+"""What a tokenizer needs from the repo: the files the toolkit's tokenizer identity hashes, and the chat template."""
 _TOKENIZER_MARKERS = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _NOT_WEIGHTS = ("training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth")
 BYTE_VOCAB = 257
