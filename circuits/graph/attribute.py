@@ -1,0 +1,119 @@
+"""`attribute(model, transcoders, prompt)`: the attribution graph of one prompt (circuit-tracer's algorithm).
+
+1. `record` the prompt: active features, errors, embeddings, the last position's logits.
+2. Logit targets: the most probable next tokens until their probabilities sum to `desired_logit_prob` (0.95), at
+   most `max_n_logits` (10); each is read by its demeaned unembedding column after the final norm.
+3. One frozen forward of `batch_size` copies (`FrozenRun`); each logit's row, then features' rows, by backward
+   passes. With `max_feature_nodes` below the number of active features, features are visited in order of their
+   influence on the logits estimated from the rows so far, re-ranked every `update_interval` batches.
+4. The dense adjacency over [selected features, errors, tokens, logits], rows of unvisited features dropped.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import Tensor
+
+from circuits.graph.graph import Graph
+from circuits.graph.influence import graph_scores, partial_influence
+from circuits.graph.replacement import FrozenRun, record
+from circuits.model.transcoders import Transcoders
+
+
+def logit_targets(logits: Tensor, max_n_logits: int = 10, desired_logit_prob: float = 0.95) -> tuple[Tensor, Tensor]:
+    """(token ids, probabilities): the top tokens until their cumulative probability reaches the threshold."""
+    probs = torch.softmax(logits.float(), -1)
+    top_p, top_i = probs.topk(min(max_n_logits, len(probs)))
+    cutoff = int(torch.searchsorted(top_p.cumsum(0), torch.tensor(desired_logit_prob))) + 1
+    return top_i[:cutoff], top_p[:cutoff]
+
+
+def attribute(
+    model,
+    tc: Transcoders,
+    prompt: str | Tensor,
+    max_n_logits: int = 10,
+    desired_logit_prob: float = 0.95,
+    batch_size: int = 32,
+    max_feature_nodes: int | None = None,
+    update_interval: int = 4,
+    zero_positions: int = 1,
+    progress=None,
+) -> Graph:
+    """The attribution graph of `prompt` (text, or token ids [n_pos]); see the module doc."""
+    start = time.perf_counter()
+    tokens = model.to_tokens(prompt)[0] if isinstance(prompt, str) else torch.as_tensor(prompt).reshape(-1)
+    rec = record(model, tc, tokens, zero_positions)
+    n_layers, n_pos = model.n_layers, len(tokens)
+    n_active = len(rec.features)
+    logit_ids, logit_p = logit_targets(rec.logits, max_n_logits, desired_logit_prob)
+    W_U = model.W_U.float()
+    logit_vecs = (W_U[:, logit_ids] - W_U.mean(-1, keepdim=True)).T
+    n_logits = len(logit_ids)
+    n_sources = n_active + (n_layers + 1) * n_pos
+    n_visit = n_active if max_feature_nodes is None else min(max_feature_nodes, n_active)
+    run = FrozenRun(model, tc, rec, batch_size)
+
+    rows = torch.zeros(n_visit + n_logits, n_sources + n_logits)
+    row_node = torch.zeros(n_visit + n_logits, dtype=torch.long)
+    for i in range(0, n_logits, batch_size):
+        j = min(i + batch_size, n_logits)
+        layers = torch.full((j - i,), n_layers)
+        rows[i:j, :n_sources] = run.rows(layers, torch.full((j - i,), n_pos - 1), logit_vecs[i:j])
+        row_node[i:j] = torch.arange(i, j) + n_sources
+
+    encoder = torch.stack([tc.W_enc[int(layer)][int(f)] for layer, _, f in rec.features]) if n_active else None
+    visited = torch.zeros(n_active, dtype=torch.bool)
+    filled = n_logits
+    done = 0
+    while done < n_visit:
+        if n_visit == n_active:
+            pending = torch.arange(n_active)
+        else:
+            inf = partial_influence(rows[:filled], logit_p, row_node[:filled])[:n_active]
+            ranked = inf.argsort(descending=True)
+            pending = ranked[~visited[ranked]][: min(update_interval * batch_size, n_visit - done)]
+        for c in range(0, len(pending), batch_size):
+            idx = pending[c : c + batch_size]
+            done += len(idx)
+            feats = rec.features[idx]
+            got = run.rows(feats[:, 0], feats[:, 1], encoder[idx], retain=done < n_visit)
+            rows[filled : filled + len(idx), :n_sources] = got
+            row_node[filled : filled + len(idx)] = idx
+            visited[idx] = True
+            filled += len(idx)
+            if progress is not None:
+                progress(len(idx))
+
+    selected = visited.nonzero().squeeze(1)
+    keep_cols = torch.cat([selected, torch.arange(n_active, n_sources + n_logits)])
+    rows = rows[:, keep_cols]
+    n_nodes = len(keep_cols)
+    adjacency = torch.zeros(n_nodes, n_nodes)
+    order = row_node.argsort()  # features in index order, then logits
+    rows, row_node = rows[order], row_node[order]
+    adjacency[: len(selected)] = rows[: len(selected)]
+    adjacency[-n_logits:] = rows[len(selected) :]
+    tok = model.tokenizer
+    meta = {
+        "prompt": prompt if isinstance(prompt, str) else None,
+        "token_strings": [tok.decode([int(t)]) for t in tokens] if tok is not None else None,
+        "logit_strings": [tok.decode([int(t)]) for t in logit_ids] if tok is not None else None,
+        "model": model.provenance.get("spec", model.name),
+        "transcoders": tc.source,
+        "transcoder_kind": tc.kind,
+        "settings": {
+            "max_n_logits": max_n_logits,
+            "desired_logit_prob": desired_logit_prob,
+            "batch_size": batch_size,
+            "max_feature_nodes": max_feature_nodes,
+            "zero_positions": zero_positions,
+        },
+        "n_active_features": n_active,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    g = Graph(adjacency, rec.features, rec.activations, selected, tokens.cpu(), logit_ids, logit_p, n_layers, meta)
+    g.meta["scores"] = graph_scores(adjacency, logit_p, g.n_features, g.n_errors, n_pos)
+    return g

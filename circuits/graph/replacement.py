@@ -1,0 +1,203 @@
+"""The local replacement model of one prompt: transcoders stand in for the MLPs, attention patterns and norm
+scales are frozen, and error nodes make its forward pass exact (circuit-tracer; Ameisen et al. 2025, "Circuit
+tracing", methods).
+
+`record` runs the real model once and reads what the graph's nodes are: every layer's normalised MLP input and
+MLP output, the transcoders' active features there, the error (MLP output minus what the transcoders write) and the
+token embeddings. Features and errors at the first `zero_positions` positions are dropped, as circuit-tracer does
+for the BOS position (its MLP output is then a constant of the replacement model).
+
+`FrozenRun` is the replacement model as a function that is linear in the residual stream: a batch of copies of
+the prompt runs forward once with
+
+- every norm's `hook_scale` detached and every attention pattern detached (so only the value/output path and the
+  norms' fixed division carry gradients),
+- each MLP output replaced by the same value written as `out.detach() - skip(x).detach() + skip(x) + z_l`, where
+  `z_l` is a zero leaf whose gradient is the gradient at that MLP output (the transcoders' affine skip, when they
+  have one, is the only path through an MLP), and the embedding output likewise plus `z_embed`.
+
+`rows(targets)` then injects one target's reading vector per batch copy (a feature's encoder row at its layer's
+normalised input, or a logit's demeaned unembedding column after the final norm), takes one backward pass and
+contracts the gradients with every source's writing vector: an active feature's activation times its decoder rows
+(into every layer it writes, for cross-layer transcoders), an error vector, a token embedding. Each entry is the
+direct effect of a source on a target in the frozen model, linear and exact.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from circuits.model.transcoders import Transcoders
+from interp.hooks import norms
+
+
+@dataclass
+class Recording:
+    """What one clean forward pass says about the prompt's nodes (all float32, batch axis dropped)."""
+
+    tokens: Tensor  # [n_pos]
+    inputs: Tensor  # [n_layers, n_pos, d_model] normalised MLP inputs
+    mlp_out: Tensor  # [n_layers, n_pos, d_model]
+    embed: Tensor  # [n_pos, d_model] the embedding output (token nodes' vectors)
+    logits: Tensor  # [d_vocab] at the last position
+    features: Tensor  # [n_active, 3] (layer, position, feature), sorted
+    activations: Tensor  # [n_active]
+    errors: Tensor  # [n_layers, n_pos, d_model]
+    zero_positions: int
+
+
+def check_model(model, tc: Transcoders) -> None:
+    """The model must have the hook points the replacement model needs and the transcoders' widths."""
+    names = set(model.hook_names())
+    need = [f"blocks.{layer}.ln2.hook_normalized" for layer in range(model.n_layers)]
+    need += [f"blocks.{layer}.hook_resid_mid" for layer in range(model.n_layers)]
+    missing = [n for n in need if n not in names]
+    if missing:
+        raise ValueError(
+            f"attribution graphs need a norm in front of each MLP read at hook_resid_mid (sequential blocks); "
+            f"this {model.config.model_type} model has no {missing[0]}"
+        )
+    if tc.n_layers != model.n_layers or tc.d_model != model.d_model:
+        raise ValueError(
+            f"the transcoders ({tc.source}) have {tc.n_layers} layers of width {tc.d_model}; the model has "
+            f"{model.n_layers} of width {model.d_model}: train transcoders on this model"
+        )
+
+
+@torch.no_grad()
+def record(model, tc: Transcoders, tokens: Tensor, zero_positions: int = 1) -> Recording:
+    """One clean forward of `tokens` [n_pos] with the transcoders read off every layer (see the module doc)."""
+    check_model(model, tc)
+    seen: dict[str, Tensor] = {}
+
+    def keep(x, hook):
+        seen[hook.name] = x.detach()[0].float()
+
+    names = ["hook_embed"]
+    for layer in range(model.n_layers):
+        names += [f"blocks.{layer}.ln2.hook_normalized", f"blocks.{layer}.hook_mlp_out"]
+    with model.hooks(fwd_hooks=[(n, keep) for n in names]):
+        logits = model(tokens[None])[0, -1].float()
+    inputs = torch.stack([seen[f"blocks.{layer}.ln2.hook_normalized"] for layer in range(model.n_layers)])
+    mlp_out = torch.stack([seen[f"blocks.{layer}.hook_mlp_out"] for layer in range(model.n_layers)])
+    acts = [tc.encode(layer, inputs[layer]) for layer in range(model.n_layers)]
+    for a in acts:
+        a[:zero_positions] = 0
+    errors = mlp_out - tc.reconstruct(acts, inputs)
+    errors[:, :zero_positions] = 0
+    stacked = torch.stack(acts)  # [n_layers, n_pos, d_tc]
+    features = stacked.nonzero()  # lexicographic (layer, position, feature), as circuit-tracer orders them
+    return Recording(
+        tokens=tokens.cpu(),
+        inputs=inputs,
+        mlp_out=mlp_out,
+        embed=seen["hook_embed"],
+        logits=logits,
+        features=features,
+        activations=stacked[features[:, 0], features[:, 1], features[:, 2]],
+        errors=errors,
+        zero_positions=zero_positions,
+    )
+
+
+class FrozenRun:
+    """The frozen replacement model, run forward once on `batch` copies of the prompt; `rows` many times."""
+
+    def __init__(self, model, tc: Transcoders, rec: Recording, batch: int):
+        self.model, self.tc, self.rec, self.batch = model, tc, rec, batch
+        n_pos, d = rec.inputs.shape[1], rec.inputs.shape[2]
+        self.z = [torch.zeros(batch, n_pos, d, requires_grad=True) for _ in range(model.n_layers)]
+        self.z_embed = torch.zeros(batch, n_pos, d, requires_grad=True)
+        self.normalized: list[Tensor | None] = [None] * model.n_layers
+        self._forward(rec.tokens)
+
+    def _forward(self, tokens: Tensor) -> None:
+        model, tc = self.model, self.tc
+        specs = [model.norm_module(f"blocks.{layer}.ln2")[1] for layer in range(model.n_layers)]
+
+        def detach(x, hook):
+            return x.detach()
+
+        def read_mid(x, hook):
+            layer = hook.layer
+            spec = specs[layer]
+            self.normalized[layer] = norms.normalized_of(spec, x, norms.scale_of(spec, x).detach())
+
+        def embed(x, hook):
+            return x.detach() + self.z_embed.to(x.dtype)
+
+        def mlp_out(x, hook):
+            layer = hook.layer
+            skip = tc.skip(layer, self.normalized[layer]) if tc.W_skip is not None else None
+            base = x.detach().float() if skip is None else x.detach().float() - skip.detach() + skip
+            return (base + self.z[layer]).to(x.dtype)
+
+        hooks = [
+            (lambda n: n.endswith(".hook_scale"), detach),
+            (lambda n: n.endswith("attn.hook_pattern"), detach),
+            ("hook_embed", embed),
+            ("blocks.*.hook_resid_mid", read_mid),
+            ("blocks.*.hook_mlp_out", mlp_out),
+        ]
+        ids = tokens[None].expand(self.batch, -1).to(model.device)
+        with ExitStack() as stack:
+            stack.enter_context(model.hooks(fwd_hooks=hooks))
+            for layer in range(model.n_layers):  # the MLPs' own computation never needs a gradient
+                mlp = model.hf_model.get_submodule(f"{model.adapter.layers}.{layer}.{model.adapter.mlp}")
+                handle = mlp.register_forward_pre_hook(lambda mod, args: tuple(a.detach() for a in args))
+                stack.callback(handle.remove)
+            resid = model(ids, stop_at_layer=model.n_layers)
+        module, spec = model.norm_module("ln_final")
+        frozen = norms.normalized_of(spec, resid, norms.scale_of(spec, resid).detach())
+        self.final = norms.affine(module, spec, frozen, resid.dtype).float()
+
+    def rows(self, layers: Tensor, positions: Tensor, vectors: Tensor, retain: bool = True) -> Tensor:
+        """[len(layers), n_sources]: direct effects on targets read by `vectors` [m, d_model] at
+        (layer, position); layer `n_layers` means the final residual after the last norm (logits)."""
+        m, n_layers = len(layers), self.model.n_layers
+        if m > self.batch:
+            raise ValueError(f"{m} targets in one pass; the run holds {self.batch} copies")
+        outs, grads = [], []
+        for layer in layers.unique().tolist():
+            sel = (layers == layer).nonzero().squeeze(1)
+            out = self.final if layer == n_layers else self.normalized[layer]
+            g = torch.zeros_like(out)
+            g[sel, positions[sel]] = vectors[sel].to(g.dtype)
+            outs.append(out)
+            grads.append(g)
+        leaves = [self.z_embed, *self.z]
+        got = torch.autograd.grad(outs, leaves, grads, retain_graph=retain, allow_unused=True)
+        g_embed, g_mlp = got[0], list(got[1:])
+        return self._contract(g_embed, g_mlp)[:m]
+
+    def _contract(self, g_embed: Tensor | None, g_mlp: list[Tensor | None]) -> Tensor:
+        rec, tc, n_layers = self.rec, self.tc, self.model.n_layers
+        n_pos = rec.inputs.shape[1]
+        n_feat = len(rec.features)
+        out = torch.zeros(self.batch, n_feat + (n_layers + 1) * n_pos)
+        layer_of = rec.features[:, 0]
+        for source in range(n_layers):
+            idx = (layer_of == source).nonzero().squeeze(1)
+            if not len(idx):
+                continue
+            pos, feat, act = rec.features[idx, 1], rec.features[idx, 2], rec.activations[idx]
+            for target in tc.writes(source):
+                g = g_mlp[target]
+                if g is None:
+                    continue
+                dec = tc.decoder_rows(source, feat, target) * act[:, None]
+                for c in range(0, len(idx), 2048):
+                    sl = slice(c, c + 2048)
+                    out[:, idx[sl]] += torch.einsum("bmd,md->bm", g[:, pos[sl]], dec[sl])
+        for layer in range(n_layers):
+            if g_mlp[layer] is not None:
+                start = n_feat + layer * n_pos
+                out[:, start : start + n_pos] = (g_mlp[layer] * rec.errors[layer]).sum(-1)
+        if g_embed is not None:
+            start = n_feat + n_layers * n_pos
+            out[:, start:] = (g_embed * rec.embed).sum(-1)
+        return out

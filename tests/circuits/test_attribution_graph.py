@@ -1,0 +1,191 @@
+"""Attribution graphs on tiny models with random transcoders: every edge is a direct effect of the frozen
+replacement model (checked by perturbing that model, the slow exact reference), a row's edges add up to its
+target, and the file round-trips."""
+
+import pytest
+import torch
+
+from circuits.graph import Graph, attribute, graph_scores, logit_targets, prune
+from circuits.graph.replacement import record
+from circuits.model.transcoders import load_transcoders, random_transcoders, save_transcoders
+from tests.circuits.conftest import make_model
+
+PROMPT = "Hello world, this is"
+
+
+def _unbiased(tc):
+    tc.b_dec.zero_()
+    return tc
+
+
+def _clean_frozen(model, tokens):
+    """Every norm scale, attention pattern and MLP output of the clean run, to be replayed as constants."""
+    seen = {}
+
+    def keep(x, hook):
+        seen[hook.name] = x.detach().clone()
+
+    names = lambda n: n.endswith((".hook_scale", "attn.hook_pattern", "hook_mlp_out", "hook_resid_mid"))  # noqa: E731
+    with model.hooks(fwd_hooks=[(names, keep)]):
+        model(tokens[None])
+    return seen
+
+
+def _replayed(model, tc, tokens, clean, shift=None):
+    """The replacement model written out by hand (the slow reference): scales and patterns replayed from the
+    clean run, each MLP output = its clean value with the skip recomputed, plus `shift` = (layer, pos, vec).
+    Returns (normalised MLP inputs per layer, the final residual after the final norm)."""
+    from interp.hooks import norms
+
+    normalized = {}
+
+    def replay(x, hook):
+        return clean[hook.name]
+
+    def mid(x, hook):
+        _, spec = model.norm_module(f"blocks.{hook.layer}.ln2")
+        normalized[hook.layer] = norms.normalized_of(spec, x, clean[f"blocks.{hook.layer}.ln2.hook_scale"])
+
+    def mlp(x, hook):
+        layer = hook.layer
+        clean_in = norms.normalized_of(
+            model.norm_module(f"blocks.{layer}.ln2")[1],
+            clean[f"blocks.{layer}.hook_resid_mid"],
+            clean[f"blocks.{layer}.ln2.hook_scale"],
+        )
+        out = clean[hook.name] - tc.skip(layer, clean_in) + tc.skip(layer, normalized[layer])
+        if shift is not None and shift[0] == layer:
+            out = out.clone()
+            out[0, shift[1]] += shift[2]
+        return out
+
+    scales = lambda n: n.endswith((".hook_scale", "attn.hook_pattern")) and not n.startswith("ln_final")  # noqa: E731
+    hooks = [(scales, replay), ("blocks.*.hook_resid_mid", mid), ("blocks.*.hook_mlp_out", mlp)]
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        resid = model(tokens[None], stop_at_layer=model.n_layers)
+    module, spec = model.norm_module("ln_final")
+    scale = norms.scale_of(spec, model(tokens[None], stop_at_layer=model.n_layers).detach())
+    final = norms.affine(module, spec, norms.normalized_of(spec, resid, scale), resid.dtype)
+    return normalized, final
+
+
+def _value(out, layer, pos, vec, n_layers):
+    normalized, final = out
+    x = final if layer == n_layers else normalized[layer]
+    return float(x[0, pos].detach() @ vec)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+@pytest.mark.parametrize("kind", ["plt", "skip", "clt"])
+def test_rows_add_up_to_their_targets(arch, kind):
+    """No biases anywhere (Llama/Gemma attention, b_dec zeroed, no position dropped): every feature row sums to
+    the feature's pre-activation minus b_enc and every logit row to the demeaned logit."""
+    model = make_model(arch)
+    tc = _unbiased(random_transcoders(model.n_layers, model.d_model, 32, kind, seed=2, threshold=0.3))
+    g = attribute(model, tc, PROMPT, batch_size=8, zero_positions=0)
+    rec = record(model, tc, g.tokens, zero_positions=0)
+    for i in range(g.n_features):
+        layer, pos, feat = (int(v) for v in g.features[g.selected[i]])
+        want = float(tc.pre(layer, rec.inputs[layer, pos])[feat] - tc.b_enc[layer][feat])
+        assert g.adjacency[i].sum().item() == pytest.approx(want, rel=1e-3, abs=1e-3)
+    with torch.no_grad():
+        logits = model(g.tokens[None])[0, -1]
+    for j in range(g.n_logits):
+        want = float(logits[g.logit_tokens[j]] - logits.mean())
+        assert g.adjacency[-g.n_logits + j].sum().item() == pytest.approx(want, rel=1e-3, abs=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["plt", "skip", "clt"])
+def test_an_edge_is_the_frozen_models_response_to_its_source(kind):
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, kind, seed=3, threshold=0.3)
+    g = attribute(model, tc, PROMPT, batch_size=8)
+    clean = _clean_frozen(model, g.tokens)
+    base = _replayed(model, tc, g.tokens, clean)
+    rec = record(model, tc, g.tokens)
+    logit_vec = model.W_U[:, g.logit_tokens[0]] - model.W_U.mean(-1)
+    last = [i for i in range(g.n_features) if int(g.features[g.selected[i], 0]) == model.n_layers - 1]
+    t_layer, t_pos, t_feat = g.features[g.selected[last[0]]].tolist()
+    targets = [(g.adjacency.shape[0] - g.n_logits, model.n_layers, g.n_pos - 1, logit_vec)]
+    targets.append((last[0], t_layer, t_pos, tc.W_enc[t_layer][t_feat]))
+    sources = [i for i in range(g.n_features) if int(g.features[g.selected[i], 0]) == 0][:3]
+    n = model.n_layers
+    for row, layer, pos, vec in targets:
+        for s in sources:
+            s_layer, s_pos, s_feat = g.features[g.selected[s]].tolist()
+            act = g.activations[g.selected[s]]
+            effect = 0.0
+            for w in tc.writes(s_layer):  # a cross-layer feature writes into several MLP outputs at once
+                if w >= layer:
+                    continue
+                dec = tc.decoder_rows(s_layer, torch.tensor([s_feat]), w)[0] * act
+                shifted = _replayed(model, tc, g.tokens, clean, (w, s_pos, dec))
+                effect += _value(shifted, layer, pos, vec, n) - _value(base, layer, pos, vec, n)
+            assert g.adjacency[row, s].item() == pytest.approx(effect, rel=1e-3, abs=1e-4)
+        err = g.n_features + 2  # the error node of layer 0, position 2
+        shifted = _replayed(model, tc, g.tokens, clean, (0, 2, rec.errors[0, 2]))
+        effect = _value(shifted, layer, pos, vec, n) - _value(base, layer, pos, vec, n)
+        assert g.adjacency[row, err].item() == pytest.approx(effect, rel=1e-3, abs=1e-4)
+
+
+def test_visiting_fewer_features_keeps_the_rows_it_visits():
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "plt", seed=4, threshold=0.3)
+    full = attribute(model, tc, PROMPT, batch_size=8)
+    part = attribute(model, tc, PROMPT, batch_size=8, max_feature_nodes=20, update_interval=1)
+    assert part.n_features == 20 and full.n_features == len(full.features)
+    cols = torch.cat([part.selected, torch.arange(full.n_features, full.adjacency.shape[0])])
+    rows = torch.cat([part.selected, torch.arange(full.n_features, full.adjacency.shape[0])])
+    torch.testing.assert_close(part.adjacency, full.adjacency[rows][:, cols])
+
+
+def test_logit_targets_stop_at_the_cumulative_probability():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.1, 0.1]))
+    ids, p = logit_targets(logits, max_n_logits=10, desired_logit_prob=0.95)
+    assert ids.tolist() == [0, 1, 2, 3] and p.sum().item() == pytest.approx(1.0)
+    ids, _ = logit_targets(logits, desired_logit_prob=0.7)
+    assert ids.tolist() == [0, 1]
+    assert len(logit_targets(logits, max_n_logits=1)[0]) == 1
+
+
+def test_scores_and_pruning_on_a_hand_made_graph():
+    """Tokens feed a feature and an error; both feed the logit. Replacement = token share of the influence."""
+    # nodes: feature, error, token, logit
+    a = torch.zeros(4, 4)
+    a[0, 2] = 2.0  # token -> feature
+    a[3, 0] = 3.0  # feature -> logit
+    a[3, 1] = 1.0  # error -> logit
+    s = graph_scores(a, torch.tensor([1.0]), n_features=1, n_errors=1, n_tokens=1)
+    assert s["replacement"] == pytest.approx(0.75 / 1.0)  # token influence 0.75, error 0.25
+    assert s["completeness"] == pytest.approx((1 * 0.75 + 0.75 * 1) / (0.75 + 1))
+    p = prune(a, torch.tensor([1.0]), n_tokens=1, n_features=1, node_threshold=0.5, edge_threshold=0.5)
+    assert p.node_mask.tolist() == [True, False, True, True]
+
+
+def test_graph_and_transcoder_files_round_trip(tmp_path):
+    model = make_model("llama")
+    for kind in ("plt", "skip", "clt"):
+        tc = random_transcoders(model.n_layers, model.d_model, 16, kind, seed=5)
+        back = load_transcoders(save_transcoders(tc, tmp_path / kind))
+        assert back.kind == kind
+        x = torch.randn(3, model.d_model)
+        torch.testing.assert_close(back.encode(1, x), tc.encode(1, x))
+    g = attribute(model, back, PROMPT, batch_size=8)
+    again = Graph.load(g.save(tmp_path / "g"))
+    torch.testing.assert_close(again.adjacency, g.adjacency)
+    assert again.meta["scores"] == g.meta["scores"] and again.node(0)["kind"] == "feature"
+    assert again.node(again.adjacency.shape[0] - 1)["kind"] == "logit"
+
+
+def test_a_damaged_transcoder_folder_is_one_clear_error(tmp_path):
+    model = make_model("llama")
+    p = save_transcoders(random_transcoders(model.n_layers, model.d_model, 16, "plt"), tmp_path / "t")
+    (p / "layer_1.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(ValueError, match="layer_1.safetensors"):
+        load_transcoders(p)
+    (p / "layer_1.safetensors").unlink()
+    with pytest.raises(ValueError, match="missing"):
+        load_transcoders(p / "..")  # no layer files at all
+    wrong = random_transcoders(model.n_layers + 1, model.d_model, 16, "plt")
+    with pytest.raises(ValueError, match="train transcoders on this model"):
+        attribute(model, wrong, PROMPT)
