@@ -153,25 +153,51 @@ def random_connected_masks(graph: EdgeGraph, n: int, draws: int, seed: int = 0) 
     `random_masks` (whose edges almost never join the input to the logits, so they score ~0 whatever the
     method found), such a circuit carries signal from the input to the output: the stronger control."""
     gen = torch.Generator().manual_seed(seed)
+    return [_as_mask(graph, _connected_order(graph, n, gen)) for _ in range(draws)]
+
+
+def _connected_order(graph: EdgeGraph, n: int, gen: torch.Generator) -> list[tuple[int, int]]:
+    """The first n distinct edges met along random input-to-logits paths, in the order they were met."""
     n = min(n, graph.n_edges)
     valid = graph.valid
-    out = []
-    for _ in range(draws):
-        m = torch.zeros_like(valid)
-        kept = 0
-        for _attempt in range(50 * n + 100):  # each path adds >= 1 new edge unless it repeats old ones
-            if kept >= n:
-                break
-            up = 0
-            while up is not None and kept < n:
-                downs = torch.nonzero(valid[up])[:, 0]
-                down = int(downs[torch.randint(len(downs), (1,), generator=gen)])
-                if not m[up, down]:
-                    m[up, down] = True
-                    kept += 1
-                up = _component_up(graph, down, gen)
-        out.append(m)
-    return out
+    seen = torch.zeros_like(valid)
+    order: list[tuple[int, int]] = []
+    for _attempt in range(50 * n + 100):  # each path adds >= 1 new edge unless it repeats old ones
+        if len(order) >= n:
+            break
+        up = 0
+        while up is not None and len(order) < n:
+            downs = torch.nonzero(valid[up])[:, 0]
+            down = int(downs[torch.randint(len(downs), (1,), generator=gen)])
+            if not seen[up, down]:
+                seen[up, down] = True
+                order.append((up, down))
+            up = _component_up(graph, down, gen)
+    return order
+
+
+def _as_mask(graph: EdgeGraph, edges: list[tuple[int, int]]) -> Tensor:
+    m = torch.zeros_like(graph.valid)
+    if edges:
+        idx = torch.tensor(edges)
+        m[idx[:, 0], idx[:, 1]] = True
+    return m
+
+
+def nested_random_masks(graph: EdgeGraph, sizes: list[int], seed: int, connected: bool = False) -> list[Tensor]:
+    """One random draw at every size, nested: one random order of edges (uniform; or, `connected`, the edges of
+    random input-to-logits paths in the order `random_connected_masks` adds them), and at size n its first n
+    edges. The circuit at a smaller size is a subset of the one at a larger size, so the control's curve moves
+    by adding edges, not by redrawing them (fresh draws per size made the complement jump between sizes)."""
+    gen = torch.Generator().manual_seed(seed)
+    top = min(max(sizes, default=0), graph.n_edges)
+    if connected:
+        order = _connected_order(graph, top, gen)
+    else:
+        flat = torch.nonzero(graph.valid.flatten())[:, 0]
+        pick = flat[torch.randperm(len(flat), generator=gen)[:top]]
+        order = [(int(i) // graph.valid.shape[1], int(i) % graph.valid.shape[1]) for i in pick]
+    return [_as_mask(graph, order[: min(n, top)]) for n in sizes]
 
 
 def minimal_size(points: list[dict], fraction: float = 0.8) -> int | None:
