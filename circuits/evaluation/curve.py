@@ -6,12 +6,16 @@ For one method on one task, at each circuit size (edges for EAP / EAP-IG, heads 
   (m(C alone) - m(nothing)) / (m(whole model) - m(nothing)) (`circuits.evaluation.faithfulness`);
 - **complement**: the same with the circuit's edges ablated and every other edge kept (low = necessary);
 
-for three series of equal size: the method's circuit, **random edges** (`random_masks`) and **random
-connected circuits** (`random_connected_masks`: random input-to-logits paths; for node methods, random
-heads). Each seed scores the method on its own prompt sample (and seeds its mask search and the random
-draws); every circuit is evaluated on one held-out batch. The 95% interval is a bootstrap over the held-out
-prompts (rows resampled with replacement, the whole ratio recomputed per resample, averaged over seeds);
-`per_seed` lists the seeds' own values.
+for three series of equal size: the method's circuit, **random edges** and **random connected circuits** (random
+input-to-logits paths; for node methods, random heads). Rows: each seed scores the method on its own sample of
+the scoring rows (and seeds its mask search); every circuit is evaluated on one batch of evaluation rows that
+never overlaps the scoring rows (`circuits.evaluation.split`; `split` in the result says which split and how many
+rows). Controls: `control_draws` draws, each **nested** across sizes (one random order per draw, its prefixes:
+the random circuit at a smaller size is a subset of the one at a larger size; `nested_random_masks`). The 95%
+interval is a bootstrap over the evaluation rows (rows resampled with replacement, the whole ratio recomputed
+per resample): for the method averaged over seeds, for the controls over draws resampled too, so the interval
+covers both the prompts and the draws; `per_seed` / `per_draw` list the seeds' and draws' own values. `mib`:
+MIB's CPR and CMD of each series (`circuits.evaluation.mib`; `CurveConfig(mib_grid=True)` measures on MIB's grid).
 
     curve = faithfulness_curve(model, get_task("ioi"), CurveConfig(method="eap-ig", seeds=3))
     print(curve_table(curve))
@@ -26,13 +30,16 @@ import torch
 from torch import Tensor
 
 from circuits.evaluation.edge_patching import patched_metric, upstream_means
-from circuits.evaluation.faithfulness import head_edges, random_connected_masks, random_masks
+from circuits.evaluation.faithfulness import head_edges, nested_random_masks
+from circuits.evaluation.mib import MIB_FRACTIONS, curve_scores, mib_sizes
+from circuits.evaluation.split import disjoint_split
 from circuits.model.residual_graph import EdgeGraph
 
 EDGE_METHODS = ("eap", "eap-ig")
 NODE_METHODS = ("safeseek", "prune")
 EDGE_SIZES = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
 HEAD_SIZES = (1, 2, 5, 10, 20, 40, 80, 160)
+CONTROLS = ("random", "random-connected")
 
 
 @dataclass
@@ -43,11 +50,17 @@ class CurveConfig:
     """eap, eap-ig (edge rankings) or safeseek, prune (head rankings, as the edges among the kept heads)."""
     sizes: tuple[int, ...] = ()
     """Circuit sizes: edges for edge methods, heads for node methods; empty: a log grid below the graph's size."""
+    mib_grid: bool = False
+    """Measure at MIB's sizes instead (0.1% ... 100% of the graph's edges, or heads), where CPR/CMD are MIB's own."""
     n_prompts: int = 16
-    """Prompt rows each seed scores the method on."""
+    """Scoring rows each seed scores the method on (drawn from rows that are never evaluation rows)."""
     n_eval: int = 16
-    """Held-out rows every circuit is evaluated on (the bootstrap resamples these)."""
+    """Evaluation rows every circuit is evaluated on (the bootstrap resamples these)."""
+    eval_file: str | None = None
+    """A prompts file of evaluation rows; None: split the task's own rows (`circuits.evaluation.split`)."""
     seeds: int = 3
+    control_draws: int = 5
+    """Draws of each random control, each nested across sizes."""
     n_boot: int = 1000
     metric: str = "auto"
     """logit-diff, prob, kl, or auto (the task's default)."""
@@ -61,11 +74,13 @@ class CurveConfig:
     def __post_init__(self) -> None:
         if self.method not in EDGE_METHODS + NODE_METHODS:
             raise ValueError(f"unknown method {self.method!r}; use {', '.join(EDGE_METHODS + NODE_METHODS)}")
-        for name in ("n_prompts", "n_eval", "seeds", "n_boot", "ig_steps", "node_steps", "batch_size"):
+        for name in ("n_prompts", "n_eval", "seeds", "control_draws", "n_boot", "ig_steps", "node_steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if any(s < 1 for s in self.sizes):
             raise ValueError(f"sizes must be >= 1, got {self.sizes}")
+        if self.mib_grid and self.sizes:
+            raise ValueError("give sizes or MIB's grid, not both")
 
     @property
     def unit(self) -> str:
@@ -75,7 +90,7 @@ class CurveConfig:
 @dataclass
 class _Series:
     keep: list[list[Tensor]] = field(default_factory=list)
-    """[size][seed] per-row metric with only the circuit kept."""
+    """[size][seed or draw] per-row metric with only the circuit kept."""
     comp: list[list[Tensor]] = field(default_factory=list)
     n_edges: list[list[int]] = field(default_factory=list)
 
@@ -136,29 +151,45 @@ def head_order(model, task, method: str, steps: int, seed: int, n: int = 32) -> 
     return [(layer, h) for _, layer, h in ranked]
 
 
-def _random_heads(graph: EdgeGraph, k: int, seed: int) -> Tensor:
+def _nested_heads(graph: EdgeGraph, sizes: list[int], seed: int) -> list[Tensor]:
+    """One random order of the heads; at k heads its first k (as their induced edges): nested across sizes."""
     g = torch.Generator().manual_seed(seed)
     heads = [(layer, h) for layer in range(graph.n_layers) for h in range(graph.n_heads)]
-    pick = torch.randperm(len(heads), generator=g)[:k].tolist()
-    return head_edges(graph, {heads[i] for i in pick})
+    order = [heads[i] for i in torch.randperm(len(heads), generator=g).tolist()]
+    return [head_edges(graph, set(order[:k])) for k in sizes]
 
 
-def _bootstrap(full: Tensor, empty: Tensor, series: list[Tensor], n_boot: int, seed: int) -> tuple[float, float, float]:
-    """Mean over seeds of the normalised metric, and its 95% bootstrap interval over rows."""
+def _bootstrap(
+    full: Tensor, empty: Tensor, series: list[Tensor], n_boot: int, seed: int, over_draws: bool = False
+) -> tuple[float, float, float]:
+    """Mean over seeds (draws) of the normalised metric, and its 95% bootstrap interval over rows (and, with
+    `over_draws`, over the draws too: each resample also draws the draws with replacement)."""
     stacked = torch.stack(series)  # [seeds, rows]
 
-    def ratio(idx):
+    def ratio(idx, which):
         f, e = full[idx].mean(), empty[idx].mean()
         gap = f - e
         gap = torch.where(gap.abs() < 1e-12, torch.full_like(gap, 1e-12), gap)
-        return ((stacked[..., idx].mean(-1) - e) / gap).mean(0)
+        return ((stacked[which][..., idx].mean(-1) - e) / gap).mean(0)
 
-    point = float(ratio(torch.arange(len(full))))
+    every = torch.arange(len(stacked))
+    point = float(ratio(torch.arange(len(full)), every))
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(len(full), (n_boot, len(full)), generator=g)
-    boots = torch.stack([ratio(i) for i in idx])
+    draws = torch.randint(len(stacked), (n_boot, len(stacked)), generator=g) if over_draws else None
+    boots = torch.stack([ratio(i, every if draws is None else draws[b]) for b, i in enumerate(idx)])
     lo, hi = torch.quantile(boots, torch.tensor([0.025, 0.975])).tolist()
     return point, lo, hi
+
+
+def curve_sizes(cfg: CurveConfig, graph: EdgeGraph) -> list[int]:
+    """The sizes measured: MIB's grid, the given sizes, or the default log grid below the graph's size."""
+    total = graph.n_edges if cfg.unit == "edges" else graph.n_layers * graph.n_heads
+    if cfg.mib_grid:
+        return mib_sizes(total)
+    if cfg.sizes:
+        return list(cfg.sizes)
+    return [s for s in (EDGE_SIZES if cfg.unit == "edges" else HEAD_SIZES) if s < total] or [max(1, total // 2)]
 
 
 def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=None) -> dict:
@@ -169,48 +200,50 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
     graph = EdgeGraph.of(model)
     metric = task.default_metric if cfg.metric == "auto" else cfg.metric
     n_heads = graph.n_layers * graph.n_heads
-    if cfg.sizes:
-        sizes = list(cfg.sizes)
-    else:
-        limit = graph.n_edges if cfg.unit == "edges" else n_heads
-        sizes = [s for s in (EDGE_SIZES if cfg.unit == "edges" else HEAD_SIZES) if s < limit] or [max(1, limit // 2)]
-    batch = task.make_pairs(cfg.n_eval, 10_000, model.tokenizer, align=cfg.ablation == "corrupt")
+    sizes = curve_sizes(cfg, graph)
+    split = disjoint_split(task, cfg.n_prompts, cfg.n_eval, cfg.eval_file)
+    log(f"rows: {split.info['split']} ({split.info['n_eval_rows']} evaluation rows)")
+    batch = split.eval_batch(model.tokenizer, align=cfg.ablation == "corrupt")
     cache: dict = {}
     means = upstream_means(model, batch, graph, cfg.batch_size) if cfg.ablation == "mean" else None
 
     def rows(mask: Tensor) -> Tensor:
         return patched_metric(model, batch, mask, metric, cfg.ablation, means, cfg.batch_size, graph, cache)["metric"]
 
+    def add(s: _Series, j: int, m: Tensor) -> None:
+        s.keep[j].append(rows(m))
+        s.comp[j].append(rows(graph.valid & ~m))
+        s.n_edges[j].append(int((m & graph.valid).sum()))
+
     full, empty = rows(graph.valid), rows(torch.zeros_like(graph.valid))
-    names = (cfg.method, "random", "random-connected")
+    names = (cfg.method, *CONTROLS)
     series = {name: _Series([[] for _ in sizes], [[] for _ in sizes], [[] for _ in sizes]) for name in names}
     for seed in range(cfg.seeds):
         ts = time.perf_counter()
-        masks = _ranking_masks(model, task, cfg, graph, seed, sizes, metric)
+        masks = _ranking_masks(model, split.task, cfg, graph, seed, sizes, metric)
         log(f"seed {seed}: {cfg.method} scored in {time.perf_counter() - ts:.1f}s")
-        for j, (k, mask) in enumerate(zip(sizes, masks)):
-            n_e = int((mask & graph.valid).sum())
-            controls = {
-                "random": random_masks(graph, n_e, 1, seed=1000 * seed + j)[0],
-                "random-connected": (
-                    random_connected_masks(graph, n_e, 1, seed=1000 * seed + j)[0]
-                    if cfg.unit == "edges"
-                    else _random_heads(graph, k, seed=1000 * seed + j)
-                ),
-            }
-            for name, m in ((cfg.method, mask), *controls.items()):
-                s = series[name]
-                s.keep[j].append(rows(m))
-                s.comp[j].append(rows(graph.valid & ~m))
-                s.n_edges[j].append(int((m & graph.valid).sum()))
-        log(f"seed {seed}: {len(sizes)} sizes x 3 series evaluated ({time.perf_counter() - t0:.0f}s so far)")
+        for j, mask in enumerate(masks):
+            add(series[cfg.method], j, mask)
+    # the controls match the method's edge count at each size (its mean over seeds, for head rankings)
+    n_e = [round(sum(x) / len(x)) for x in series[cfg.method].n_edges]
+    for d in range(cfg.control_draws):
+        connected = (
+            nested_random_masks(graph, n_e, seed=2000 + d, connected=True)
+            if cfg.unit == "edges"
+            else _nested_heads(graph, sizes, seed=2000 + d)
+        )
+        for j, (r, c) in enumerate(zip(nested_random_masks(graph, n_e, seed=1000 + d), connected)):
+            add(series["random"], j, r)
+            add(series["random-connected"], j, c)
+    log(f"{len(sizes)} sizes x ({cfg.seeds} seeds + 2 x {cfg.control_draws} draws) evaluated ({time.perf_counter() - t0:.0f}s)")
     points = []
     for name in names:
         s = series[name]
+        control = name in CONTROLS
         for j, k in enumerate(sizes):
-            f, flo, fhi = _bootstrap(full, empty, s.keep[j], cfg.n_boot, seed=j)
-            c, clo, chi = _bootstrap(full, empty, s.comp[j], cfg.n_boot, seed=j)
-            per_seed = [_bootstrap(full, empty, [x], 1, 0)[0] for x in s.keep[j]]
+            f, flo, fhi = _bootstrap(full, empty, s.keep[j], cfg.n_boot, seed=j, over_draws=control)
+            c, clo, chi = _bootstrap(full, empty, s.comp[j], cfg.n_boot, seed=j, over_draws=control)
+            per = [_bootstrap(full, empty, [x], 1, 0)[0] for x in s.keep[j]]
             points.append(
                 {
                     "series": name,
@@ -220,7 +253,7 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
                     "faithfulness_ci": [flo, fhi],
                     "complement": c,
                     "complement_ci": [clo, chi],
-                    "per_seed": [round(v, 4) for v in per_seed],
+                    ("per_draw" if control else "per_seed"): [round(v, 4) for v in per],
                 }
             )
     result = {
@@ -234,11 +267,20 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
         "n_heads_graph": n_heads,
         "full_metric": float(full.mean()),
         "ablated_metric": float(empty.mean()),
+        "split": split.info,
+        "controls": {
+            "draws": cfg.control_draws,
+            "nested": True,
+            "note": f"{cfg.control_draws} draws per control, each one random order with its prefixes taken, so a "
+            "control circuit at a smaller size is a subset of the one at a larger size; 95% intervals of the "
+            "controls resample the draws and the evaluation rows",
+        },
         "config": asdict(cfg),
         "points": points,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     result["reach_80"] = crossing(result)
+    result["mib"] = curve_scores(result, list(MIB_FRACTIONS) if cfg.mib_grid else None)
     return result
 
 

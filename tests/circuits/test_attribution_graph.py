@@ -157,7 +157,8 @@ def test_scores_and_pruning_on_a_hand_made_graph():
     a[3, 1] = 1.0  # error -> logit
     s = graph_scores(a, torch.tensor([1.0]), n_features=1, n_errors=1, n_tokens=1)
     assert s["replacement"] == pytest.approx(0.75 / 1.0)  # token influence 0.75, error 0.25
-    assert s["completeness"] == pytest.approx((1 * 0.75 + 0.75 * 1) / (0.75 + 1))
+    # influence: feature 0.75, error 0.25, token 0.75, logit weight 1; only the logit has an error input (0.25)
+    assert s["completeness"] == pytest.approx((0.75 + 0.25 + 0.75 + 0.75 * 1) / 2.75)
     p = prune(a, torch.tensor([1.0]), n_tokens=1, n_features=1, node_threshold=0.5, edge_threshold=0.5)
     assert p.node_mask.tolist() == [True, False, True, True]
 
