@@ -8,6 +8,7 @@ interp circuits curve --model smollm2-135m --task ioi --method eap-ig --seeds 3 
 interp circuits show --circuit runs/ioi/circuit.json --out-file graph.html
 interp circuits export --circuit runs/ioi/circuit.json --out ct_data          # circuit-tracer's data folder
 interp circuits features --model smollm2-135m --task ioi --sae DIR --sae DIR --out runs/ioi_features  # SAE latents
+interp circuits graph --model smollm2-135m --transcoders DIR --prompt "The capital of France is" --out runs/graph
 """
 
 from __future__ import annotations
@@ -355,15 +356,30 @@ def curve(
     task: str | None = typer.Option(None, help=TASK_HELP + " (--quick: quotes)", metavar="TEXT"),
     method: str = typer.Option("eap-ig", help="eap, eap-ig (sizes in edges); safeseek, prune (sizes in heads)."),
     sizes: str = typer.Option(
-        "", help="Comma-separated circuit sizes (edges or heads); default a log grid.", metavar="N,N,..."
+        "",
+        help="Comma-separated circuit sizes (edges or heads); default a log grid; 'mib': MIB's grid (0.1%-100% of "
+        "the graph), on which CPR/CMD are MIB's own.",
+        metavar="N,N,...|mib",
     ),
-    seeds: int = typer.Option(3, help="Seeds: each scores the method on its own prompts and draws its own controls."),
-    n_prompts: int = typer.Option(16, "--max-rows", help="Prompt rows each seed scores the method on.", metavar="INT"),
+    seeds: int = typer.Option(3, help="Seeds: each scores the method on its own sample of the scoring rows."),
+    control_draws: int = typer.Option(
+        5, help="Draws of each random control, each nested across sizes (intervals over draws and rows).", metavar="INT"
+    ),
+    n_prompts: int = typer.Option(
+        16, "--max-rows", help="Scoring rows each seed scores the method on (never evaluation rows).", metavar="INT"
+    ),
     n_prompts_old: int | None = typer.Option(None, "--n-prompts", hidden=True),
     seed: int = typer.Option(
         0, "--seed", help="Seed of torch's generators (each of --seeds draws its own data).", metavar="INT"
     ),
-    n_eval: int = typer.Option(16, help="Held-out rows every circuit is evaluated on (bootstrapped).", metavar="INT"),
+    n_eval: int = typer.Option(
+        16,
+        help="Evaluation rows every circuit is evaluated on (bootstrapped), split off the task's rows.",
+        metavar="INT",
+    ),
+    eval_file: str | None = typer.Option(
+        None, "--eval-file", help="Evaluation rows from this prompts file instead (JSONL).", metavar="FILE"
+    ),
     n_boot: int = typer.Option(1000, help="Bootstrap resamples of the held-out rows.", metavar="INT"),
     metric: str = typer.Option("auto", help="logit-diff, prob, kl, or auto (the task's default)."),
     ablation: str = typer.Option("corrupt", help="corrupt, mean or zero: how edges outside the circuit are ablated."),
@@ -376,7 +392,8 @@ def curve(
     allow_torch_load: bool = typer.Option(False, help="Read a pickle checkpoint with torch.load(weights_only=True)."),
     threads: int | None = typer.Option(None, help="torch CPU threads."),
 ) -> None:
-    """Faithfulness and complement vs circuit size, against random and random-connected circuits (95% intervals)."""
+    """Faithfulness and complement vs circuit size, against nested random and random-connected circuits (95%
+    intervals), on evaluation rows that are never scoring rows; MIB's CPR and CMD of each series."""
     from interp.cli.options import compute, deprecated, sizes_list
 
     compute(threads, seed)
@@ -387,15 +404,19 @@ def curve(
     from circuits.tasks.binary import get_task
 
     try:
-        size_list = sizes_list(sizes)  # before the lock: a refused run writes nothing
+        mib = sizes.strip().lower() == "mib"
+        size_list = () if mib else sizes_list(sizes)  # before the lock: a refused run writes nothing
+        if eval_file is not None and not Path(eval_file).is_file():
+            raise ValueError(f"no prompts file at {eval_file} (--eval-file)")
     except ValueError as exc:
         fail(str(exc))
     with ExitStack() as writing:
         _hold(writing, out)
         try:
             if quick:
-                seeds, n_prompts, n_eval, n_boot, ig_steps, steps = (
+                seeds, control_draws, n_prompts, n_eval, n_boot, ig_steps, steps = (
                     min(seeds, 2),
+                    min(control_draws, 2),
                     min(n_prompts, 8),
                     min(n_eval, 8),
                     min(n_boot, 200),
@@ -405,9 +426,12 @@ def curve(
             cfg = CurveConfig(
                 method=method,
                 sizes=size_list,
+                mib_grid=mib,
                 n_prompts=n_prompts,
                 n_eval=n_eval,
+                eval_file=eval_file,
                 seeds=seeds,
+                control_draws=control_draws,
                 n_boot=n_boot,
                 metric=metric,
                 ablation=ablation,
@@ -451,8 +475,8 @@ def show(
     out_old: str | None = typer.Option(None, "--out", hidden=True),
     top_k_old: int | None = typer.Option(None, "--top-k", hidden=True),
 ) -> None:
-    """Draw a circuit as a self-contained interactive HTML graph."""
-    from circuits.format.circuit import Circuit
+    """Draw a circuit (or a feature circuit from `features`) as a self-contained interactive HTML graph."""
+    from circuits.format.feature_circuit import load_drawable
     from circuits.format.graph_html import write_html
     from interp.cli.errors import check_out_file
     from interp.cli.options import deprecated, positional
@@ -462,7 +486,7 @@ def show(
         out = deprecated(out_old, "--out FILE", "--out-file", out, "circuit.html")
         top_k = deprecated(top_k_old, "--top-k", "--top", top_k, 200)
         check_out_file(out)  # the page's path first: a folder there is named as the user gave it
-        c = Circuit.load(file)
+        c = load_drawable(file)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     path = write_html(c, out, top_k=top_k)
@@ -484,9 +508,9 @@ def export(
     format: str = typer.Option("circuit-tracer", help="circuit-tracer (the data its own frontend reads)."),
     overwrite: bool = typer.Option(False, help="Replace an existing graph of the same slug."),
 ) -> None:
-    """Export a circuit to another tool's graph format."""
-    from circuits.format.circuit import Circuit
+    """Export a circuit (or a feature circuit from `features`) to another tool's graph format."""
     from circuits.format.circuit_tracer import slug_of, write_circuit_tracer, write_circuit_tracer_folder
+    from circuits.format.feature_circuit import load_drawable
 
     if format != "circuit-tracer":
         fail(f"unknown --format {format!r}; use circuit-tracer")
@@ -501,7 +525,7 @@ def export(
     with ExitStack() as writing:
         try:
             file = positional(circuit, file_arg, "--circuit")
-            c = Circuit.load(file)
+            c = load_drawable(file)
             single = Path(out).suffix == ".json"
             if not single:  # the folder form: graph-metadata.json is rewritten, so one writer at a time
                 _hold(writing, out)
@@ -516,8 +540,10 @@ def export(
 
 
 from circuits.feature_cli import features as _features  # noqa: E402 - its own file (feature circuits)
+from circuits.graph_cli import graph as _graph  # noqa: E402 - its own file (attribution graphs)
 
 app.command("features")(_features)
+app.command("graph")(_graph)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m circuits.cli ...` before the entry point is installed

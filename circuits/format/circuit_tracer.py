@@ -350,10 +350,15 @@ def write_circuit_tracer_folder(c: Circuit, folder) -> Path:
     """The data folder circuit-tracer's `serve(data_dir=folder)` reads: `<slug>.json`, and the graph's entry in
     `graph-metadata.json` (added to the graphs already listed there, replacing one of the same slug). Returns
     the graph file."""
+    return write_graph_data(to_circuit_tracer(c), folder)
+
+
+def write_graph_data(d: dict, folder) -> Path:
+    """Write one graph in circuit-tracer's frontend form (`d`, checked first) into the data folder `folder` and
+    list it in `graph-metadata.json` (see `write_circuit_tracer_folder`). Returns the graph file."""
     from interp.store.atomic import atomic_write_bytes
 
     folder = Path(folder)
-    d = to_circuit_tracer(c)
     check_circuit_tracer(d)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{d['metadata']['slug']}.json"

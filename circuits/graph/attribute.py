@@ -5,7 +5,9 @@
    most `max_n_logits` (10); each is read by its demeaned unembedding column after the final norm.
 3. One frozen forward of `batch_size` copies (`FrozenRun`); each logit's row, then features' rows, by backward
    passes. With `max_feature_nodes` below the number of active features, features are visited in order of their
-   influence on the logits estimated from the rows so far, re-ranked every `update_interval` batches.
+   influence on the logits estimated from the rows so far, re-ranked every `rank_every` features (1,024:
+   circuit-tracer's command-line cadence, `update_interval` 4 x `--batch_size` 256; counted in features here so that the
+   graph does not depend on the batch size a CPU can afford).
 4. The dense adjacency over [selected features, errors, tokens, logits], rows of unvisited features dropped.
 """
 
@@ -30,6 +32,39 @@ def logit_targets(logits: Tensor, max_n_logits: int = 10, desired_logit_prob: fl
     return top_i[:cutoff], top_p[:cutoff]
 
 
+def plan_of(n_pos: int, n_layers: int, n_active: int, n_visit: int, n_logits: int, batch: int, d_model: int) -> dict:
+    """What a graph will hold, in bytes: the rows computed (visited features and logits over every source), the
+    final adjacency, and the frozen forward's activations (an estimate: ~40 residual-sized tensors per layer
+    and copy)."""
+    n_sources = n_active + (n_layers + 1) * n_pos
+    n_nodes = n_visit + (n_layers + 1) * n_pos + n_logits
+    rows = (n_visit + n_logits) * (n_sources + n_logits) * 4
+    return {
+        "tokens": n_pos,
+        "active_features": n_active,
+        "visited_features": n_visit,
+        "logits": n_logits,
+        "nodes": n_nodes,
+        "rows_bytes": rows,
+        "adjacency_bytes": n_nodes * n_nodes * 4,
+        "forward_bytes": 40 * n_layers * batch * n_pos * d_model * 4,
+    }
+
+
+def check_plan(plan: dict) -> None:
+    """Refuse, before the long part, a graph that cannot fit in this machine's memory, naming the fix."""
+    from interp.models.memory import machine_memory_gb
+
+    have = machine_memory_gb()
+    need = (plan["rows_bytes"] + plan["adjacency_bytes"] + plan["forward_bytes"]) / 1e9
+    if have is not None and need > 0.8 * have:
+        raise MemoryError(
+            f"this graph needs ~{need:.1f} GB ({plan['visited_features']} feature rows over "
+            f"{plan['active_features']} active features and {plan['tokens']} tokens); this machine has {have:.1f} GB. "
+            "Lower --max-feature-nodes or --batch-size, or shorten the prompt"
+        )
+
+
 def attribute(
     model,
     tc: Transcoders,
@@ -38,11 +73,13 @@ def attribute(
     desired_logit_prob: float = 0.95,
     batch_size: int = 32,
     max_feature_nodes: int | None = None,
-    update_interval: int = 4,
+    rank_every: int = 1024,
     zero_positions: int = 1,
     progress=None,
+    on_plan=None,
 ) -> Graph:
-    """The attribution graph of `prompt` (text, or token ids [n_pos]); see the module doc."""
+    """The attribution graph of `prompt` (text, or token ids [n_pos]); see the module doc. `on_plan(plan)` sees
+    the sizes (`plan_of`) before the backward passes start; `progress(n)` is called as rows are done."""
     start = time.perf_counter()
     tokens = model.to_tokens(prompt)[0] if isinstance(prompt, str) else torch.as_tensor(prompt).reshape(-1)
     rec = record(model, tc, tokens, zero_positions)
@@ -54,6 +91,10 @@ def attribute(
     n_logits = len(logit_ids)
     n_sources = n_active + (n_layers + 1) * n_pos
     n_visit = n_active if max_feature_nodes is None else min(max_feature_nodes, n_active)
+    plan = plan_of(n_pos, n_layers, n_active, n_visit, n_logits, batch_size, model.d_model)
+    if on_plan is not None:
+        on_plan(plan)
+    check_plan(plan)
     run = FrozenRun(model, tc, rec, batch_size)
 
     rows = torch.zeros(n_visit + n_logits, n_sources + n_logits)
@@ -74,7 +115,7 @@ def attribute(
         else:
             inf = partial_influence(rows[:filled], logit_p, row_node[:filled])[:n_active]
             ranked = inf.argsort(descending=True)
-            pending = ranked[~visited[ranked]][: min(update_interval * batch_size, n_visit - done)]
+            pending = ranked[~visited[ranked]][: min(max(rank_every, 1), n_visit - done)]
         for c in range(0, len(pending), batch_size):
             idx = pending[c : c + batch_size]
             done += len(idx)

@@ -61,6 +61,10 @@ def check_model(model, tc: Transcoders) -> None:
             f"attribution graphs need a norm in front of each MLP read at hook_resid_mid (sequential blocks); "
             f"this {model.config.model_type} model has no {missing[0]}"
         )
+    if getattr(model.adapter, "moe_router", None):
+        raise ValueError(
+            f"{model.config.model_type} is a mixture of experts: transcoders replace one dense MLP per layer"
+        )
     if tc.n_layers != model.n_layers or tc.d_model != model.d_model:
         raise ValueError(
             f"the transcoders ({tc.source}) have {tc.n_layers} layers of width {tc.d_model}; the model has "
@@ -104,6 +108,10 @@ def record(model, tc: Transcoders, tokens: Tensor, zero_positions: int = 1) -> R
     )
 
 
+def _zeros(x, *args, **kwargs):
+    return torch.zeros_like(x)
+
+
 class FrozenRun:
     """The frozen replacement model, run forward once on `batch` copies of the prompt; `rows` many times."""
 
@@ -113,6 +121,7 @@ class FrozenRun:
         self.z = [torch.zeros(batch, n_pos, d, requires_grad=True) for _ in range(model.n_layers)]
         self.z_embed = torch.zeros(batch, n_pos, d, requires_grad=True)
         self.normalized: list[Tensor | None] = [None] * model.n_layers
+        self._dec_cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
         self._forward(rec.tokens)
 
     def _forward(self, tokens: Tensor) -> None:
@@ -130,10 +139,13 @@ class FrozenRun:
         def embed(x, hook):
             return x.detach() + self.z_embed.to(x.dtype)
 
-        def mlp_out(x, hook):
+        clean_skip = [tc.skip(layer, self.rec.inputs[layer]) for layer in range(model.n_layers)]
+
+        def mlp_out(x, hook):  # the recorded output, with the skip recomputed so that gradients pass through it
             layer = hook.layer
-            skip = tc.skip(layer, self.normalized[layer]) if tc.W_skip is not None else None
-            base = x.detach().float() if skip is None else x.detach().float() - skip.detach() + skip
+            base = self.rec.mlp_out[layer]
+            if tc.W_skip is not None:
+                base = base - clean_skip[layer] + tc.skip(layer, self.normalized[layer])
             return (base + self.z[layer]).to(x.dtype)
 
         hooks = [
@@ -146,10 +158,10 @@ class FrozenRun:
         ids = tokens[None].expand(self.batch, -1).to(model.device)
         with ExitStack() as stack:
             stack.enter_context(model.hooks(fwd_hooks=hooks))
-            for layer in range(model.n_layers):  # the MLPs' own computation never needs a gradient
+            for layer in range(model.n_layers):  # the MLPs' output is replaced: skip computing it
                 mlp = model.hf_model.get_submodule(f"{model.adapter.layers}.{layer}.{model.adapter.mlp}")
-                handle = mlp.register_forward_pre_hook(lambda mod, args: tuple(a.detach() for a in args))
-                stack.callback(handle.remove)
+                mlp.forward = _zeros
+                stack.callback(delattr, mlp, "forward")
             resid = model(ids, stop_at_layer=model.n_layers)
         module, spec = model.norm_module("ln_final")
         frozen = norms.normalized_of(spec, resid, norms.scale_of(spec, resid).detach())
@@ -174,25 +186,44 @@ class FrozenRun:
         g_embed, g_mlp = got[0], list(got[1:])
         return self._contract(g_embed, g_mlp)[:m]
 
+    def _decoders(self, source: int, target: int) -> tuple[Tensor, Tensor, Tensor] | None:
+        """Layer `source`'s active features' decoder rows into `target`, times their activations, padded by
+        position: (D [n_pos, r, d_model], the features' graph indices [n_pos, r] (-1: padding), valid mask)."""
+        key = (source, target)
+        if key in self._dec_cache:
+            return self._dec_cache[key]
+        rec, n_pos = self.rec, self.rec.inputs.shape[1]
+        idx = (rec.features[:, 0] == source).nonzero().squeeze(1)
+        if not len(idx):
+            return None
+        pos, feat, act = rec.features[idx, 1], rec.features[idx, 2], rec.activations[idx]
+        dec = self.tc.decoder_rows(source, feat, target) * act[:, None]
+        counts = torch.bincount(pos, minlength=n_pos)
+        slot = torch.arange(len(idx)) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+        r = int(counts.max())
+        D = torch.zeros(n_pos, r, dec.shape[1])
+        D[pos, slot] = dec
+        where = torch.full((n_pos, r), -1, dtype=torch.long)
+        where[pos, slot] = idx
+        out = (D, where, where >= 0)
+        if not self.tc.cross_layer:  # a per-layer set's padded decoders are small: keep them for every batch
+            self._dec_cache[key] = out
+        return out
+
     def _contract(self, g_embed: Tensor | None, g_mlp: list[Tensor | None]) -> Tensor:
         rec, tc, n_layers = self.rec, self.tc, self.model.n_layers
         n_pos = rec.inputs.shape[1]
         n_feat = len(rec.features)
         out = torch.zeros(self.batch, n_feat + (n_layers + 1) * n_pos)
-        layer_of = rec.features[:, 0]
         for source in range(n_layers):
-            idx = (layer_of == source).nonzero().squeeze(1)
-            if not len(idx):
-                continue
-            pos, feat, act = rec.features[idx, 1], rec.features[idx, 2], rec.activations[idx]
             for target in tc.writes(source):
                 g = g_mlp[target]
-                if g is None:
+                got = None if g is None else self._decoders(source, target)
+                if got is None:
                     continue
-                dec = tc.decoder_rows(source, feat, target) * act[:, None]
-                for c in range(0, len(idx), 2048):
-                    sl = slice(c, c + 2048)
-                    out[:, idx[sl]] += torch.einsum("bmd,md->bm", g[:, pos[sl]], dec[sl])
+                D, where, valid = got
+                scores = torch.einsum("bnd,nrd->bnr", g, D)  # [batch, n_pos, r]
+                out[:, where[valid]] += scores[:, valid]
         for layer in range(n_layers):
             if g_mlp[layer] is not None:
                 start = n_feat + layer * n_pos

@@ -132,7 +132,7 @@ def test_visiting_fewer_features_keeps_the_rows_it_visits():
     model = make_model("llama")
     tc = random_transcoders(model.n_layers, model.d_model, 32, "plt", seed=4, threshold=0.3)
     full = attribute(model, tc, PROMPT, batch_size=8)
-    part = attribute(model, tc, PROMPT, batch_size=8, max_feature_nodes=20, update_interval=1)
+    part = attribute(model, tc, PROMPT, batch_size=8, max_feature_nodes=20, rank_every=8)
     assert part.n_features == 20 and full.n_features == len(full.features)
     cols = torch.cat([part.selected, torch.arange(full.n_features, full.adjacency.shape[0])])
     rows = torch.cat([part.selected, torch.arange(full.n_features, full.adjacency.shape[0])])
@@ -190,3 +190,31 @@ def test_a_damaged_transcoder_folder_is_one_clear_error(tmp_path):
     wrong = random_transcoders(model.n_layers + 1, model.d_model, 16, "plt")
     with pytest.raises(ValueError, match="train transcoders on this model"):
         attribute(model, wrong, PROMPT)
+
+
+def test_the_command_writes_a_graph_and_their_frontend_data(tmp_path):
+    """`interp circuits graph --quick`: the graph folder, and a ct/ folder whose file passes the frontend checks
+    with one node per id (their page keys nodes by id)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from circuits.cli import app
+    from circuits.format.circuit_tracer import check_circuit_tracer
+
+    r = CliRunner().invoke(app, ["graph", "--quick", "--out", str(tmp_path / "g"), "--max-feature-nodes", "200"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout.strip().splitlines()[0])
+    assert summary["feature_nodes"] == 200 and 0 < summary["replacement"] <= 1
+    g = Graph.load(tmp_path / "g")
+    assert g.meta["scores"]["replacement"] == pytest.approx(summary["replacement"], abs=1e-4)
+    index = json.loads((tmp_path / "g" / "ct" / "graph-metadata.json").read_text())
+    d = json.loads((tmp_path / "g" / "ct" / f"{index['graphs'][0]['slug']}.json").read_text())
+    check_circuit_tracer(d)
+    ids = [n["node_id"] for n in d["nodes"]]
+    assert len(ids) == len(set(ids))
+    assert {n["feature_type"] for n in d["nodes"]} >= {"embedding", "logit", "cross layer transcoder"}
+    bad = CliRunner().invoke(app, ["graph", "--out", str(tmp_path / "h"), "--model", "x"])
+    assert bad.exit_code == 2 and "--transcoders" in bad.output and not (tmp_path / "h").exists()
+    bad = CliRunner().invoke(app, ["graph", "--quick", "--out", str(tmp_path / "h"), "--node-threshold", "2"])
+    assert bad.exit_code == 2 and "between 0" in bad.output and not (tmp_path / "h").exists()

@@ -1,0 +1,156 @@
+"""`interp circuits graph`: the attribution graph of one prompt over trained transcoders (circuit-tracer's method).
+
+interp circuits graph --model smollm2-135m --transcoders runs/transcoders/smollm2_plt \
+    --prompt "The capital of France is" --out runs/graphs/france
+interp circuits graph --quick --out /tmp/graph          # a tiny random model with random transcoders
+
+Writes `graph.safetensors` + `graph.json` (the whole graph: every computed row, scores, settings) and `ct/`, the data
+folder circuit-tracer's own frontend serves (the pruned graph, `circuits.graph.export`). Prints the plan (tokens,
+active features, bytes) before the backward passes, then the replacement and completeness scores.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+import typer
+
+
+def fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def quick_setup(seed: int = 0):
+    """A tiny random Llama (2 layers, width 64, byte tokens) and random per-layer transcoders for it."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import interp
+    from circuits.model.transcoders import random_transcoders
+    from interp.data import byte_tokenizer
+
+    config = LlamaConfig(
+        vocab_size=257,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = interp.HookedModel(LlamaForCausalLM(config).eval(), byte_tokenizer())
+    return model, random_transcoders(2, 64, 96, "plt", seed=seed, threshold=0.3)
+
+
+def graph(
+    out: str = typer.Option(..., metavar="DIR", help="Folder to write the graph into (created)."),
+    model: str | None = typer.Option(None, "--model", help="Model spec or path (--quick without it: a tiny one)."),
+    transcoders: str | None = typer.Option(
+        None, "--transcoders", metavar="DIR", help="Transcoder folder (`interp sae train --arch transcoder|clt`)."
+    ),
+    prompt: str | None = typer.Option(None, "--prompt", help="The prompt (its next token is explained)."),
+    max_feature_nodes: int = typer.Option(7500, help="Feature rows to compute, by influence (circuit-tracer: 7500)."),
+    max_n_logits: int = typer.Option(10, help="At most this many logit targets."),
+    desired_logit_prob: float = typer.Option(0.95, help="Logit targets until their probabilities sum to this."),
+    batch_size: int = typer.Option(32, help="Targets per backward pass (memory grows with it)."),
+    node_threshold: float = typer.Option(0.8, help="Pruning: cumulative influence share of nodes kept (ct/ export)."),
+    edge_threshold: float = typer.Option(0.98, help="Pruning: cumulative influence share of edges kept."),
+    slug: str | None = typer.Option(None, help="The graph's name in the ct/ folder (default: from the prompt)."),
+    threads: int | None = typer.Option(None, help="Torch threads (default: all cores)."),
+    quick: bool = typer.Option(False, help="A tiny random model with random transcoders (seconds)."),
+) -> None:
+    """Trace the attribution graph of one prompt over transcoders; write it and circuit-tracer's frontend data."""
+    for name, value, low, high in (
+        ("--node-threshold", node_threshold, 0.0, 1.0),
+        ("--edge-threshold", edge_threshold, 0.0, 1.0),
+        ("--desired-logit-prob", desired_logit_prob, 0.0, 1.0),
+    ):
+        if not low <= value <= high:
+            fail(f"{name} must be between {low} and {high}, not {value}")
+    for name, value in (
+        ("--max-feature-nodes", max_feature_nodes),
+        ("--max-n-logits", max_n_logits),
+        ("--batch-size", batch_size),
+    ):
+        if value < 1:
+            fail(f"{name} must be at least 1, not {value}")
+    if not quick and (not model or not transcoders):
+        fail("give --model SPEC and --transcoders DIR (or --quick for a tiny random example)")
+    if Path(out).exists() and not Path(out).is_dir():
+        fail(f"--out {out} is a file; give a folder")
+    from interp.cli.options import set_threads
+
+    set_threads(threads)
+    import json
+
+    from circuits.format.circuit_tracer import write_graph_data
+    from circuits.graph import attribute
+    from circuits.graph.export import slug_for, to_frontend
+    from circuits.model.transcoders import load_transcoders
+    from interp.infra.logs import progress
+
+    if quick:
+        m, tc = quick_setup()
+        prompt = prompt or "Hello world, this is"
+    else:
+        try:
+            tc = load_transcoders(transcoders)
+        except (FileNotFoundError, ValueError) as e:
+            fail(str(e))
+        from circuits.model.checkpoint import load_checkpoint
+
+        m = load_checkpoint(model)
+    if not prompt:
+        fail("give the prompt with --prompt TEXT")
+
+    bar: dict = {}
+
+    def on_plan(plan: dict) -> None:
+        gb = (plan["rows_bytes"] + plan["adjacency_bytes"] + plan["forward_bytes"]) / 1e9
+        typer.echo(
+            f"plan: {plan['tokens']} tokens x {plan['active_features']} active features -> "
+            f"{plan['visited_features']} feature rows + {plan['logits']} logit rows, {plan['nodes']} nodes; "
+            f"~{gb:.2f} GB (rows {plan['rows_bytes'] / 1e9:.2f}, adjacency {plan['adjacency_bytes'] / 1e9:.2f}, "
+            f"forward {plan['forward_bytes'] / 1e9:.2f})",
+            err=True,
+        )
+        bar["bar"] = stack.enter_context(progress(total=plan["visited_features"], desc="feature rows"))
+
+    with ExitStack() as stack:
+        try:
+            g = attribute(
+                m,
+                tc,
+                prompt,
+                max_n_logits=max_n_logits,
+                desired_logit_prob=desired_logit_prob,
+                batch_size=batch_size,
+                max_feature_nodes=max_feature_nodes,
+                on_plan=on_plan,
+                progress=lambda n: bar["bar"].update(n),
+            )
+        except (ValueError, MemoryError) as e:
+            fail(str(e))
+    folder = g.save(out)
+    name = slug or slug_for(prompt)
+    scan = f"{g.meta['model']}+{Path(tc.source).name}"
+    data = to_frontend(g, name, scan, node_threshold, edge_threshold)
+    write_graph_data(data, folder / "ct")
+    s = g.meta["scores"]
+    summary = {
+        "tokens": g.n_pos,
+        "active_features": len(g.features),
+        "feature_nodes": g.n_features,
+        "logits": g.meta["logit_strings"],
+        "replacement": round(s["replacement"], 4),
+        "completeness": round(s["completeness"], 4),
+        "pruned_nodes": len(data["nodes"]),
+        "pruned_edges": len(data["links"]),
+        "seconds": g.meta["seconds"],
+    }
+    typer.echo(json.dumps(summary))
+    typer.echo(f"wrote {folder}/graph.safetensors, graph.json and {folder}/ct/{name}.json (circuit-tracer's frontend)")
