@@ -5,7 +5,10 @@ interp circuits features --model smollm2-135m --task ioi --sae runs/sae_l5 --sae
 interp circuits features --quick --out /tmp/fc            # a tiny random model with random dictionaries
 
 Writes `feature_circuit.json` (nodes with their dashboard pages, edges, the faithfulness curve against random
-latents) and `curve.md` (the table). The SAE folders are read with sae-lens's loader
+latents, with what the error nodes carry: the error nodes alone, the top latents with every error node kept and
+with every error node ablated) and `curve.md` (the table). Nodes are scored on rows that are never evaluation rows
+(`circuits.evaluation.split`; `--eval-file` for a separate file). `interp circuits show` and `export` draw the
+file (`circuits.format.feature_circuit`). The SAE folders are read with sae-lens's loader
 (`circuits.model.dictionary.load_dictionary`), never through the `sae` family.
 """
 
@@ -61,8 +64,13 @@ def features(
     sizes: str = typer.Option("", help="Circuit sizes in nodes, comma-separated (default 1,3,10,...).", metavar="N,.."),
     seeds: int = typer.Option(3, help="Draws of random latents per size.", metavar="INT"),
     n_prompts: int = typer.Option(16, "--max-rows", help="Prompt rows the nodes are scored on.", metavar="INT"),
-    n_eval: int = typer.Option(16, help="Held-out rows the circuits are evaluated on.", metavar="INT"),
-    seed: int = typer.Option(0, help="Seed of the scoring rows (the held-out rows use seed 10,000).", metavar="INT"),
+    n_eval: int = typer.Option(
+        16, help="Evaluation rows the circuits are evaluated on (never scoring rows).", metavar="INT"
+    ),
+    eval_file: str | None = typer.Option(
+        None, "--eval-file", help="Evaluation rows from this prompts file instead (JSONL).", metavar="FILE"
+    ),
+    seed: int = typer.Option(0, help="Seed of the scoring rows drawn from the scoring side.", metavar="INT"),
     quick: bool = typer.Option(False, help="A tiny random model with random dictionaries: checks that it runs."),
     device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs."),
     threads: int | None = typer.Option(None, help="torch CPU threads."),
@@ -72,6 +80,7 @@ def features(
 
     compute(threads, seed)
     from circuits.evaluation.feature_faithfulness import feature_curve
+    from circuits.evaluation.split import disjoint_split
     from circuits.finders.feature_circuit import feature_scores
     from circuits.model.checkpoint import CheckpointError
     from circuits.model.dictionary import dashboard_pages, load_dictionary, random_dictionary
@@ -130,8 +139,9 @@ def features(
                     pages[d.hook] = dashboard_pages(dash)
             the_task = get_task(task or ("quotes" if quick else ""))
             metric_name = the_task.default_metric if metric == "auto" else metric
-            batch = the_task.make_pairs(n_prompts, seed, m.tokenizer, aligned_for="features")
-            held = the_task.make_pairs(n_eval, 10_000, m.tokenizer, align=ablation == "corrupt")
+            split = disjoint_split(the_task, n_prompts, n_eval, eval_file)  # evaluation rows are never scored on
+            batch = split.task.make_pairs(n_prompts, seed, m.tokenizer, aligned_for="features")
+            held = split.eval_batch(m.tokenizer, align=ablation == "corrupt")
             typer.echo(f"scoring {sum(d.d_sae for d in dicts)} latents at {len(dicts)} hooks ({method})", err=True)
             scores = feature_scores(m, dicts, batch, metric_name, method, ig_steps, top)
             typer.echo(f"scored in {scores.info['seconds']} s; faithfulness curve", err=True)
@@ -145,6 +155,7 @@ def features(
                 "task": the_task.name,
                 "saes": list(sae),
                 "dashboards": list(dashboard),
+                "split": split.info,
                 "curve": curve,
             }
         )
@@ -154,20 +165,48 @@ def features(
         table = curve_table(curve)
         (folder / "curve.md").write_text(table + "\n")
     typer.echo(table)
-    typer.echo(f"wrote {folder / 'feature_circuit.json'} and {folder / 'curve.md'}")
+    typer.echo(f"rows: {split.info['split']}; {len(held)} evaluation rows, {len(batch)} scoring rows")
+    typer.echo(
+        f"wrote {folder / 'feature_circuit.json'} and {folder / 'curve.md'} (draw it: interp circuits show "
+        f"--circuit {folder / 'feature_circuit.json'}; export it: interp circuits export ... --out DIR)"
+    )
 
 
 def curve_table(curve: dict) -> str:
-    """The faithfulness curve as a markdown table (method vs random latents)."""
+    """The faithfulness curve as a markdown table (method vs random latents), with what the error nodes carry:
+    the error nodes alone, and the top latents with every error node kept and with every error node ablated."""
+    share = curve.get("error_share") or {}
     lines = [
         f"faithfulness ({curve['metric']}, ablation {curve['ablation']}, error nodes {curve['errors']}; "
         f"full {curve['full_metric']:.4f}, all ablated {curve['ablated_metric']:.4f}, {curve['n_rows']} held-out rows)",
         "",
-        "| nodes | top-n by \\|score\\| | random latents (mean; runs) | random active latents (mean; runs) |",
-        "|---|---|---|---|",
+    ]
+    if "error_only" in share:
+        lines += [error_share_text(share), ""]
+    lines += [
+        "| nodes | top-n by \\|score\\| | top-n latents + every error node | top-n latents, errors ablated "
+        "| random latents (mean; runs) | random active latents (mean; runs) |",
+        "|---|---|---|---|---|---|",
     ]
     for p, r, a in zip(curve["points"], curve["random"], curve["random_active"]):
         lines.append(
-            f"| {p['n']} | {p['faithfulness']:.3f} | {r['mean']:.3f}; {r['runs']} | {a['mean']:.3f}; {a['runs']} |"
+            f"| {p['n']} | {p['faithfulness']:.3f} | {_num(p.get('errors_kept'))} | {_num(p.get('latents_only'))} "
+            f"| {r['mean']:.3f}; {r['runs']} | {a['mean']:.3f}; {a['runs']} |"
         )
     return "\n".join(lines)
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def error_share_text(share: dict) -> str:
+    """One sentence: how much of the behaviour the error nodes alone recover, and the latents without them."""
+    text = f"Error nodes alone (every latent ablated) recover {share['error_only']:.3f} of the behaviour"
+    if "largest_n" not in share:
+        return text + "."
+    return (
+        text + f"; the top {share['largest_n']} latents recover {share['errors_kept']:.3f} with every error node kept "
+        f"and {share['latents_only']:.3f} with every error node ablated (latents alone: at best "
+        f"{share['latents_only_best']:.3f}, at {share['latents_only_best_n']} nodes)."
+    )

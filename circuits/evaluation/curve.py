@@ -235,7 +235,10 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
         for j, (r, c) in enumerate(zip(nested_random_masks(graph, n_e, seed=1000 + d), connected)):
             add(series["random"], j, r)
             add(series["random-connected"], j, c)
-    log(f"{len(sizes)} sizes x ({cfg.seeds} seeds + 2 x {cfg.control_draws} draws) evaluated ({time.perf_counter() - t0:.0f}s)")
+    log(
+        f"{len(sizes)} sizes x ({cfg.seeds} seeds + 2 x {cfg.control_draws} control draws) evaluated "
+        f"({time.perf_counter() - t0:.0f}s)"
+    )
     points = []
     for name in names:
         s = series[name]
@@ -285,8 +288,9 @@ def faithfulness_curve(model, task, cfg: CurveConfig | None = None, progress=Non
 
 
 def curve_table(curve: dict) -> str:
-    """Markdown: one row per series and size (faithfulness, complement, 95% intervals, per seed), then one row per
-    size with the controls side by side, then the size that reaches 80% faithfulness."""
+    """Markdown: one row per series and size (faithfulness, complement, 95% intervals, per seed or draw), then one
+    row per size with the controls side by side, the size that reaches 80% faithfulness, MIB's CPR and CMD, and
+    which rows and control draws the curve used."""
     reach = crossing(curve)
     lo, hi = reach["ci"]
     unit = curve["unit"]
@@ -294,13 +298,40 @@ def curve_table(curve: dict) -> str:
     def size(x):
         return f"> {max(p['size'] for p in curve['points']):,}" if x is None else f"{x:,}"
 
-    return (
-        _long_table(curve)
-        + "\n\n"
-        + curve_wide_table(curve)
-        + f"\n\n{curve['method']} reaches 80% faithfulness at {size(reach['size'])} {unit} (95% interval, at the "
+    notes = [
+        f"{curve['method']} reaches 80% faithfulness at {size(reach['size'])} {unit} (95% interval, at the "
         f"grid's resolution: {size(lo)} to {size(hi)}; per seed: {', '.join(size(x) for x in reach['per_seed'])})."
+    ]
+    if curve.get("mib"):
+        notes.append(mib_text(curve))
+    if curve.get("split"):
+        sp = curve["split"]
+        notes.append(
+            f"Rows: {sp['split']}; {sp['n_eval_rows']} evaluation rows, {sp['n_scoring_rows_per_seed']} scoring rows "
+            "per seed, none of them an evaluation row"
+            + (
+                f" ({sp['dropped_from_scoring']} rows equal to an evaluation row left out)"
+                if sp.get("dropped_from_scoring")
+                else ""
+            )
+            + "."
+        )
+    if curve.get("controls"):
+        notes.append(f"Controls: {curve['controls']['note']}.")
+    return _long_table(curve) + "\n\n" + curve_wide_table(curve) + "\n\n" + "\n\n".join(notes)
+
+
+def mib_text(curve: dict) -> str:
+    """One sentence: CPR and CMD of the method and the controls, and the x range they integrate over."""
+    m = curve["mib"]
+    lo, hi = m["x_range"]
+    where = (
+        "on MIB's grid (0.1% to 100% of the graph)"
+        if m["grid"] == "mib"
+        else f"over the measured sizes only ({lo:.2%} to {hi:.2%} of the graph: not MIB's range, see --sizes mib)"
     )
+    parts = [f"{name} {v['cpr']:.3f} / {v['cmd']:.3f}" for name, v in m["series"].items()]
+    return f"MIB's CPR (higher is better) / CMD (lower is better), trapezoid {where}: " + "; ".join(parts) + "."
 
 
 def _long_table(curve: dict) -> str:
@@ -308,16 +339,17 @@ def _long_table(curve: dict) -> str:
     lines = [
         "| series | "
         + ("heads | " if heads else "")
-        + "edges | faithfulness (95% CI) | complement (95% CI) | per seed |",
+        + "edges | faithfulness (95% CI) | complement (95% CI) | per seed (method) or draw (controls) |",
         "|---" * (6 if heads else 5) + "|",
     ]
     for p in curve["points"]:
         lo, hi = p["faithfulness_ci"]
         clo, chi = p["complement_ci"]
         size = f"{p['size']:,} | " if heads else ""
+        runs = p.get("per_seed", p.get("per_draw", []))
         lines.append(
             f"| {p['series']} | {size}{p['n_edges']:,.0f} | {p['faithfulness']:.3f} [{lo:.3f}, {hi:.3f}] "
-            f"| {p['complement']:.3f} [{clo:.3f}, {chi:.3f}] | {', '.join(f'{v:.3f}' for v in p['per_seed'])} |"
+            f"| {p['complement']:.3f} [{clo:.3f}, {chi:.3f}] | {', '.join(f'{v:.3f}' for v in runs)} |"
         )
     return "\n".join(lines)
 

@@ -14,7 +14,8 @@ changed. Faithfulness = (m(C) - m(nothing)) / (m(everything) - m(nothing)), with
 and every error node ablated and "everything" the whole spliced model (= the model). Error nodes follow
 one rule (`errors`): "rank" (Marks et al.: they are nodes like the latents, kept when their |score| ranks
 them in), "keep" (always in the circuit: the latents are scored on top of what the dictionaries miss) or
-"ablate" (never in it).
+"ablate" (never in it). Whatever the rule, the curve also reports the error nodes alone and the top latents
+with every error node kept and with every error node ablated (`error_share`).
 
     curve = feature_curve(model, dicts, batch, scores, sizes=[10, 100, 1000], errors="rank", seeds=3)
 """
@@ -129,17 +130,34 @@ def feature_curve(
     fraction: float = 0.8,
 ) -> dict:
     """Faithfulness of the top-n nodes for each n in `sizes`, against `seeds` draws of n random latents (uniform
-    over all latents: `random`; over the latents that fire on the batch: `random_active`)."""
+    over all latents: `random`; over the latents that fire on the batch: `random_active`).
+
+    Beside it, what the error nodes carry, whatever the `errors` rule: `error_only` (every error node kept, every
+    latent ablated), and at each size `errors_kept` (the top-n latents plus every error node) and `latents_only`
+    (the top-n latents, every error node ablated: the curve of the latents alone). A circuit whose faithfulness
+    comes from its error nodes says little about the latents; these numbers say how much."""
     _check(ablation, errors, batch)
     ab = Ablator(model, dicts, batch, metric, ablation, batch_size)
     full = ab.metric(ab.all_nodes(True))
     empty = ab.metric(ab.all_nodes(False))
     pool = scores.all_nodes(errors)
     active = [(h, i) for h, i in pool if i >= scores.d_sae(h) or bool(ab.active[h][i])]
+    error_only = ab.metric(keep_of(ab.dicts, [], "keep"))
     points, rand, rand_active = [], [], []
     for n in sizes:
         m = ab.metric(keep_of(ab.dicts, scores.top(n, errors), errors))
-        points.append({"n": n, "metric": m, "faithfulness": normalised(m, full, empty)})
+        latents = scores.top(n, "ablate")
+        kept = m if errors == "keep" else ab.metric(keep_of(ab.dicts, latents, "keep"))
+        alone = m if errors == "ablate" else ab.metric(keep_of(ab.dicts, latents, "ablate"))
+        points.append(
+            {
+                "n": n,
+                "metric": m,
+                "faithfulness": normalised(m, full, empty),
+                "errors_kept": normalised(kept, full, empty),
+                "latents_only": normalised(alone, full, empty),
+            }
+        )
         for series, p in ((rand, pool), (rand_active, active)):
             runs = [
                 normalised(ab.metric(keep_of(ab.dicts, random_nodes(p, n, s), errors)), full, empty)
@@ -156,10 +174,29 @@ def feature_curve(
         "ablated_metric": empty,
         "n_latents": sum(d.d_sae for d in ab.dicts),
         "n_active_latents": int(sum(int(a.sum()) for a in ab.active.values())),
+        "error_only": {"metric": error_only, "faithfulness": normalised(error_only, full, empty)},
         "points": points,
         "random": rand,
         "random_active": rand_active,
         f"nodes_for_{fraction}": min(reach) if reach else None,
+        "error_share": error_share(points, normalised(error_only, full, empty)),
+    }
+
+
+def error_share(points: list[dict], error_only: float) -> dict:
+    """The headline of what the error nodes carry: the error nodes alone, and at the largest size the circuit
+    with its errors kept and its latents alone (errors ablated), with the best latents-only value of the curve."""
+    if not points:
+        return {"error_only": error_only}
+    last = points[-1]
+    best = max(points, key=lambda p: p["latents_only"] if p["latents_only"] == p["latents_only"] else float("-inf"))
+    return {
+        "error_only": error_only,
+        "largest_n": last["n"],
+        "errors_kept": last["errors_kept"],
+        "latents_only": last["latents_only"],
+        "latents_only_best": best["latents_only"],
+        "latents_only_best_n": best["n"],
     }
 
 

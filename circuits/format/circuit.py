@@ -19,8 +19,11 @@ resid_post` (one residual channel). Edge-attribution circuits (`circuits.finders
 (the input embeddings), `head` (a whole head: its output, and its query input), `kv` (a key/value head
 of a grouped-query model: its key and value inputs), `mlp` (a whole MLP) and `logits`; their edges carry
 a `label` naming the input they enter ("q", "k", "v", or "" for an MLP or the logits) and a signed weight
-(the edge's attribution score). Position-resolved edge circuits (`circuits.finders.eap_positions`) give each node
-a token position `"pos"` (absent: summed over positions) and keep the prompt's tokens in `extra.positions`.
+(the edge's attribution score). Feature circuits (`circuits.format.feature_circuit`: SAE latents, Marks et al.) use
+`latent` (one dictionary latent, `index` its number) and `sae_error` (a dictionary's error node), each with the
+`hook` its dictionary is spliced at (several hooks may share a layer). Position-resolved edge circuits
+(`circuits.finders.eap_positions`) give each node a token position `"pos"` (absent: summed over positions) and
+keep the prompt's tokens in `extra.positions`.
 
     >>> c = Circuit(nodes=[Node(0, "head", 2)], metrics={"task_loss": 0.1})
     >>> Circuit.from_dict(c.to_dict()) == c
@@ -53,6 +56,8 @@ NODE_KINDS = (
     "mlp",
     "kv",
     "logits",
+    "latent",
+    "sae_error",
 )
 
 
@@ -70,12 +75,15 @@ class Node:
     """Head number, neuron number, or channel number (q/k/v channels: head * d_head + j)."""
     pos: int | None = None
     """Token position in position-resolved graphs (`circuits.finders.eap_positions`); None: summed over positions."""
+    hook: str | None = None
+    """Hook point of a feature circuit's node (`latent`, `sae_error`): where its dictionary is spliced."""
 
     @property
     def key(self) -> str:
-        """Short label, e.g. "L0.head.2" ("L0.head.2@5" at token position 5)."""
+        """Short label, e.g. "L0.head.2" ("L0.head.2@5" at token position 5, "L5.latent.7[blocks.5.hook_z]")."""
         at = "" if self.pos is None else f"@{self.pos}"
-        return f"L{self.layer}.{self.kind}.{self.index}{at}"
+        where = "" if self.hook is None else f"[{self.hook}]"
+        return f"L{self.layer}.{self.kind}.{self.index}{at}{where}"
 
     @property
     def short_label(self) -> str:
@@ -88,7 +96,16 @@ class Node:
             return f"MLP{self.layer}"
         if self.kind in ("embed", "logits"):
             return self.kind
+        if self.kind in ("latent", "sae_error"):
+            site = site_of(self.hook) if self.hook else "sae"
+            return f"L{self.layer} {site} " + (f"#{self.index}" if self.kind == "latent" else "err")
         return self.key
+
+
+def site_of(hook: str) -> str:
+    """A hook name without its block: blocks.5.hook_resid_post -> resid_post, blocks.2.attn.hook_z -> attn.z."""
+    rest = hook.split(".", 2)[-1] if hook.startswith("blocks.") else hook
+    return rest.replace("hook_", "")
 
 
 @dataclass(frozen=True)
@@ -154,6 +171,8 @@ class Circuit:
                     raise CircuitFormatError(f"nodes[{i}].{name} must be a non-negative integer, got {v!r}")
             if n.pos is not None and (not isinstance(n.pos, int) or isinstance(n.pos, bool) or n.pos < 0):
                 raise CircuitFormatError(f"nodes[{i}].pos must be a non-negative integer or absent, got {n.pos!r}")
+            if n.hook is not None and (not isinstance(n.hook, str) or not n.hook):
+                raise CircuitFormatError(f"nodes[{i}].hook must be a hook name or absent, got {n.hook!r}")
             if n in seen:
                 raise CircuitFormatError(f"nodes[{i}] {n.key} appears twice")
             seen.add(n)
@@ -176,7 +195,13 @@ class Circuit:
             "format": FORMAT,
             "version": VERSION,
             "nodes": [
-                {"layer": n.layer, "kind": n.kind, "index": n.index, **({} if n.pos is None else {"pos": n.pos})}
+                {
+                    "layer": n.layer,
+                    "kind": n.kind,
+                    "index": n.index,
+                    **({} if n.pos is None else {"pos": n.pos}),
+                    **({} if n.hook is None else {"hook": n.hook}),
+                }
                 for n in self.nodes
             ],
             "edges": [
@@ -201,7 +226,13 @@ class Circuit:
                 raise CircuitFormatError(f"{key} must be a list")
         try:
             nodes = [
-                Node(int_(n["layer"]), n["kind"], int_(n["index"]), None if n.get("pos") is None else int_(n["pos"]))
+                Node(
+                    int_(n["layer"]),
+                    n["kind"],
+                    int_(n["index"]),
+                    None if n.get("pos") is None else int_(n["pos"]),
+                    n.get("hook"),
+                )
                 for n in d.get("nodes", [])
             ]
             edges = [

@@ -13,6 +13,9 @@ Mapping (ours -> circuit-tracer):
 - head L.h, kv L.g, mlp L, units (neuron, q, k, v, channels): `feature_type` saying what it is ("attention head",
   "key/value head", "mlp", "mlp neuron", "q channel", ...), `layer "L"`, `feature` a unique integer, `clerp` our
   label (L5H3, L5KV1, MLP5, L5.neuron.12)
+- feature circuits (`circuits.format.feature_circuit`): a latent `feature_type "sae latent"`, clerp "latent 7 at
+  blocks.5.hook_resid_post"; a dictionary's error node their error type `"mlp reconstruction error"`, clerp naming its
+  hook; `activation` and `influence` from each node's own score (`extra.node_values`)
 - logits: `feature_type "logit"`, `clerp` `Output "<metric>" (p=<probability of the answer set on the clean
   prompts>)`, the form their page parses; p is 0 for circuit files written before the baseline kept it
 - edge: link `{source, target, weight}`, weight = our signed edge score: the estimated change of the metric (its
@@ -79,8 +82,14 @@ FEATURE_TYPE = {
     "attn_out": "attention output channel",
     "mlp_out": "mlp output channel",
     "head_compat": "attention output slice",
+    "latent": "sae latent",
+    "sae_error": "mlp reconstruction error",
 }
-"""What each of our node kinds is, in circuit-tracer's `feature_type` (honest names: none is a transcoder feature)."""
+"""What each of our node kinds is, in circuit-tracer's `feature_type` (honest names: none is a transcoder feature).
+A dictionary's error node takes their page's one error type, whatever its hook: their page treats any type naming
+an error as an error node (`isError`: its own list in a node's inputs, each node's `inputError` share) and draws
+this one as a diamond; its clerp names the hook. Latents are "sae latent", not "cross layer transcoder": their page
+would fetch a transcoder feature's examples from a feature server on click."""
 COLUMNS = ["input (all positions)", "summed over positions"]
 
 
@@ -105,7 +114,11 @@ def _node_values(c: Circuit) -> tuple[list[float], list[float]]:
     """(share of the metric, signed value) per node (see the module doc)."""
     n = len(c.nodes)
     share, value = [0.0] * n, [0.0] * n
-    if c.edges:
+    given = c.extra.get("node_values")
+    if isinstance(given, list) and len(given) == n:  # feature circuits: each node's own score
+        value = [float(v or 0.0) for v in given]
+        share = [abs(v) for v in value]
+    elif c.edges:
         for e in c.edges:
             share[e.src] += abs(e.weight)
             value[e.src] += e.weight
@@ -131,6 +144,15 @@ def _influence(share: list[float], c: Circuit) -> list[float]:
         run += share[i] / total
         out[i] = round(min(run, 1.0), 6)
     return out
+
+
+def _clerp(node: Node) -> str:
+    """The node's label; a latent or an error node also names its hook (hooks of one layer are told apart)."""
+    if node.kind == "latent":
+        return f"latent {node.index} at {node.hook}"
+    if node.kind == "sae_error":
+        return f"SAE error at {node.hook} (what the dictionary misses)"
+    return label(node)
 
 
 def _logit_clerp(c: Circuit) -> str:
@@ -201,7 +223,7 @@ def to_circuit_tracer(c: Circuit) -> dict:
             nid, layer, ftype, clerp = f"{n_layers + 1}_{feat}_{col}", str(n_layers + 1), "logit", _logit_clerp(c)
         else:
             nid, layer = f"{n.layer}_{feat}_{col}", str(n.layer)
-            ftype, clerp = FEATURE_TYPE.get(n.kind, n.kind), label(n)
+            ftype, clerp = FEATURE_TYPE.get(n.kind, n.kind), _clerp(n)
         ids.append(nid)
         p = float((c.metrics.get("baseline") or {}).get("clean_answer_prob", 0.0) or 0.0) if n.kind == "logits" else 0.0
         nodes.append(
@@ -224,6 +246,7 @@ def to_circuit_tracer(c: Circuit) -> dict:
                     "kind": n.kind,
                     "index": n.index,
                     **({} if n.pos is None else {"pos": n.pos}),
+                    **({} if n.hook is None else {"hook": n.hook}),
                 },
             }
         )
@@ -324,7 +347,8 @@ def from_circuit_tracer(d: dict) -> Circuit:
                 f"node {n['node_id']!r} was not written by interp (no interp_node); only our exports read back"
             )
         index[n["node_id"]] = len(nodes)
-        nodes.append(Node(int(m["layer"]), m["kind"], int(m["index"]), None if m.get("pos") is None else int(m["pos"])))
+        pos = None if m.get("pos") is None else int(m["pos"])
+        nodes.append(Node(int(m["layer"]), m["kind"], int(m["index"]), pos, m.get("hook")))
     edges = [Edge(index[e["source"]], index[e["target"]], float(e["weight"]), e.get("input", "")) for e in d["links"]]
     meta = d["metadata"].get("interp_circuit", {})
     extra = {}

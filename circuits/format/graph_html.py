@@ -75,7 +75,10 @@ KIND_COLOUR = {
     "attn_out": "#1f77b4",
     "mlp_out": "#ff7f0e",
     "head_compat": "#17becf",
+    "latent": "#6a3d9a",
+    "sae_error": "#7f7f7f",
 }
+FEATURE_KINDS = ("latent", "sae_error")
 
 
 def _label(n: Node) -> str:
@@ -117,14 +120,15 @@ def layout(circuit: Circuit) -> list[tuple[float, float]]:
     g = circuit.extra.get("graph") or {}
     n_heads = int(g.get("n_heads", max([n.index + 1 for n in circuit.nodes if n.kind == "head"] + [1])))
     n_layers = int(g.get("n_layers", max([n.layer + 1 for n in circuit.nodes] + [1])))
-    groups: dict[tuple[int, str], list[int]] = {}
+    groups: dict[tuple, list[int]] = {}
     for i, n in enumerate(circuit.nodes):
-        groups.setdefault((n.layer, n.kind), []).append(i)
+        groups.setdefault((n.layer, n.kind, getattr(n, "hook", None)), []).append(i)
     rank = {}
     for members in groups.values():
         members.sort(key=lambda i: circuit.nodes[i].index)
         for r, i in enumerate(members):
             rank[i] = r - (len(members) - 1) / 2
+    feature_y = _feature_rows(circuit)
     pos = []
     for i, n in enumerate(circuit.nodes):
         if n.kind == "embed":
@@ -137,9 +141,35 @@ def layout(circuit: Circuit) -> list[tuple[float, float]]:
             pos.append((n.layer - 0.15, n_heads + 0.5 + n.index))
         elif n.kind == "mlp":
             pos.append((n.layer + 0.5, -1.5))
+        elif n.kind in FEATURE_KINDS:
+            pos.append((n.layer + STAGE.get(_site(n), 0.5), feature_y[i]))
         else:
             pos.append((n.layer + STAGE.get(n.kind, 0.5), rank[i]))
     return pos
+
+
+def _site(n) -> str:
+    hook = getattr(n, "hook", None) or ""
+    return hook.split(".", 2)[-1].replace("hook_", "") if hook.startswith("blocks.") else hook
+
+
+def _feature_rows(circuit: Circuit) -> dict[int, float]:
+    """Feature circuits: y of each latent in its hook's column, largest |score| on top, the error node below."""
+    values = node_values(circuit)
+    by_hook: dict[str, list[int]] = {}
+    for i, n in enumerate(circuit.nodes):
+        if n.kind in FEATURE_KINDS:
+            by_hook.setdefault(getattr(n, "hook", None) or "", []).append(i)
+    out = {}
+    for members in by_hook.values():
+        latents = [i for i in members if circuit.nodes[i].kind == "latent"]
+        latents.sort(key=lambda i: -abs(values[i] or 0.0))
+        for r, i in enumerate(latents):
+            out[i] = (len(latents) - 1) / 2 - r
+        for i in members:
+            if circuit.nodes[i].kind == "sae_error":
+                out[i] = -(len(latents) - 1) / 2 - 1.5
+    return out
 
 
 CROWDED = 12
@@ -161,6 +191,8 @@ def _column_ticks(nodes, pos) -> dict[float, str]:
     for n, (x, _) in zip(nodes, pos):
         if n.kind in ("embed", "logits"):
             name = n.kind
+        elif n.kind in FEATURE_KINDS:
+            name = f"L{n.layer} {_site(n)}"
         else:
             name = f"L{n.layer} {_COLUMN_NAME.get(n.kind, n.kind)}"
         ticks.setdefault(round(x, 3), name)
@@ -202,7 +234,16 @@ def page_data(circuit: Circuit) -> dict:
     m = circuit.metrics
     bits = [
         metric_text(k, m[k])
-        for k in ("n_nodes", "n_edges", "faithfulness", "task_loss", "removed_fraction")
+        for k in (
+            "n_nodes",
+            "n_edges",
+            "faithfulness_nodes",
+            "faithfulness",
+            "error_only_faithfulness",
+            "latents_only_faithfulness",
+            "task_loss",
+            "removed_fraction",
+        )
         if m.get(k) is not None
     ]
     title = f"{prov.get('method', 'circuit')} circuit of {short_task(prov.get('task', '?'))} in {short_task(model)}"
@@ -220,9 +261,15 @@ def page_data(circuit: Circuit) -> dict:
         }
     else:
         ticks = _column_ticks(circuit.nodes, pos)
+        features = circuit.extra.get("feature_circuit")
+        y_title = (
+            "latents by |score| (largest on top; the error node below)"
+            if features
+            else "head index (MLPs below, key/value heads above)"
+        )
         axes = {
             "xaxis": {"title": "layer", "zeroline": False, "tickvals": list(ticks), "ticktext": list(ticks.values())},
-            "yaxis": {"title": "head index (MLPs below, key/value heads above)", "zeroline": False},
+            "yaxis": {"title": y_title, "zeroline": False},
         }
     return {
         **axes,
@@ -246,8 +293,12 @@ def short_task(name) -> str:
 
 
 def node_values(circuit: Circuit) -> list[float | None]:
-    """Each node's value: its own score in unit circuits (SafeSeek mask logit, pruning tau: `extra.node_scores`),
-    else the summed signed score of its edges (out of it; into it for the logits); None when there is none."""
+    """Each node's value: its own score in unit circuits (SafeSeek mask logit, pruning tau: `extra.node_scores`) and
+    feature circuits (`extra.node_values`, one per node), else the summed signed score of its edges (out of it; into
+    it for the logits); None when there is none."""
+    given = circuit.extra.get("node_values")
+    if isinstance(given, list) and len(given) == len(circuit.nodes):
+        return [None if v is None else float(v) for v in given]
     scores = circuit.extra.get("node_scores") or {}
     out: list[float | None] = []
     for i, n in enumerate(circuit.nodes):
@@ -272,6 +323,8 @@ def metric_text(name: str, value) -> str:
 
 
 def values_meaning(circuit: Circuit) -> str:
+    if circuit.extra.get("node_values"):
+        return "node score (metric change if patched)"
     if circuit.extra.get("node_scores"):
         return "node score"
     return "summed edge score"

@@ -203,3 +203,22 @@ def test_cli_quick(tmp_path):
     assert "random latents" in (tmp_path / "curve.md").read_text()
     bad = CliRunner().invoke(app, ["features", "--out", str(tmp_path / "x"), "--task", "ioi", "--model", "nothing"])
     assert bad.exit_code == 2 and "--sae" in bad.output
+
+
+def test_curve_reports_the_error_nodes_alone_and_the_latents_without_them(setup, eap_scores):
+    """Whatever the error-node rule, the curve states the error nodes' share: the error nodes alone, and the top
+    latents with every error node kept and with every error node ablated (the latents-only curve)."""
+    model, dicts, batch = setup
+    curve = feature_curve(model, dicts, batch, eap_scores, [5, 3 * 128], seeds=1)
+    ab = Ablator(model, dicts, batch, "logit-diff", "corrupt")
+    full, empty = ab.metric(ab.all_nodes(True)), ab.metric(ab.all_nodes(False))
+    only_errors = ab.metric(keep_of(dicts, [], "keep"))
+    assert curve["error_only"]["faithfulness"] == pytest.approx((only_errors - empty) / (full - empty), abs=1e-5)
+    assert curve["error_share"]["error_only"] == curve["error_only"]["faithfulness"]
+    every = curve["points"][-1]  # every latent: with the errors kept, the whole model
+    assert every["errors_kept"] == pytest.approx(1.0, abs=1e-4)
+    latents = keep_of(dicts, eap_scores.top(5, "ablate"), "ablate")
+    assert curve["points"][0]["latents_only"] == pytest.approx((ab.metric(latents) - empty) / (full - empty), abs=1e-5)
+    for rule, key in (("keep", "errors_kept"), ("ablate", "latents_only")):  # the rule's own curve is that column
+        other = feature_curve(model, dicts, batch, eap_scores, [5], errors=rule, seeds=1)
+        assert other["points"][0]["faithfulness"] == pytest.approx(curve["points"][0][key], abs=1e-5)
