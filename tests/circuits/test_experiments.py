@@ -96,3 +96,16 @@ def test_curve_whole_graph_recovers_the_metric_exactly():
     )
     p = next(p for p in curve["points"] if p["series"] == "eap")
     assert abs(p["faithfulness"] - 1) < 1e-5 and abs(p["complement"]) < 1e-5
+
+
+def test_graph_scores_quick(tmp_path):
+    """The graph table's script end to end on the tiny model: every prompt scored, the induction rank and the
+    ablations reported."""
+    from circuits.experiments import graph_scores
+
+    graph_scores.main(["--quick", "--out", str(tmp_path)])
+    d = json.loads((tmp_path / "scores.json").read_text())
+    assert [r["task"] for r in d["rows"]] == ["ioi", "agreement", "capital", "induction"]
+    assert all(0 <= r["replacement"] <= 1 and 0 <= r["completeness"] <= 1 for r in d["rows"])
+    assert d["rows"][-1]["copied_token_rank"] >= 1
+    assert len(d["rows"][2]["interventions"]["ablations"]) == 3
