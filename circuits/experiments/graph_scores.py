@@ -13,6 +13,9 @@ definitions, `circuits.graph.influence`), active features, the top logit and its
 - **Induction check**: on the repeated random tokens, is the token node right after the earlier occurrence of
   the current token the most influential token node (the graph routes the prediction through it)? Reported as
   that node's rank among the token nodes by influence (1 = yes).
+- **Head loadings** (IOI): the five heads carrying the most |part| of the cross-position edges into the top
+  logit, counting what each head writes at the final position (`circuits.graph.heads`). On SmolLM2's IOI the
+  per-head direct logit attribution names L23H3 (+2.86) and L29H1 (+1.73) (README, "TransformerLens idioms").
 - **Interventions**: the `--n-ablate` most influential features of the capital prompt are ablated one at a
   time; each measured change of the top logit (frozen attention and norms, and free) beside the graph's linear
   prediction (`circuits.graph.intervene`). Reported: the correlation and the median |error| / |prediction|.
@@ -125,6 +128,12 @@ def run(model, folders: dict, out: Path, max_feature_nodes: int, batch_size: int
             }
             if task == "induction":
                 row["copied_token_rank"] = token_influence_rank(g, ind_pos)
+            if task == "ioi":
+                from circuits.graph.heads import head_loadings, top_heads
+
+                logit = g.adjacency.shape[0] - g.n_logits
+                loads = head_loadings(model, tc, g, logit, batch_size=batch_size, at=g.n_pos - 1)
+                row["top_heads_final_position"] = top_heads(g, loads, logit, k=5)
             if task == "capital" and n_ablate:
                 row["interventions"] = ablation_check(model, tc, g, n_ablate)
             results["rows"].append(row)

@@ -115,12 +115,17 @@ def _zeros(x, *args, **kwargs):
 class FrozenRun:
     """The frozen replacement model, run forward once on `batch` copies of the prompt; `rows` many times."""
 
-    def __init__(self, model, tc: Transcoders, rec: Recording, batch: int):
+    def __init__(self, model, tc: Transcoders, rec: Recording, batch: int, heads: bool = False):
         self.model, self.tc, self.rec, self.batch = model, tc, rec, batch
         n_pos, d = rec.inputs.shape[1], rec.inputs.shape[2]
         self.z = [torch.zeros(batch, n_pos, d, requires_grad=True) for _ in range(model.n_layers)]
         self.z_embed = torch.zeros(batch, n_pos, d, requires_grad=True)
         self.normalized: list[Tensor | None] = [None] * model.n_layers
+        # with heads=True, each layer's attention `hook_z` [batch, pos, head, d_head] gets a zero leaf too (its
+        # gradient is the gradient at z) and keeps the tensor the forward used (`circuits.graph.heads`)
+        shape = (batch, n_pos, model.n_heads, model.d_head)
+        self.zh = [torch.zeros(shape, requires_grad=True) for _ in range(model.n_layers)] if heads else None
+        self.z_heads: list[Tensor | None] = [None] * model.n_layers
         self._dec_cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
         self._forward(rec.tokens)
 
@@ -155,6 +160,13 @@ class FrozenRun:
             ("blocks.*.hook_resid_mid", read_mid),
             ("blocks.*.hook_mlp_out", mlp_out),
         ]
+        if self.zh is not None:
+
+            def heads(x, hook):
+                self.z_heads[hook.layer] = x + self.zh[hook.layer].to(x.dtype)
+                return self.z_heads[hook.layer]
+
+            hooks.append(("blocks.*.attn.hook_z", heads))
         ids = tokens[None].expand(self.batch, -1).to(model.device)
         with ExitStack() as stack:
             stack.enter_context(model.hooks(fwd_hooks=hooks))
@@ -170,21 +182,35 @@ class FrozenRun:
     def rows(self, layers: Tensor, positions: Tensor, vectors: Tensor, retain: bool = True) -> Tensor:
         """[len(layers), n_sources]: direct effects on targets read by `vectors` [m, d_model] at
         (layer, position); layer `n_layers` means the final residual after the last norm (logits)."""
-        m, n_layers = len(layers), self.model.n_layers
+        m = len(layers)
         if m > self.batch:
             raise ValueError(f"{m} targets in one pass; the run holds {self.batch} copies")
+        outs, grads = self.reads(layers, positions, vectors)
+        g_embed, g_mlp, _ = self.backward(outs, grads, retain)
+        return self._contract(g_embed, g_mlp)[:m]
+
+    def reads(self, layers: Tensor, positions: Tensor, vectors: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        """The (output tensors, their injected gradients) that read each target in its own batch copy."""
         outs, grads = [], []
         for layer in layers.unique().tolist():
             sel = (layers == layer).nonzero().squeeze(1)
-            out = self.final if layer == n_layers else self.normalized[layer]
+            out = self.final if layer == self.model.n_layers else self.normalized[layer]
             g = torch.zeros_like(out)
             g[sel, positions[sel]] = vectors[sel].to(g.dtype)
             outs.append(out)
             grads.append(g)
-        leaves = [self.z_embed, *self.z]
+        return outs, grads
+
+    def backward(self, outs: list[Tensor], grads: list[Tensor], retain: bool = True):
+        """(gradient at the embedding, at each MLP output, at each attention z or None) for one injection."""
+        leaves = [self.z_embed, *self.z, *(self.zh or [])]
         got = torch.autograd.grad(outs, leaves, grads, retain_graph=retain, allow_unused=True)
-        g_embed, g_mlp = got[0], list(got[1:])
-        return self._contract(g_embed, g_mlp)[:m]
+        n = self.model.n_layers
+        return got[0], list(got[1 : n + 1]), (list(got[n + 1 :]) if self.zh is not None else None)
+
+    def contract(self, g_embed: Tensor | None, g_mlp: list[Tensor | None]) -> Tensor:
+        """[batch, n_sources]: each source's writing vector dotted with the gradients where it writes."""
+        return self._contract(g_embed, g_mlp)
 
     def _decoders(self, source: int, target: int) -> tuple[Tensor, Tensor, Tensor] | None:
         """Layer `source`'s active features' decoder rows into `target`, times their activations, padded by

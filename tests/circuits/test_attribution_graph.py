@@ -239,3 +239,37 @@ def test_interventions_match_the_graphs_prediction_in_the_frozen_model():
             edit = {key: float(g.activations[g.selected[i]]) * 1.01}
             measured = demeaned(intervene(model, tc, g.tokens, edit, freeze=True)) - demeaned(clean)
             torch.testing.assert_close(measured, predicted_effect(g, edit), atol=2e-5, rtol=1e-3)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_head_loadings_are_the_edges_that_blocking_a_head_removes(arch):
+    """The part of every edge carried by head h of layer l equals what the edge loses when the gradient through
+    that head alone is blocked (a hook on its z), and the bypass is what is left with all of layer l blocked."""
+    from circuits.graph.heads import head_loadings, top_heads
+    from circuits.graph.replacement import FrozenRun
+
+    model = make_model(arch)
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "plt", seed=7, threshold=0.3)
+    g = attribute(model, tc, PROMPT, batch_size=8)
+    row = g.adjacency.shape[0] - g.n_logits  # the top logit
+    loads = head_loadings(model, tc, g, row, batch_size=8)
+    assert loads.shape == (model.n_layers, model.n_heads, g.adjacency.shape[0] - g.n_logits)
+    rec = record(model, tc, g.tokens)
+    cols = torch.cat([g.selected, torch.arange(len(rec.features), loads.shape[-1] - g.n_features + len(rec.features))])
+    vec = (model.W_U[:, g.logit_tokens[0]] - model.W_U.mean(-1)).detach()
+
+    def blocked_row(layer, heads):
+        run = FrozenRun(model, tc, rec, 1, heads=True)
+        mask = torch.ones(model.n_heads)
+        mask[heads] = 0
+        run.z_heads[layer].register_hook(lambda grad: grad * mask[None, None, :, None])
+        outs, grads = run.reads(torch.tensor([model.n_layers]), torch.tensor([g.n_pos - 1]), vec[None])
+        e, m, _ = run.backward(outs, grads, retain=False)
+        return run.contract(e, m)[0, cols]
+
+    edge = g.adjacency[row, : loads.shape[-1]]
+    for layer, head in ((0, 1), (1, 3)):
+        torch.testing.assert_close(edge - blocked_row(layer, [head]), loads[layer, head], atol=1e-4, rtol=1e-3)
+    bypass = blocked_row(1, list(range(model.n_heads)))
+    torch.testing.assert_close(edge - loads[1].sum(0), bypass, atol=1e-4, rtol=1e-3)
+    assert len(top_heads(g, loads, row, k=3)) == 3
