@@ -95,10 +95,18 @@ def _position_layout(circuit: Circuit) -> list[tuple[float, float]]:
     g = circuit.extra.get("graph") or {}
     n_heads, n_kv = int(g.get("n_heads", 1)), int(g.get("n_kv", 1))
     n_layers = int(g.get("n_layers", max([n.layer + 1 for n in circuit.nodes] + [1])))
+    cells: dict[tuple, list[int]] = {}  # latents and error nodes of one (layer, position) spread across the cell
+    for i, n in enumerate(circuit.nodes):
+        if n.kind in FEATURE_KINDS:
+            cells.setdefault((n.layer, n.pos), []).append(i)
+    spread = {i: (r, len(m)) for m in cells.values() for r, i in enumerate(sorted(m, key=lambda i: circuit.nodes[i]))}
     out = []
-    for n in circuit.nodes:
+    for i, n in enumerate(circuit.nodes):
         p = float(n.pos or 0)
-        if n.kind == "embed":
+        if n.kind in FEATURE_KINDS:
+            r, count = spread[i]
+            out.append((p - 0.35 + 0.7 * r / max(count - 1, 1) if count > 1 else p, n.layer + 0.5))
+        elif n.kind == "embed":
             out.append((p, -1.0))
         elif n.kind == "logits":
             out.append((p, float(n_layers)))
@@ -210,9 +218,12 @@ def page_data(circuit: Circuit) -> dict:
     pos = layout(circuit)
     values = node_values(circuit)
     at = (lambda n: f"@{n.pos}") if _positional(circuit) else (lambda n: "")
-    column = {}
-    for x, _ in pos:
-        column[round(x, 3)] = column.get(round(x, 3), 0) + 1
+    positional = _positional(circuit)
+    # a column: one x, or one token position in position-resolved graphs (its nodes spread around it)
+    key = [n.pos if positional else round(x, 3) for n, (x, _) in zip(circuit.nodes, pos, strict=True)]
+    column: dict = {}
+    for k in key:
+        column[k] = column.get(k, 0) + 1
     nodes = [
         {
             "label": _text(_label(n) + at(n)),
@@ -222,9 +233,10 @@ def page_data(circuit: Circuit) -> dict:
             "colour": KIND_COLOUR.get(n.kind, "#555"),
             "value": v,
             # a crowded column keeps its names for the hover: printed, they would overlap
-            "show_label": column[round(x, 3)] <= CROWDED,
+            # (position-resolved: the token axis names the embeddings)
+            "show_label": column[k] <= CROWDED and not (positional and n.kind == "embed"),
         }
-        for n, (x, y), v in zip(circuit.nodes, pos, values)
+        for n, (x, y), v, k in zip(circuit.nodes, pos, values, key, strict=True)
     ]
     edges = sorted(([e.src, e.dst, float(e.weight), _text(e.label)] for e in circuit.edges), key=lambda e: -abs(e[2]))
     prov = circuit.provenance
@@ -241,6 +253,8 @@ def page_data(circuit: Circuit) -> dict:
             "faithfulness",
             "error_only_faithfulness",
             "latents_only_faithfulness",
+            "replacement",
+            "completeness",
             "task_loss",
             "removed_fraction",
         )
@@ -280,6 +294,7 @@ def page_data(circuit: Circuit) -> dict:
         "all_nodes": "graph" not in circuit.extra,
         "n_edges": len(edges),
         "value_name": _text(values_meaning(circuit)),
+        "edge_name": _text((circuit.extra.get("meanings") or {}).get("edge", "edge score (metric change if patched)")),
     }
 
 
@@ -323,6 +338,9 @@ def metric_text(name: str, value) -> str:
 
 
 def values_meaning(circuit: Circuit) -> str:
+    given = (circuit.extra.get("meanings") or {}).get("node")
+    if given:
+        return str(given)
     if circuit.extra.get("node_values"):
         return "node score (metric change if patched)"
     if circuit.extra.get("node_scores"):
@@ -394,7 +412,7 @@ function draw() {
   traces.push({type: 'scatter', mode: 'markers', x: mids.map(m => m[0]), y: mids.map(m => m[1]), text: mids.map(m => m[2]),
     hovertemplate: '%{text}<extra></extra>', showlegend: false,
     marker: {size: 6, opacity: 0.01, color: mids.map(m => m[3]), colorscale: SCALE, cmin: -maxAbs, cmax: maxAbs,
-             showscale: true, colorbar: {title: {text: 'edge score<br>(metric change<br>if patched)'}, thickness: 14}}});
+             showscale: true, colorbar: {title: {text: D.edge_name.replace(/ \(/, '<br>(')}, thickness: 14}}});
   traces.push({type: 'scatter', mode: 'markers+text', x: idx.map(i => D.nodes[i].x), y: idx.map(i => D.nodes[i].y),
     text: idx.map(i => D.nodes[i].show_label === false ? '' : D.nodes[i].label), textposition: 'middle right',
     customdata: idx, showlegend: false,
