@@ -4,7 +4,8 @@ interp circuits graph --model smollm2-135m --transcoders runs/transcoders/smollm
     --prompt "The capital of France is" --out runs/graphs/france
 interp circuits graph --quick --out /tmp/graph          # a tiny random model with random transcoders
 
-Writes `graph.safetensors` + `graph.json` (the whole graph: every computed row, scores, settings) and `ct/`, the data
+Writes `graph.safetensors` + `graph.json` (the whole graph: every computed row, scores, settings), `graph.html` (our
+page of the pruned graph, by token position; `interp circuits show --circuit DIR` redraws it) and `ct/`, the data
 folder circuit-tracer's own frontend serves (the pruned graph, `circuits.graph.export`). Prints the plan (tokens,
 active features, bytes) before the backward passes, then the replacement and completeness scores.
 """
@@ -140,6 +141,10 @@ def graph(
     scan = f"{g.meta['model']}+{Path(tc.source).name}"
     data = to_frontend(g, name, scan, node_threshold, edge_threshold)
     write_graph_data(data, folder / "ct")
+    from circuits.format.graph_html import write_html
+    from circuits.graph.as_circuit import graph_circuit
+
+    write_html(graph_circuit(g, node_threshold, edge_threshold), folder / "graph.html")
     s = g.meta["scores"]
     summary = {
         "tokens": g.n_pos,
@@ -153,4 +158,7 @@ def graph(
         "seconds": g.meta["seconds"],
     }
     typer.echo(json.dumps(summary))
-    typer.echo(f"wrote {folder}/graph.safetensors, graph.json and {folder}/ct/{name}.json (circuit-tracer's frontend)")
+    typer.echo(
+        f"wrote {folder}/graph.safetensors, graph.json, graph.html (our page) and {folder}/ct/{name}.json "
+        "(circuit-tracer's frontend)"
+    )

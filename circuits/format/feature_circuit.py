@@ -121,8 +121,14 @@ def from_feature_circuit(d: dict) -> Circuit:
 
 
 def load_drawable(path: str | Path) -> Circuit:
-    """A circuit file, or a feature circuit file as a circuit; anything else is refused naming both kinds."""
+    """A circuit file, a feature circuit file, or an attribution graph's folder (`interp circuits graph`, pruned
+    at circuit-tracer's defaults) as a circuit; anything else is refused naming the kinds."""
     path = Path(path)
+    if path.is_dir() and (path / "graph.json").is_file():
+        from circuits.graph.as_circuit import graph_circuit
+        from circuits.graph.graph import Graph
+
+        return graph_circuit(Graph.load(path))
     if not path.is_file():
         raise FileNotFoundError(f"no circuit file at {path}")
     try:
@@ -133,8 +139,8 @@ def load_drawable(path: str | Path) -> Circuit:
         return from_feature_circuit(data)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CircuitFormatError(
-            f'{path} is not a circuit file: expected "format": "{FORMAT}" (extract) or a feature circuit '
-            "(hooks and nodes, from `interp circuits features`)"
+            f'{path} is not a circuit file: expected "format": "{FORMAT}" (extract), a feature circuit '
+            "(hooks and nodes, from `interp circuits features`) or a graph folder (`interp circuits graph`)"
         )
     return Circuit.from_dict(data)
 
