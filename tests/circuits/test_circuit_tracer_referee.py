@@ -124,3 +124,25 @@ def test_circuit_tracer_attribute_runs_and_its_graph_is_consistent(tiny_model, t
     assert 0 < scores["replacement"] <= 1 and 0 < scores["completeness"] <= 1
     assert g["node_mask"][t0:].all()  # prune_graph always keeps tokens and logits
     assert g["edge_mask"].shape == A.shape
+
+
+@pytest.mark.parametrize("kind", ["plt", "clt"])
+def test_our_graph_equals_circuit_tracers(tmp_path, kind):
+    """`circuits.graph.attribute` against circuit-tracer's own `attribute` on the same tiny model, transcoders and
+    tokens: the same nodes, adjacency within 1e-3 of its largest entry, the same scores, and our pruning on their
+    adjacency gives their masks."""
+    import interp
+    from circuits.experiments.graph_referee import referee, write_ct_config
+    from circuits.model.transcoders import random_transcoders, save_transcoders
+    from interp.data import byte_tokenizer
+
+    model = interp.HookedModel(tiny_hf("llama", seed=0), byte_tokenizer())
+    tc_dir = save_transcoders(random_transcoders(2, 64, 32, kind, seed=1, threshold=0.3), tmp_path / "tc")
+    write_ct_config(tc_dir, kind, 2)
+    r = referee(model, tc_dir, "Hello world, this is", tmp_path / "out", batch_size=16)
+    assert r["same_active_features"] and r["same_logit_targets"], r
+    assert r["within_tolerance"] and r["adjacency_rel"] < 1e-3, r
+    for k in ("replacement", "completeness"):
+        assert r["scores"]["ours"][k] == pytest.approx(r["scores"]["theirs"][k], abs=1e-4)
+    assert r["our_prune_on_their_adjacency"]["node_masks_equal"]
+    assert r["our_prune_on_their_adjacency"]["edge_masks_equal"]
