@@ -56,7 +56,15 @@ def model_folder(model, where: Path) -> Path:
     return where
 
 
-def run_theirs(model_dir: Path, tc_dir: Path, out: Path, prompt: str | None, ids: list[int] | None, batch: int) -> dict:
+def run_theirs(
+    model_dir: Path,
+    tc_dir: Path,
+    out: Path,
+    prompt: str | None,
+    ids: list[int] | None,
+    batch: int,
+    max_feature_nodes: int | None = None,
+) -> dict:
     if not VENV_PY.exists():
         raise FileNotFoundError(
             f"circuit-tracer's venv is absent ({VENV_PY}); "
@@ -64,6 +72,8 @@ def run_theirs(model_dir: Path, tc_dir: Path, out: Path, prompt: str | None, ids
         )
     cmd = [str(VENV_PY), str(RUNNER), "--model", str(model_dir), "--transcoders", str(tc_dir), "--out", str(out)]
     cmd += ["--batch-size", str(batch)]
+    if max_feature_nodes is not None:
+        cmd += ["--max-feature-nodes", str(max_feature_nodes), "--check-samples", "0"]
     cmd += ["--prompt", prompt] if ids is None else ["--token-ids", ",".join(map(str, ids))]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
