@@ -153,6 +153,7 @@ def graph(
         "logits": g.meta["logit_strings"],
         "replacement": round(s["replacement"], 4),
         "completeness": round(s["completeness"], 4),
+        "error_share": round(s["error_share"], 4),
         "pruned_nodes": len(data["nodes"]),
         "pruned_edges": len(data["links"]),
         "seconds": g.meta["seconds"],

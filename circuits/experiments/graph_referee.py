@@ -109,7 +109,7 @@ def compare(ours, theirs: dict, info: dict) -> dict:
             "within_tolerance": bool(diff.max() / b.abs().max() <= TOLERANCE),
         }
     )
-    ours_scores = ours.meta["scores"]
+    ours_scores = {k: ours.meta["scores"][k] for k in ("replacement", "completeness")}
     theirs_scores = {k: info["scores"][k] for k in ("replacement", "completeness")}
     out["scores"] = {"ours": ours_scores, "theirs": theirs_scores}
     n_tok, n_feat = len(ours.tokens), ours.n_features

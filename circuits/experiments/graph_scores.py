@@ -145,13 +145,14 @@ def run(model, folders: dict, out: Path, max_feature_nodes: int, batch_size: int
 
 def markdown(results: dict) -> str:
     lines = [
-        "| transcoders | kind | width | task | tokens | active features | replacement | completeness | seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| transcoders | kind | width | task | tokens | active features | replacement | completeness | error share "
+        "| seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
         lines.append(
             f"| {r['transcoders']} | {r['kind']} | {r['width']} | {r['task']} | {r['tokens']} | {r['active_features']} "
-            f"| {r['replacement']:.3f} | {r['completeness']:.3f} | {r['seconds']} |"
+            f"| {r['replacement']:.3f} | {r['completeness']:.3f} | {r['error_share']:.3f} | {r['seconds']} |"
         )
     return "\n".join(lines)
 

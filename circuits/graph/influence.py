@@ -10,7 +10,9 @@ changes. Tokens and logits always stay.
 - replacement score: the share of the tokens' and errors' influence that comes from tokens (1: no path through
   an error node);
 - completeness score: the share of each node's input that is not from error nodes, averaged with the nodes'
-  influence (plus the logits' weights) as weights.
+  influence (plus the logits' weights) as weights;
+- error share (ours): the error nodes' share of the influence of all feature, error and token nodes, said beside
+  the two scores as a feature circuit states its error nodes' share.
 """
 
 from __future__ import annotations
@@ -125,4 +127,9 @@ def graph_scores(adjacency: Tensor, logit_p: Tensor, n_features: int, n_errors: 
     non_error = 1 - a[:, err].sum(-1)
     w = inf + weights
     completeness = (non_error * w).sum() / w.sum()
-    return {"replacement": float(replacement), "completeness": float(completeness)}
+    total = inf[: n_features + n_errors + n_tokens].sum().clamp(min=1e-30)
+    return {
+        "replacement": float(replacement),
+        "completeness": float(completeness),
+        "error_share": float(error_inf / total),  # the error nodes' share of all nodes' influence on the logits
+    }

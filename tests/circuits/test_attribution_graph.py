@@ -159,6 +159,7 @@ def test_scores_and_pruning_on_a_hand_made_graph():
     assert s["replacement"] == pytest.approx(0.75 / 1.0)  # token influence 0.75, error 0.25
     # influence: feature 0.75, error 0.25, token 0.75, logit weight 1; only the logit has an error input (0.25)
     assert s["completeness"] == pytest.approx((0.75 + 0.25 + 0.75 + 0.75 * 1) / 2.75)
+    assert s["error_share"] == pytest.approx(0.25 / (0.75 + 0.25 + 0.75))
     p = prune(a, torch.tensor([1.0]), n_tokens=1, n_features=1, node_threshold=0.5, edge_threshold=0.5)
     assert p.node_mask.tolist() == [True, False, True, True]
 
