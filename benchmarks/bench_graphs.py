@@ -35,7 +35,9 @@ TEXT = (
     "on its beam to avoid the rocks along the coast. One stormy night the lamp failed, and the keeper had to find "
     "another way to warn the sailors. He lit a fire on the cliff and waved a lantern until dawn. When the storm "
     "finally passed, the captain of the largest ship climbed up to thank him. They shared a pot of tea and talked "
-    "about the sea, the weather and the old days, when the harbour was full of fishing boats and the village"
+    "about the sea, the weather and the old days, when the harbour was full of fishing boats and the village "
+    "market sold bread, cheese and smoked fish every morning. The captain said that his grandfather had sailed the "
+    "same route for forty years without ever seeing the light go out, and that the keeper should be proud of"
 )
 
 

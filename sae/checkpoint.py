@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +71,27 @@ def trainer_state(trainer: Any) -> dict[str, Any]:
 
 def save(trainer: Any, folder: str | Path) -> None:
     """Write the trainer's SAE and state as the checkpoint `folder` (swap described in the module doc)."""
-    folder = Path(folder)
-    recover(folder)
-    tmp, old = _siblings(folder)
-    tmp.mkdir(parents=True)
-    try:
+
+    def write(tmp: Path) -> None:
         trainer.sae.save_model(str(tmp))
         save_file(
             {"sparsity": trainer.log_feature_sparsity.detach().cpu().contiguous()}, str(tmp / "sparsity.safetensors")
         )
         save_state(tmp, STATE, trainer_state(trainer))
         trainer.activation_scaler.save(str(tmp / SCALER))
+
+    write_swapped(folder, write)
+
+
+def write_swapped(folder: str | Path, write: Callable[[Path], None]) -> None:
+    """Write a checkpoint folder with `write(tmp)` and swap it in (module doc); `write` must put a `cfg.json`
+    in `tmp` (what `recover` and `exists` recognise a complete checkpoint by)."""
+    folder = Path(folder)
+    recover(folder)
+    tmp, old = _siblings(folder)
+    tmp.mkdir(parents=True)
+    try:
+        write(tmp)
         fsync_dir(tmp)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)  # the previous checkpoint stays the one to resume from

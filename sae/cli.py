@@ -41,18 +41,41 @@ def _parse_settings(items: list[str]) -> dict[str, Any]:
 def archs() -> None:
     """List the architecture names and each variant's baseline."""
     from sae import ARCHS, BASELINE_OF
+    from sae.transcoder import TRANSCODER_ARCHS
 
     for a, sl in ARCHS.items():
         typer.echo(
             f"{a:<15} sae-lens '{sl}'" + (f"  (baseline: {BASELINE_OF[a]})" if a in BASELINE_OF else "  (baseline)")
         )
+    for a, (_, what) in TRANSCODER_ARCHS.items():
+        typer.echo(f"{a:<15} {what}  (--model, not --store)")
 
 
 @app.command()
 def train(
-    store: str = typer.Option(..., metavar="PATH", help="ActivationStore folder (from `interp cache`)."),
+    store: str | None = typer.Option(
+        None, metavar="PATH", help="ActivationStore folder (from `interp cache`); SAE architectures only."
+    ),
     arch: str = typer.Option(
-        ..., help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ... (`interp sae archs`)."
+        ...,
+        help="Architecture: relu, topk, batchtopk, c2r, poly, coh, ...; transcoder, skip_transcoder, clt train from "
+        "--model (`interp sae archs`).",
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        metavar="SPEC",
+        help="Transcoder archs: the model whose MLPs they replace (spec, local folder or hub id), run while training.",
+    ),
+    data: str | None = typer.Option(
+        None, "--data", metavar="SPEC", help="Transcoder archs: the corpus of token rows (default stdlib-docs)."
+    ),
+    ctx_len: int = typer.Option(128, "--ctx-len", metavar="INT", help="Transcoder archs: tokens per row."),
+    layers: str | None = typer.Option(
+        None, "--layers", metavar="TEXT", help="Transcoder archs: layers to cover, e.g. 0-5 or 3,7 (default: all)."
+    ),
+    d_transcoder: int | None = typer.Option(
+        None, "--d-transcoder", metavar="INT", help="Transcoder archs: latents per layer (default: --d-sae)."
     ),
     out: str = typer.Option(
         ..., metavar="DIR", help="Output folder: final cfg.json + sae_weights.safetensors, checkpoint/, reports."
@@ -100,8 +123,47 @@ def train(
     batch_size: int | None = typer.Option(None, "--batch-size", hidden=True),
     overwrite: bool = typer.Option(False, "--overwrite", hidden=True),
 ) -> None:
-    """Train an SAE on a store (progress bar; resumable; stops cleanly on NaN)."""
+    """Train an SAE on a store, or transcoders on a running model (progress bar; resumable; stops cleanly on NaN)."""
     from interp.cli import options as O
+    from sae.transcoder import TRANSCODER_ARCHS
+
+    if arch in TRANSCODER_ARCHS or model is not None:
+        from sae.transcoder_cli import train_transcoders_cli
+
+        given = {"--hooks": hooks or hook, "--holdout-shards": holdout_shards or None}
+        extra = dict(d_sae=d_sae, k=k, max_tokens=tokens or max_tokens, batch_tokens=batch_size or batch_tokens)
+        try:
+            summary = train_transcoders_cli(
+                arch,
+                store,
+                model,
+                data,
+                ctx_len,
+                layers,
+                d_transcoder,
+                out,
+                lr,
+                seed,
+                checkpoint_every,
+                exclude,
+                _parse_settings(set_),
+                resume and not restart and not overwrite,
+                device,
+                threads,
+                given,
+                **extra,
+            )
+        except (ValueError, FileNotFoundError, RuntimeError) as exc:
+            _fail(exc)
+        typer.echo(json.dumps(summary, indent=1))
+        return
+    if store is None:
+        _fail(ValueError(f"--arch {arch} trains on cached activations: pass --store PATH (from `interp cache`)"))
+    for name, value in (("--data", data), ("--layers", layers), ("--d-transcoder", d_transcoder)):
+        if value is not None:
+            _fail(
+                ValueError(f"{name} is for the transcoder archs (transcoder, skip_transcoder, clt), not --arch {arch}")
+            )
     from interp.cli.errors import check_out_dir
     from interp.store import ActivationStore
     from sae.train import TrainConfig, train_sae

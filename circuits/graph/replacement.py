@@ -112,6 +112,10 @@ def _zeros(x, *args, **kwargs):
     return torch.zeros_like(x)
 
 
+def _detached(module, args):
+    return tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+
+
 class FrozenRun:
     """The frozen replacement model, run forward once on `batch` copies of the prompt; `rows` many times."""
 
@@ -171,9 +175,14 @@ class FrozenRun:
         with ExitStack() as stack:
             stack.enter_context(model.hooks(fwd_hooks=hooks))
             for layer in range(model.n_layers):  # the MLPs' output is replaced: skip computing it
-                mlp = model.hf_model.get_submodule(f"{model.adapter.layers}.{layer}.{model.adapter.mlp}")
+                block = f"{model.adapter.layers}.{layer}"
+                mlp = model.hf_model.get_submodule(f"{block}.{model.adapter.mlp}")
                 mlp.forward = _zeros
                 stack.callback(delattr, mlp, "forward")
+                if model.adapter.qkv_layout == "separate":  # patterns are frozen: queries and keys need no graph
+                    for name in model.adapter.qkv[:2]:
+                        handle = model.hf_model.get_submodule(f"{block}.{name}").register_forward_pre_hook(_detached)
+                        stack.callback(handle.remove)
             resid = model(ids, stop_at_layer=model.n_layers)
         module, spec = model.norm_module("ln_final")
         frozen = norms.normalized_of(spec, resid, norms.scale_of(spec, resid).detach())
