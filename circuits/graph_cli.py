@@ -111,7 +111,7 @@ def graph(
     bar: dict = {}
 
     def on_plan(plan: dict) -> None:
-        gb = (plan["rows_bytes"] + plan["adjacency_bytes"] + plan["forward_bytes"]) / 1e9
+        gb = plan["total_bytes"] / 1e9
         typer.echo(
             f"plan: {plan['tokens']} tokens x {plan['active_features']} active features -> "
             f"{plan['visited_features']} feature rows + {plan['logits']} logit rows, {plan['nodes']} nodes; "
