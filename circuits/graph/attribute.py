@@ -1,6 +1,7 @@
 """`attribute(model, transcoders, prompt)`: the attribution graph of one prompt (circuit-tracer's algorithm).
 
-1. `record` the prompt: active features, errors, embeddings, the last position's logits.
+1. `record` the prompt (after `prompt_tokens`: a special token first, as circuit-tracer): active features, errors,
+   embeddings, the last position's logits.
 2. Logit targets: the most probable next tokens until their probabilities sum to `desired_logit_prob` (0.95), at
    most `max_n_logits` (10); each is read by its demeaned unembedding column after the final norm.
 3. One frozen forward of `batch_size` copies (`FrozenRun`); each logit's row, then features' rows, by backward
@@ -30,6 +31,25 @@ def logit_targets(logits: Tensor, max_n_logits: int = 10, desired_logit_prob: fl
     top_p, top_i = probs.topk(min(max_n_logits, len(probs)))
     cutoff = int(torch.searchsorted(top_p.cumsum(0), torch.tensor(desired_logit_prob))) + 1
     return top_i[:cutoff], top_p[:cutoff]
+
+
+def prompt_tokens(model, prompt: str | Tensor | list[int]) -> Tensor:
+    """[n_pos] the tokens a graph explains, as circuit-tracer makes them (`replacement_model/common.py`): text
+    tokenised without special tokens, then, unless the first token is already special, a special token prepended
+    (the first truthy id of BOS, PAD, EOS, then the other special ids, as theirs), whose position the graph drops:
+    position 0 has outsized norms and activations in every model."""
+    if isinstance(prompt, str):
+        tokens = model.to_tokens(prompt, prepend_bos=False)[0].cpu()
+    else:
+        tokens = torch.as_tensor(prompt).reshape(-1).cpu()
+    tok = model.tokenizer
+    special = list(getattr(tok, "all_special_ids", []) or [])
+    if not len(tokens) or int(tokens[0]) in special:
+        return tokens
+    candidates = [getattr(tok, "bos_token_id", None), getattr(tok, "pad_token_id", None)]
+    candidates += [getattr(tok, "eos_token_id", None), *special]
+    first = next(filter(None, candidates), None)  # their filter(None, ...): an id of 0 is skipped, as theirs
+    return tokens if first is None else torch.cat([torch.tensor([first]), tokens])
 
 
 def plan_of(n_pos: int, n_layers: int, n_active: int, n_visit: int, n_logits: int, batch: int, d_model: int) -> dict:
@@ -79,10 +99,11 @@ def attribute(
     progress=None,
     on_plan=None,
 ) -> Graph:
-    """The attribution graph of `prompt` (text, or token ids [n_pos]); see the module doc. `on_plan(plan)` sees
+    """The attribution graph of `prompt` (text, or token ids [n_pos]; a special token is prepended unless the
+    first one is special, `prompt_tokens`); see the module doc. `on_plan(plan)` sees
     the sizes (`plan_of`) before the backward passes start; `progress(n)` is called as rows are done."""
     start = time.perf_counter()
-    tokens = model.to_tokens(prompt)[0] if isinstance(prompt, str) else torch.as_tensor(prompt).reshape(-1)
+    tokens = prompt_tokens(model, prompt)
     rec = record(model, tc, tokens, zero_positions)
     n_layers, n_pos = model.n_layers, len(tokens)
     n_active = len(rec.features)
