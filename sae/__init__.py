@@ -1,5 +1,6 @@
 """sae: SAE variants (C²R, PolySAE, coherence) as sae-lens architectures, their baselines, metrics,
-training from an `interp` ActivationStore, synthetic benchmarks and experiments (see sae/README.md).
+training from an `interp` ActivationStore, transcoders (per-layer, skip, cross-layer) trained from a running
+model, synthetic benchmarks and experiments (see sae/README.md).
 
 Importing the package registers the architectures with sae-lens (`register_sae_class`,
 `register_sae_training_class`), so sae-lens's trainer and loaders accept them.
@@ -12,6 +13,7 @@ from sae.inference import to_inference
 from sae.polysae import PolyMixin
 from sae.pretrained import check_compatible, from_pretrained
 from sae.steer import ablate, spliced, steer
+from sae.transcoder_folder import load_transcoders, write_transcoders
 
 __all__ = [
     "ARCHS",
@@ -30,4 +32,6 @@ __all__ = [
     "steer",
     "ablate",
     "spliced",
+    "load_transcoders",
+    "write_transcoders",
 ]

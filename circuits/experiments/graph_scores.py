@@ -10,9 +10,11 @@ Prompts (`PROMPTS`): IOI, subject-verb agreement, a capital city, and repeated r
 each transcoder folder and prompt: the graph's replacement and completeness scores (circuit-tracer's
 definitions, `circuits.graph.influence`), active features, the top logit and its probability, seconds.
 
-- **Induction check**: on the repeated random tokens, is the token node right after the earlier occurrence of
-  the current token the most influential token node (the graph routes the prediction through it)? Reported as
-  that node's rank among the token nodes by influence (1 = yes).
+- **Induction check**: on the repeated random tokens, does the model predict the copied token (`copies`), and is
+  the token node right after the earlier occurrence of the current token the one the graph routes the prediction
+  through? Reported as that node's rank among the token nodes by influence (`copied_token_rank`, 1 = first) and
+  by the graph's linear prediction of the top logit's change when a token's embedding is removed
+  (`copied_token_rank_by_effect`, the prepended special token aside).
 - **Head loadings** (IOI): the five heads carrying the most |part| of the cross-position edges into the top
   logit, counting what each head writes at the final position (`circuits.graph.heads`). On SmolLM2's IOI the
   per-head direct logit attribution names L23H3 (+2.86) and L29H1 (+1.73) (README, "TransformerLens idioms").
@@ -63,6 +65,21 @@ def token_influence_rank(g, position: int) -> int:
     start = g.n_features + g.n_errors
     tokens = inf[start : start + g.n_pos]
     return int((tokens > tokens[position]).sum()) + 1
+
+
+def token_total_effects(g) -> torch.Tensor:
+    """[n_pos] the graph's linear prediction of the top logit's change when each token's embedding is removed:
+    direct edges plus every path through features (each edge over its source's activation is one unit's effect)."""
+    n_feat = g.n_features
+    start = n_feat + g.n_errors
+    cols = torch.arange(start, start + g.n_pos)
+    act = g.activations[g.selected].clamp(min=1e-12)
+    per_unit = g.adjacency[:, :n_feat] / act[None, :]
+    change = torch.zeros(n_feat, g.n_pos)
+    for i in range(n_feat):  # features are in layer order: every path is complete when a row is reached
+        change[i] = -g.adjacency[i, cols] + per_unit[i] @ change
+    row = g.adjacency.shape[0] - g.n_logits
+    return -g.adjacency[row, cols] + per_unit[row] @ change
 
 
 def ablation_check(model, tc, g, n: int) -> dict:
@@ -127,7 +144,11 @@ def run(model, folders: dict, out: Path, max_feature_nodes: int, batch_size: int
                 "seconds": round(time.perf_counter() - t, 1),
             }
             if task == "induction":
+                row["copies"] = bool(int(g.logit_tokens[0]) == int(ind_tokens[ind_pos]))
                 row["copied_token_rank"] = token_influence_rank(g, ind_pos)
+                effects = token_total_effects(g)[1:]  # the prepended special token aside
+                row["copied_token_rank_by_effect"] = int((effects.abs() > effects[ind_pos - 1].abs()).sum()) + 1
+                row["token_effects"] = [round(float(x), 4) for x in token_total_effects(g)]
             if task == "ioi":
                 from circuits.graph.heads import head_loadings, top_heads
 
