@@ -36,7 +36,7 @@ import torch
 
 PROMPTS = {
     "ioi": "When Mary and John went to the store, John gave a drink to",
-    "agreement": "The keys to the old wooden cabinet",
+    "agreement": "In the kitchen, the keys to the cabinet",
     "capital": "The capital of France is",
 }
 INDUCTION_LEN = 12
