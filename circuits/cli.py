@@ -508,7 +508,7 @@ def export(
     format: str = typer.Option("circuit-tracer", help="circuit-tracer (the data its own frontend reads)."),
     overwrite: bool = typer.Option(False, help="Replace an existing graph of the same slug."),
 ) -> None:
-    """Export a circuit (or a feature circuit from `features`) to another tool's graph format."""
+    """Export a circuit (a feature circuit from `features`, or a graph folder from `graph`) to another tool's format."""
     from circuits.format.circuit_tracer import slug_of, write_circuit_tracer, write_circuit_tracer_folder
     from circuits.format.feature_circuit import load_drawable
 
@@ -525,18 +525,51 @@ def export(
     with ExitStack() as writing:
         try:
             file = positional(circuit, file_arg, "--circuit")
-            c = load_drawable(file)
+            graph = _graph_frontend(file)  # an attribution graph's folder: their own graph form, not a circuit's
+            c = None if graph is not None else load_drawable(file)
             single = Path(out).suffix == ".json"
             if not single:  # the folder form: graph-metadata.json is rewritten, so one writer at a time
                 _hold(writing, out)
-            target = Path(out) if single else Path(out) / f"{slug_of(c)}.json"
+            slug = graph["metadata"]["slug"] if graph is not None else slug_of(c)
+            target = Path(out) if single else Path(out) / f"{slug}.json"
             if target.exists() and not overwrite:
                 fail(f"{target} exists; pass --overwrite to replace it")
-            path = write_circuit_tracer(c, out) if single else write_circuit_tracer_folder(c, out)
+            if graph is not None:
+                path = _write_graph(graph, out, single)
+            else:
+                path = write_circuit_tracer(c, out) if single else write_circuit_tracer_folder(c, out)
         except (ValueError, FileNotFoundError) as exc:
             fail(str(exc))
     where = "" if single else f" and {Path(out) / 'graph-metadata.json'} (serve this folder with circuit-tracer)"
     typer.echo(f"wrote {path}{where}")
+
+
+def _graph_frontend(path: str) -> dict | None:
+    """circuit-tracer's frontend form of the attribution graph in folder `path` (None: not a graph folder)."""
+    p = Path(path)
+    if not (p.is_dir() and (p / "graph.json").is_file()):
+        return None
+    from circuits.graph.export import slug_for, to_frontend
+    from circuits.graph.graph import Graph
+
+    g = Graph.load(p)
+    return to_frontend(
+        g,
+        slug_for(g.meta.get("prompt") or p.name),
+        f"{g.meta.get('model')}+{Path(str(g.meta.get('transcoders'))).name}",
+    )
+
+
+def _write_graph(d: dict, out: str, single: bool) -> Path:
+    from circuits.format.circuit_tracer import check_circuit_tracer, write_graph_data
+    from interp.store.atomic import atomic_write_bytes
+
+    if not single:
+        return write_graph_data(d, out)
+    check_circuit_tracer(d)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(Path(out), json.dumps(d).encode())
+    return Path(out)
 
 
 from circuits.feature_cli import features as _features  # noqa: E402 - its own file (feature circuits)

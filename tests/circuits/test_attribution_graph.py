@@ -218,6 +218,10 @@ def test_the_command_writes_a_graph_and_their_frontend_data(tmp_path):
     assert (tmp_path / "g" / "graph.html").stat().st_size > 1000
     shown = CliRunner().invoke(app, ["show", "--circuit", str(tmp_path / "g"), "--out-file", str(tmp_path / "s.html")])
     assert shown.exit_code == 0 and "nodes" in shown.output, shown.output
+    exported = CliRunner().invoke(app, ["export", "--circuit", str(tmp_path / "g"), "--out", str(tmp_path / "ct2")])
+    assert exported.exit_code == 0, exported.output
+    again = json.loads(next((tmp_path / "ct2").glob("[!g]*.json")).read_text())
+    assert [n["node_id"] for n in again["nodes"]] == ids  # the same frontend graph the command wrote
     bad = CliRunner().invoke(app, ["graph", "--out", str(tmp_path / "h"), "--model", "x"])
     assert bad.exit_code == 2 and "--transcoders" in bad.output and not (tmp_path / "h").exists()
     bad = CliRunner().invoke(app, ["graph", "--quick", "--out", str(tmp_path / "h"), "--node-threshold", "2"])
