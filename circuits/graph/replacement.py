@@ -108,6 +108,11 @@ def record(model, tc: Transcoders, tokens: Tensor, zero_positions: int = 1) -> R
     )
 
 
+DECODER_CACHE_BYTES = 2_000_000_000
+"""Padded decoder rows (times activations) kept across batches up to this size; beyond it they are rebuilt per
+batch (a cross-layer set writes each feature into every later layer: 30x a per-layer set's rows on SmolLM2)."""
+
+
 def _zeros(x, *args, **kwargs):
     return torch.zeros_like(x)
 
@@ -131,6 +136,7 @@ class FrozenRun:
         self.zh = [torch.zeros(shape, requires_grad=True) for _ in range(model.n_layers)] if heads else None
         self.z_heads: list[Tensor | None] = [None] * model.n_layers
         self._dec_cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
+        self._dec_bytes = 0
         self._forward(rec.tokens)
 
     def _forward(self, tokens: Tensor) -> None:
@@ -241,8 +247,10 @@ class FrozenRun:
         where = torch.full((n_pos, r), -1, dtype=torch.long)
         where[pos, slot] = idx
         out = (D, where, where >= 0)
-        if not self.tc.cross_layer:  # a per-layer set's padded decoders are small: keep them for every batch
+        size = D.numel() * D.element_size()
+        if self._dec_bytes + size <= DECODER_CACHE_BYTES:  # kept for every batch while they fit the budget
             self._dec_cache[key] = out
+            self._dec_bytes += size
         return out
 
     def _contract(self, g_embed: Tensor | None, g_mlp: list[Tensor | None]) -> Tensor:

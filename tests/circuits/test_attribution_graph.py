@@ -281,3 +281,15 @@ def test_head_loadings_are_the_edges_that_blocking_a_head_removes(arch):
     bypass = blocked_row(1, list(range(model.n_heads)))
     torch.testing.assert_close(edge - loads[1].sum(0), bypass, atol=1e-4, rtol=1e-3)
     assert len(top_heads(g, loads, row, k=3)) == 3
+
+
+def test_decoders_rebuilt_per_batch_give_the_same_graph(monkeypatch):
+    """Past the cache budget the padded decoders are rebuilt for every batch: the same graph."""
+    import circuits.graph.replacement as replacement
+
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "clt", seed=8, threshold=0.3)
+    cached = attribute(model, tc, PROMPT, batch_size=8)
+    monkeypatch.setattr(replacement, "DECODER_CACHE_BYTES", 0)
+    rebuilt = attribute(model, tc, PROMPT, batch_size=8)
+    torch.testing.assert_close(rebuilt.adjacency, cached.adjacency)
