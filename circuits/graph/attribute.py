@@ -54,8 +54,10 @@ def prompt_tokens(model, prompt: str | Tensor | list[int]) -> Tensor:
 
 def plan_of(n_pos: int, n_layers: int, n_active: int, n_visit: int, n_logits: int, batch: int, d_model: int) -> dict:
     """What a graph will hold, in bytes: the rows computed (visited features and logits over every source; ranking
-    the features normalises a copy of them), the final adjacency, and the frozen forward's saved activations (an
-    estimate: 16 residual-sized tensors per layer and copy; 13.7 measured on SmolLM2 at 128 tokens, batch 32)."""
+    the features normalises a copy of them, and packing the adjacency copies them once more: three copies at the
+    peak), the final adjacency, and the frozen forward's saved activations (an estimate: 16 residual-sized tensors
+    per layer and copy; 13.7 measured on SmolLM2 at 128 tokens, batch 32). On SmolLM2 at 129 tokens with 7,500
+    feature rows: 15.9 GB planned, 15.6 GB peak RSS measured (`benchmarks/bench_graphs.py`)."""
     n_sources = n_active + (n_layers + 1) * n_pos
     n_nodes = n_visit + (n_layers + 1) * n_pos + n_logits
     rows = (n_visit + n_logits) * (n_sources + n_logits) * 4
@@ -68,7 +70,7 @@ def plan_of(n_pos: int, n_layers: int, n_active: int, n_visit: int, n_logits: in
         "rows_bytes": rows,
         "adjacency_bytes": n_nodes * n_nodes * 4,
         "forward_bytes": 16 * n_layers * batch * n_pos * d_model * 4,
-        "total_bytes": 2 * rows + n_nodes * n_nodes * 4 + 16 * n_layers * batch * n_pos * d_model * 4,
+        "total_bytes": 3 * rows + n_nodes * n_nodes * 4 + 16 * n_layers * batch * n_pos * d_model * 4,
     }
 
 
