@@ -664,6 +664,7 @@ def parse_args(argv=None):
     p.add_argument("--d-tc", type=int, default=256, help="width of --random-transcoders")
     p.add_argument("--active-frac", type=float, default=0.05, help="firing rate of --random-transcoders")
     p.add_argument("--verbose", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     return p.parse_args(argv)
 
 
@@ -671,6 +672,10 @@ def main(argv=None):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     meta = run(args)
     summary = {k: meta[k] for k in ("counts", "scores", "hf_vs_tl_max_abs_logit_diff", "self_check", "timings_s")}
     print(json.dumps(summary, indent=1))

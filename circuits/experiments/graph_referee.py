@@ -71,7 +71,7 @@ def run_theirs(
             "build it with `bash circuits/experiments/circuit_tracer_env.sh`"
         )
     cmd = [str(VENV_PY), str(RUNNER), "--model", str(model_dir), "--transcoders", str(tc_dir), "--out", str(out)]
-    cmd += ["--batch-size", str(batch)]
+    cmd += ["--batch-size", str(batch), "--threads", str(torch.get_num_threads())]  # the same threads as ours
     if max_feature_nodes is not None:
         cmd += ["--max-feature-nodes", str(max_feature_nodes), "--check-samples", "0"]
     cmd += ["--prompt", prompt] if ids is None else ["--token-ids", ",".join(map(str, ids))]
