@@ -8,8 +8,8 @@
 - `defaults`: `circuits.graph.attribute` on a 128-token text with the command line's defaults (7,500 feature rows,
   batch 32), its seconds, peak memory (max RSS) and the plan (`plan_of`).
 - `side_by_side`: both tools on the same 128 tokens with `--compare-features` feature rows (circuit-tracer's
-  `attribute(max_feature_nodes=...)`, batch 32, under its own venv, `circuits/experiments/circuit_tracer_referee.py`),
-  and the ratio of their attribute seconds to ours; measured one after the other in this run.
+  `attribute(max_feature_nodes=...)`, batch 32, under its own venv, `circuits/experiments/circuit_tracer_referee.py`,
+  with our thread count), and the ratio of their attribute seconds to ours; one after the other in this run.
 Random transcoders (no `--transcoders`): width 1,536, thresholds set per layer so that 32 features fire per token
 on this text (a trained set's L0), so the graph has the size a real one has.
 """
@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--compare-features", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-theirs", action="store_true")
+    ap.add_argument("--skip-defaults", action="store_true", help="only the side-by-side run")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     import interp
@@ -81,16 +82,17 @@ def main() -> None:
             tc_dir = save_transcoders(tc, Path(tmp) / "tc")
             write_ct_config(tc_dir, "plt", model.n_layers)
         out["transcoders"] = a.transcoders or "random plt, width 1536, L0 32 per layer on this text"
-        plans = []
-        t = time.perf_counter()
-        g = attribute(model, tc, tokens, max_feature_nodes=a.max_feature_nodes, on_plan=plans.append)
-        out["defaults"] = {
-            "seconds": round(time.perf_counter() - t, 1),
-            "max_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
-            "plan": plans[0],
-            "scores": g.meta["scores"],
-        }
-        print(json.dumps(out), flush=True)
+        if not a.skip_defaults:
+            plans = []
+            t = time.perf_counter()
+            g = attribute(model, tc, tokens, max_feature_nodes=a.max_feature_nodes, on_plan=plans.append)
+            out["defaults"] = {
+                "seconds": round(time.perf_counter() - t, 1),
+                "max_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+                "plan": plans[0],
+                "scores": g.meta["scores"],
+            }
+            print(json.dumps(out), flush=True)
         if not a.skip_theirs and VENV_PY.exists():
             t = time.perf_counter()
             attribute(model, tc, tokens, max_feature_nodes=a.compare_features)
