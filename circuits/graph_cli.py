@@ -81,8 +81,12 @@ def graph(
             fail(f"{name} must be at least 1, not {value}")
     if not quick and (not model or not transcoders):
         fail("give --model SPEC and --transcoders DIR (or --quick for a tiny random example)")
-    if Path(out).exists() and not Path(out).is_dir():
-        fail(f"--out {out} is a file; give a folder")
+    from interp.cli.errors import CliError, check_out_dir
+
+    try:
+        check_out_dir(out)  # before any load, so a refused run writes nothing
+    except CliError as exc:
+        fail(str(exc))
     from interp.cli.options import set_threads
 
     set_threads(threads)
@@ -122,6 +126,13 @@ def graph(
         bar["bar"] = stack.enter_context(progress(total=plan["visited_features"], desc="feature rows"))
 
     with ExitStack() as stack:
+        from interp.store.errors import StoreLockedError
+        from interp.store.lock import holding
+
+        try:  # one writer per output folder; a second is refused naming the holder
+            stack.enter_context(holding(out, "the output folder"))
+        except StoreLockedError as exc:
+            fail(str(exc))
         try:
             g = attribute(
                 m,
@@ -136,15 +147,15 @@ def graph(
             )
         except (ValueError, MemoryError) as e:
             fail(str(e))
-    folder = g.save(out)
-    name = slug or slug_for(prompt)
-    scan = f"{g.meta['model']}+{Path(tc.source).name}"
-    data = to_frontend(g, name, scan, node_threshold, edge_threshold)
-    write_graph_data(data, folder / "ct")
-    from circuits.format.graph_html import write_html
-    from circuits.graph.as_circuit import graph_circuit
+        from circuits.format.graph_html import write_html
+        from circuits.graph.as_circuit import graph_circuit
 
-    write_html(graph_circuit(g, node_threshold, edge_threshold), folder / "graph.html")
+        folder = g.save(out)  # written while the folder's lock is held
+        name = slug or slug_for(prompt)
+        scan = f"{g.meta['model']}+{Path(tc.source).name}"
+        data = to_frontend(g, name, scan, node_threshold, edge_threshold)
+        write_graph_data(data, folder / "ct")
+        write_html(graph_circuit(g, node_threshold, edge_threshold), folder / "graph.html")
     s = g.meta["scores"]
     summary = {
         "tokens": g.n_pos,

@@ -224,6 +224,9 @@ def test_the_command_writes_a_graph_and_their_frontend_data(tmp_path):
     assert [n["node_id"] for n in again["nodes"]] == ids  # the same frontend graph the command wrote
     bad = CliRunner().invoke(app, ["graph", "--out", str(tmp_path / "h"), "--model", "x"])
     assert bad.exit_code == 2 and "--transcoders" in bad.output and not (tmp_path / "h").exists()
+    (tmp_path / "file").write_text("x")
+    bad = CliRunner().invoke(app, ["graph", "--quick", "--out", str(tmp_path / "file" / "sub")])
+    assert bad.exit_code == 2 and "is a file" in bad.output and (tmp_path / "file").read_text() == "x"
     bad = CliRunner().invoke(app, ["graph", "--quick", "--out", str(tmp_path / "h"), "--node-threshold", "2"])
     assert bad.exit_code == 2 and "between 0" in bad.output and not (tmp_path / "h").exists()
 
