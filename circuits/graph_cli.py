@@ -3,6 +3,10 @@
 interp circuits graph --model smollm2-135m --transcoders runs/transcoders/smollm2_plt \
     --prompt "The capital of France is" --out runs/graphs/france
 interp circuits graph --quick --out /tmp/graph          # a tiny random model with random transcoders
+interp circuits graph --model smollm2-135m --transcoders DIR --prompt-file long.txt --out DIR   # any length
+
+A long prompt's graph is traced one block at a time and its rows stream to a file in the output folder when memory
+asks for it (`--mode auto`, the plan printed first says which); `--mode` forces one (`circuits.graph.attribute`).
 
 Writes `graph.safetensors` + `graph.json` (the whole graph: every computed row, scores, settings), `graph.html` (our
 page of the pruned graph, by token position; `interp circuits show --circuit DIR` redraws it) and `ct/`, the data
@@ -12,6 +16,7 @@ active features, bytes) before the backward passes, then the replacement and com
 
 from __future__ import annotations
 
+import re
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -54,6 +59,9 @@ def graph(
         None, "--transcoders", metavar="DIR", help="Transcoder folder (`interp sae train --arch transcoder|clt`)."
     ),
     prompt: str | None = typer.Option(None, "--prompt", help="The prompt (its next token is explained)."),
+    prompt_file: str | None = typer.Option(
+        None, "--prompt-file", metavar="FILE", help="Read the prompt from a UTF-8 text file (long prompts)."
+    ),
     max_feature_nodes: int = typer.Option(7500, help="Feature rows to compute, by influence (circuit-tracer: 7500)."),
     max_n_logits: int = typer.Option(10, help="At most this many logit targets."),
     desired_logit_prob: float = typer.Option(0.95, help="Logit targets until their probabilities sum to this."),
@@ -62,6 +70,11 @@ def graph(
     edge_threshold: float = typer.Option(0.98, help="Pruning: cumulative influence share of edges kept."),
     slug: str | None = typer.Option(None, help="The graph's name in the ct/ folder (default: from the prompt)."),
     threads: int | None = typer.Option(None, help="Torch threads (default: all cores)."),
+    mode: str = typer.Option(
+        "auto",
+        help="auto: the fastest that fits memory; memory: one frozen forward of --batch-size copies; layerwise: "
+        "the backward one block at a time; offload: layerwise, rows streamed to disk in the output folder.",
+    ),
     quick: bool = typer.Option(False, help="A tiny random model with random transcoders (seconds)."),
 ) -> None:
     """Trace the attribution graph of one prompt over transcoders; write it and circuit-tracer's frontend data."""
@@ -79,8 +92,28 @@ def graph(
     ):
         if value < 1:
             fail(f"{name} must be at least 1, not {value}")
+    modes = {"auto": (None, None), "memory": (False, False), "layerwise": (True, False), "offload": (True, True)}
+    if mode not in modes:
+        fail(f"--mode must be one of {', '.join(modes)}, not {mode!r}")
+    if threads is not None and threads < 1:
+        fail(f"--threads must be at least 1, not {threads}")
+    if slug is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", slug):
+        fail(f"--slug {slug!r}: it names a file of the frontend; use only letters, digits, '.', '_' and '-'")
+    if quick and (model or transcoders):
+        fail("--quick uses a tiny random model and random transcoders: drop --model and --transcoders, or --quick")
     if not quick and (not model or not transcoders):
         fail("give --model SPEC and --transcoders DIR (or --quick for a tiny random example)")
+    if prompt is not None and prompt_file is not None:
+        fail("give the prompt once: --prompt TEXT or --prompt-file FILE")
+    if prompt_file is not None:
+        try:
+            prompt = Path(prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            fail(f"--prompt-file {prompt_file}: {e}")
+    if quick and prompt is None:
+        prompt = "Hello world, this is"
+    if not prompt or not prompt.strip():
+        fail("give the prompt with --prompt TEXT or --prompt-file FILE (it is empty)")
     from interp.cli.errors import CliError, check_out_dir
 
     try:
@@ -100,27 +133,29 @@ def graph(
 
     if quick:
         m, tc = quick_setup()
-        prompt = prompt or "Hello world, this is"
     else:
         try:
             tc = load_transcoders(transcoders)
         except (FileNotFoundError, ValueError) as e:
             fail(str(e))
-        from circuits.model.checkpoint import load_checkpoint
+        from circuits.model.checkpoint import CheckpointError, load_checkpoint
 
-        m = load_checkpoint(model)
-    if not prompt:
-        fail("give the prompt with --prompt TEXT")
+        try:
+            m = load_checkpoint(model)
+        except (CheckpointError, FileNotFoundError, ValueError) as e:
+            fail(str(e))
 
     bar: dict = {}
 
     def on_plan(plan: dict) -> None:
         gb = plan["total_bytes"] / 1e9
+        how = "layer-wise backward" if plan["layerwise"] else "one frozen forward"
+        how += ", rows streamed to disk" if plan["offload"] else ", rows in memory"
         typer.echo(
             f"plan: {plan['tokens']} tokens x {plan['active_features']} active features -> "
-            f"{plan['visited_features']} feature rows + {plan['logits']} logit rows, {plan['nodes']} nodes; "
-            f"~{gb:.2f} GB (rows {plan['rows_bytes'] / 1e9:.2f}, adjacency {plan['adjacency_bytes'] / 1e9:.2f}, "
-            f"forward {plan['forward_bytes'] / 1e9:.2f})",
+            f"{plan['visited_features']} feature rows + {plan['logits']} logit rows, {plan['nodes']} nodes; {how}; "
+            f"~{gb:.2f} GB in memory (rows {plan['rows_bytes'] / 1e9:.2f}, graph {plan['graph_bytes'] / 1e9:.2f}, "
+            f"forward {plan['forward_bytes'] / 1e9:.2f}), {plan['disk_bytes'] / 1e9:.2f} GB on disk",
             err=True,
         )
         bar["bar"] = stack.enter_context(progress(total=plan["visited_features"], desc="feature rows"))
@@ -144,8 +179,11 @@ def graph(
                 max_feature_nodes=max_feature_nodes,
                 on_plan=on_plan,
                 progress=lambda n: bar["bar"].update(n),
+                layerwise=modes[mode][0],
+                offload=modes[mode][1],
+                offload_dir=out,
             )
-        except (ValueError, MemoryError) as e:
+        except (ValueError, MemoryError, OSError) as e:
             fail(str(e))
         from circuits.format.graph_html import write_html
         from circuits.graph.as_circuit import graph_circuit

@@ -18,7 +18,7 @@ from circuits.graph.influence import prune
 
 
 def graph_circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Circuit:
-    p = prune(g.adjacency, g.logit_probabilities, g.n_pos, g.n_features, node_threshold, edge_threshold)
+    p = prune(g.rows, g.logit_probabilities, g.n_pos, g.n_features, node_threshold, edge_threshold, g.row_nodes)
     keep = p.node_mask.nonzero().squeeze(1).tolist()
     nodes, values, where = [], [], {}
     for i in keep:
@@ -31,15 +31,15 @@ def graph_circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float =
         elif n["kind"] == "token":
             node, value = Node(0, "embed", 0, n["position"]), 0.0
         else:
-            j = i - (g.adjacency.shape[0] - g.n_logits)
+            j = i - (g.n_nodes - g.n_logits)
             node, value = Node(g.n_layers, "logits", j, n["position"]), n["probability"]
         where[i] = len(nodes)
         nodes.append(node)
         values.append(float(value))
-    dst, src = p.edge_mask.nonzero(as_tuple=True)
+    dst, src, row = p.edges()
     edges = [
-        Edge(where[s], where[t], float(g.adjacency[t, s]))
-        for t, s in zip(dst.tolist(), src.tolist(), strict=True)
+        Edge(where[s], where[t], float(g.rows[r, s]))
+        for t, s, r in zip(dst.tolist(), src.tolist(), row.tolist(), strict=True)
         if s in where and t in where
     ]
     strings = g.meta.get("token_strings") or [str(int(t)) for t in g.tokens]

@@ -9,19 +9,28 @@
    influence on the logits estimated from the rows so far, re-ranked every `rank_every` features (1,024:
    circuit-tracer's command-line cadence, `update_interval` 4 x `--batch_size` 256; counted in features here so that the
    graph does not depend on the batch size a CPU can afford).
-4. The dense adjacency over [selected features, errors, tokens, logits], rows of unvisited features dropped.
+4. The graph's rows over [selected features, errors, tokens, logits] (`Graph.rows`), rows of unvisited features
+   dropped.
+
+Long prompts: when that does not fit in memory (`plan_of`, `choose_mode`), the backward runs one block at a time
+(`LayerwiseRun`: the same rows) and the rows stream to a file in row blocks (`RowStore`), read back block by
+block to rank features; pruning thresholds its edges without sorting them all (`influence.prune`).
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from circuits.graph.graph import Graph
 from circuits.graph.influence import graph_scores, partial_influence
-from circuits.graph.replacement import FrozenRun, record
+from circuits.graph.replacement import FrozenRun, LayerwiseRun, record
+from circuits.graph.rowstore import BLOCK_BYTES, RowStore
 from circuits.model.transcoders import Transcoders
 
 
@@ -52,40 +61,100 @@ def prompt_tokens(model, prompt: str | Tensor | list[int]) -> Tensor:
     return tokens if first is None else torch.cat([torch.tensor([first]), tokens])
 
 
-def plan_of(n_pos: int, n_layers: int, n_active: int, n_visit: int, n_logits: int, batch: int, d_model: int) -> dict:
-    """What a graph will hold, in bytes: the rows computed (visited features and logits over every source; ranking
-    the features normalises a copy of them, and packing the adjacency copies them once more: three copies at the
-    peak), the final adjacency, and the frozen forward's saved activations (an estimate: 16 residual-sized tensors
-    per layer and copy; 13.7 measured on SmolLM2 at 128 tokens, batch 32). On SmolLM2 at 129 tokens with 7,500
-    feature rows: 15.9 GB planned, 15.6 GB peak RSS measured (`benchmarks/bench_graphs.py`)."""
+def plan_of(
+    n_pos: int,
+    n_layers: int,
+    n_active: int,
+    n_visit: int,
+    n_logits: int,
+    batch: int,
+    d_model: int,
+    n_heads: int = 0,
+    layerwise: bool = False,
+    offload: bool = False,
+) -> dict:
+    """What a graph will hold, in bytes (`total_bytes` in memory, `disk_bytes` on disk):
+
+    - the rows computed (visited features and logits over every source); in memory, ranking the features
+      normalises a copy of them and packing the graph copies the kept columns: three copies at the peak. With
+      `offload` they go to a file in row blocks instead (`RowStore`), and memory holds a block at a time;
+    - the graph's own rows (`Graph.rows`: features and logits over the kept nodes), and pruning's four copies;
+    - the forward: `FrozenRun` keeps every layer's activations for every copy (16 residual-sized tensors per layer
+      and copy, 13.7 measured on SmolLM2 at 128 tokens, batch 32) and every attention pattern; `LayerwiseRun`
+      keeps one residual per layer and one block's activations and pattern at a time, plus three gradients per
+      target, and each batch's rows.
+
+    On SmolLM2 at 129 tokens with 7,500 feature rows: 15.9 GB planned, 15.6 GB peak RSS measured
+    (`benchmarks/bench_graphs.py`)."""
     n_sources = n_active + (n_layers + 1) * n_pos
     n_nodes = n_visit + (n_layers + 1) * n_pos + n_logits
     rows = (n_visit + n_logits) * (n_sources + n_logits) * 4
+    graph = (n_visit + n_logits) * n_nodes * 4
+    resid = n_pos * d_model * 4
+    pattern = n_heads * n_pos * n_pos * 4
+    if layerwise:
+        forward = (n_layers + 1) * resid + 16 * resid + pattern + 3 * batch * resid + batch * (n_sources + n_logits) * 4
+    else:
+        forward = batch * n_layers * (16 * resid + pattern)
+    in_memory = min(rows, 2 * BLOCK_BYTES) if offload else 3 * rows
     return {
         "tokens": n_pos,
         "active_features": n_active,
         "visited_features": n_visit,
         "logits": n_logits,
         "nodes": n_nodes,
+        "layerwise": layerwise,
+        "offload": offload,
         "rows_bytes": rows,
+        "graph_bytes": graph,
         "adjacency_bytes": n_nodes * n_nodes * 4,
-        "forward_bytes": 16 * n_layers * batch * n_pos * d_model * 4,
-        "total_bytes": 3 * rows + n_nodes * n_nodes * 4 + 16 * n_layers * batch * n_pos * d_model * 4,
+        "forward_bytes": forward,
+        "disk_bytes": rows if offload else 0,
+        "total_bytes": in_memory + max(graph, 4 * graph - (0 if offload else 2 * rows)) + forward,
     }
 
 
-def check_plan(plan: dict) -> None:
-    """Refuse, before the long part, a graph that cannot fit in this machine's memory, naming the fix."""
+def choose_mode(sizes: dict, layerwise: bool | None, offload: bool | None) -> dict:
+    """The plan of the fastest way that fits this machine's memory: everything in memory (`FrozenRun`), then
+    the layer-wise backward, then rows offloaded to disk too; a choice the caller made is kept."""
+    from interp.models.memory import machine_memory_gb
+
+    have = machine_memory_gb()
+    options = [(lw, off) for lw in (False, True) for off in (False, True)]
+    options = [(lw, off) for lw, off in options if layerwise in (None, lw) and offload in (None, off)]
+    plans = [plan_of(**sizes, layerwise=lw, offload=off) for lw, off in options]
+    for plan in plans:
+        if have is None or plan["total_bytes"] <= 0.8 * have * 1e9:
+            return plan
+    return plans[-1]
+
+
+def check_plan(plan: dict, folder: str | Path | None = None) -> None:
+    """Refuse, before the long part, a graph that cannot fit in this machine's memory (or its rows on the disk
+    of `folder`), naming the fix."""
+    import shutil
+
     from interp.models.memory import machine_memory_gb
 
     have = machine_memory_gb()
     need = plan["total_bytes"] / 1e9
     if have is not None and need > 0.8 * have:
+        how = "" if plan["layerwise"] and plan["offload"] else "; --long streams the rows to disk"
         raise MemoryError(
             f"this graph needs ~{need:.1f} GB ({plan['visited_features']} feature rows over "
             f"{plan['active_features']} active features and {plan['tokens']} tokens); this machine has {have:.1f} GB. "
-            "Lower --max-feature-nodes or --batch-size, or shorten the prompt"
+            f"Lower --max-feature-nodes or --batch-size, or shorten the prompt{how}"
         )
+    if plan["offload"]:
+        where = Path(folder if folder is not None else tempfile.gettempdir())
+        while not where.exists():
+            where = where.parent
+        free = shutil.disk_usage(where).free
+        if plan["disk_bytes"] > 0.9 * free:
+            raise OSError(
+                f"this graph's rows take {plan['disk_bytes'] / 1e9:.1f} GB on disk; {where} has "
+                f"{free / 1e9:.1f} GB free. Lower --max-feature-nodes or write the rows elsewhere"
+            )
 
 
 def attribute(
@@ -100,10 +169,15 @@ def attribute(
     zero_positions: int = 1,
     progress=None,
     on_plan=None,
+    layerwise: bool | None = None,
+    offload: bool | None = None,
+    offload_dir: str | Path | None = None,
 ) -> Graph:
     """The attribution graph of `prompt` (text, or token ids [n_pos]; a special token is prepended unless the
-    first one is special, `prompt_tokens`); see the module doc. `on_plan(plan)` sees
-    the sizes (`plan_of`) before the backward passes start; `progress(n)` is called as rows are done."""
+    first one is special, `prompt_tokens`); see the module doc. `on_plan(plan)` sees the sizes (`plan_of`) before
+    the backward passes start; `progress(n)` is called as rows are done. `layerwise` (the backward one block at a
+    time, `LayerwiseRun`) and `offload` (rows to a file in `offload_dir`, default the temporary folder, deleted
+    at the end) are chosen by memory when left None (`choose_mode`); every mode gives the same graph."""
     start = time.perf_counter()
     tokens = prompt_tokens(model, prompt)
     rec = record(model, tc, tokens, zero_positions)
@@ -115,52 +189,66 @@ def attribute(
     n_logits = len(logit_ids)
     n_sources = n_active + (n_layers + 1) * n_pos
     n_visit = n_active if max_feature_nodes is None else min(max_feature_nodes, n_active)
-    plan = plan_of(n_pos, n_layers, n_active, n_visit, n_logits, batch_size, model.d_model)
+    sizes = dict(
+        n_pos=n_pos,
+        n_layers=n_layers,
+        n_active=n_active,
+        n_visit=n_visit,
+        n_logits=n_logits,
+        batch=batch_size,
+        d_model=model.d_model,
+        n_heads=model.n_heads,
+    )
+    plan = choose_mode(sizes, layerwise, offload)
     if on_plan is not None:
         on_plan(plan)
-    check_plan(plan)
-    run = FrozenRun(model, tc, rec, batch_size)
+    check_plan(plan, offload_dir)
+    if plan["layerwise"]:
+        run = LayerwiseRun(model, tc, rec, batch_size)
+    else:
+        run = FrozenRun(model, tc, rec, batch_size)
+    folder = None
+    if plan["offload"]:
+        if offload_dir is not None:
+            Path(offload_dir).mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="graph-rows-", dir=offload_dir))
+    store = RowStore(n_visit + n_logits, n_sources + n_logits, folder)
+    try:
+        for i in range(0, n_logits, batch_size):
+            j = min(i + batch_size, n_logits)
+            layers = torch.full((j - i,), n_layers)
+            got = run.rows(layers, torch.full((j - i,), n_pos - 1), logit_vecs[i:j])
+            store.append(torch.nn.functional.pad(got, (0, n_logits)), torch.arange(i, j) + n_sources)
 
-    rows = torch.zeros(n_visit + n_logits, n_sources + n_logits)
-    row_node = torch.zeros(n_visit + n_logits, dtype=torch.long)
-    for i in range(0, n_logits, batch_size):
-        j = min(i + batch_size, n_logits)
-        layers = torch.full((j - i,), n_layers)
-        rows[i:j, :n_sources] = run.rows(layers, torch.full((j - i,), n_pos - 1), logit_vecs[i:j])
-        row_node[i:j] = torch.arange(i, j) + n_sources
+        encoder = torch.stack([tc.W_enc[int(layer)][int(f)] for layer, _, f in rec.features]) if n_active else None
+        visited = torch.zeros(n_active, dtype=torch.bool)
+        done = 0
+        while done < n_visit:
+            if n_visit == n_active:
+                pending = torch.arange(n_active)
+            else:
+                inf = partial_influence(store, logit_p, None)[:n_active]
+                ranked = inf.argsort(descending=True)
+                pending = ranked[~visited[ranked]][: min(max(rank_every, 1), n_visit - done)]
+                if plan["layerwise"]:  # a batch runs up to its last target's position: keep positions together
+                    pending = pending[rec.features[pending, 1].argsort(descending=True, stable=True)]
+            for c in range(0, len(pending), batch_size):
+                idx = pending[c : c + batch_size]
+                done += len(idx)
+                feats = rec.features[idx]
+                got = run.rows(feats[:, 0], feats[:, 1], encoder[idx], retain=done < n_visit)
+                store.append(torch.nn.functional.pad(got, (0, n_logits)), idx)
+                visited[idx] = True
+                if progress is not None:
+                    progress(len(idx))
 
-    encoder = torch.stack([tc.W_enc[int(layer)][int(f)] for layer, _, f in rec.features]) if n_active else None
-    visited = torch.zeros(n_active, dtype=torch.bool)
-    filled = n_logits
-    done = 0
-    while done < n_visit:
-        if n_visit == n_active:
-            pending = torch.arange(n_active)
-        else:
-            inf = partial_influence(rows[:filled], logit_p, row_node[:filled])[:n_active]
-            ranked = inf.argsort(descending=True)
-            pending = ranked[~visited[ranked]][: min(max(rank_every, 1), n_visit - done)]
-        for c in range(0, len(pending), batch_size):
-            idx = pending[c : c + batch_size]
-            done += len(idx)
-            feats = rec.features[idx]
-            got = run.rows(feats[:, 0], feats[:, 1], encoder[idx], retain=done < n_visit)
-            rows[filled : filled + len(idx), :n_sources] = got
-            row_node[filled : filled + len(idx)] = idx
-            visited[idx] = True
-            filled += len(idx)
-            if progress is not None:
-                progress(len(idx))
-
-    selected = visited.nonzero().squeeze(1)
-    keep_cols = torch.cat([selected, torch.arange(n_active, n_sources + n_logits)])
-    rows = rows[:, keep_cols]
-    n_nodes = len(keep_cols)
-    adjacency = torch.zeros(n_nodes, n_nodes)
-    order = row_node.argsort()  # features in index order, then logits
-    rows, row_node = rows[order], row_node[order]
-    adjacency[: len(selected)] = rows[: len(selected)]
-    adjacency[-n_logits:] = rows[len(selected) :]
+        selected = visited.nonzero().squeeze(1)
+        keep_cols = torch.cat([selected, torch.arange(n_active, n_sources + n_logits)])
+        rows, _ = store.select(keep_cols)  # features in index order, then logits
+    finally:
+        store.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
     tok = model.tokenizer
     meta = {
         "prompt": prompt if isinstance(prompt, str) else None,
@@ -175,10 +263,12 @@ def attribute(
             "batch_size": batch_size,
             "max_feature_nodes": max_feature_nodes,
             "zero_positions": zero_positions,
+            "layerwise": plan["layerwise"],
+            "offload": plan["offload"],
         },
         "n_active_features": n_active,
         "seconds": round(time.perf_counter() - start, 2),
     }
-    g = Graph(adjacency, rec.features, rec.activations, selected, tokens.cpu(), logit_ids, logit_p, n_layers, meta)
-    g.meta["scores"] = graph_scores(adjacency, logit_p, g.n_features, g.n_errors, n_pos)
+    g = Graph(rows, rec.features, rec.activations, selected, tokens.cpu(), logit_ids, logit_p, n_layers, meta)
+    g.meta["scores"] = graph_scores(g.rows, logit_p, g.n_features, g.n_errors, n_pos, row_nodes=g.row_nodes)
     return g

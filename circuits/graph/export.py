@@ -81,7 +81,7 @@ def frontend_nodes(g: Graph, keep, cumulative) -> dict[int, dict]:
                 "influence": inf,
             }
         else:
-            j = i - (g.adjacency.shape[0] - g.n_logits)
+            j = i - (g.n_nodes - g.n_logits)
             t, p = n["token"], n["probability"]
             text = strings[j] if strings else str(t)
             layer_s = str(g.n_layers + 1)
@@ -109,12 +109,12 @@ def frontend_nodes(g: Graph, keep, cumulative) -> dict[int, dict]:
 
 def to_frontend(g: Graph, slug: str, scan: str, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> dict:
     """The `{metadata, qParams, nodes, links}` their page reads (module doc)."""
-    p = prune(g.adjacency, g.logit_probabilities, g.n_pos, g.n_features, node_threshold, edge_threshold)
+    p = prune(g.rows, g.logit_probabilities, g.n_pos, g.n_features, node_threshold, edge_threshold, g.row_nodes)
     nodes = frontend_nodes(g, p.node_mask, p.cumulative)
-    dst, src = p.edge_mask.nonzero(as_tuple=True)
+    dst, src, row = p.edges()
     links = [
-        {"source": nodes[s]["node_id"], "target": nodes[t]["node_id"], "weight": float(g.adjacency[t, s])}
-        for t, s in zip(dst.tolist(), src.tolist(), strict=True)
+        {"source": nodes[s]["node_id"], "target": nodes[t]["node_id"], "weight": float(g.rows[r, s])}
+        for t, s, r in zip(dst.tolist(), src.tolist(), row.tolist(), strict=True)
         if s in nodes and t in nodes
     ]
     linked = {x for link in links for x in (link["source"], link["target"])}

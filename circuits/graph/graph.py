@@ -1,11 +1,14 @@
-"""An attribution graph of one prompt: nodes, the dense adjacency of direct effects, and how it is stored.
+"""An attribution graph of one prompt: nodes, the direct effects between them, and how it is stored.
 
 Node order is circuit-tracer's: the selected active features (sorted by layer, position, feature), then one error
 node per (layer, position), then one token node per position, then the logit targets. `adjacency[target, source]`
-is the direct effect of source on target (rows exist for features and logits; errors and tokens are sources only).
+is the direct effect of source on target. Only features and logits have incoming edges (errors and tokens are
+sources only), so a graph holds just those rows, `rows` [n_features + n_logits, n_nodes] (`row_nodes` says which
+node each is); `adjacency` is the dense square matrix circuit-tracer stores, built when asked for (a 4,096-token
+graph has 127,000 error nodes: its dense matrix would take 65 GB, its rows 0.1 GB).
 
 A graph is stored as `graph.safetensors` (the tensors) and `graph.json` (prompt, token strings, targets, settings,
-scores); no pickle, so any graph file can be opened safely.
+scores); no pickle, so any graph file can be opened safely. Version 1 files (a dense `adjacency`) still load.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-TENSORS = ("adjacency", "features", "activations", "selected", "tokens", "logit_tokens", "logit_probabilities")
+DENSE_LIMIT_BYTES = 8e9
+"""`Graph.adjacency` refuses to build a dense matrix larger than this."""
+
+TENSORS = ("rows", "features", "activations", "selected", "tokens", "logit_tokens", "logit_probabilities")
 
 
 @dataclass
 class Graph:
-    adjacency: Tensor  # [n_nodes, n_nodes]
+    rows: Tensor  # [n_features + n_logits, n_nodes] the incoming edges of the features, then of the logits
     features: Tensor  # [n_active, 3] every active (layer, position, feature)
     activations: Tensor  # [n_active]
     selected: Tensor  # [n_selected] indices into `features` that are graph nodes (rows computed)
@@ -31,6 +38,33 @@ class Graph:
     logit_probabilities: Tensor  # [n_logits]
     n_layers: int
     meta: dict = field(default_factory=dict)  # prompt, token strings, logit strings, model, transcoders, settings
+
+    @property
+    def n_nodes(self) -> int:
+        return self.rows.shape[1]
+
+    @property
+    def row_nodes(self) -> Tensor:
+        """[n_features + n_logits] the node each row of `rows` is."""
+        n = self.n_nodes
+        return torch.cat([torch.arange(self.n_features), torch.arange(n - self.n_logits, n)])
+
+    @property
+    def adjacency(self) -> Tensor:
+        """[n_nodes, n_nodes] the dense adjacency (zero rows for errors and tokens), for graphs that fit."""
+        n = self.n_nodes
+        if n * n * 4 > DENSE_LIMIT_BYTES:
+            raise MemoryError(
+                f"this graph has {n} nodes: its dense adjacency would take {n * n * 4 / 1e9:.1f} GB; "
+                "use graph.rows and graph.row_nodes (the only nonzero rows)"
+            )
+        a = torch.zeros(n, n, dtype=self.rows.dtype)
+        a[self.row_nodes] = self.rows
+        return a
+
+    def logit_row(self, j: int = 0) -> Tensor:
+        """[n_nodes] logit target j's incoming edges."""
+        return self.rows[self.n_features + j]
 
     @property
     def n_pos(self) -> int:
@@ -80,7 +114,7 @@ class Graph:
         p.mkdir(parents=True, exist_ok=True)
         tensors = {k: getattr(self, k).contiguous() for k in TENSORS}
         save_file(tensors, str(p / "graph.safetensors"), metadata={"format": "interp-attribution-graph"})
-        info = {"format": "interp-attribution-graph", "version": 1, "n_layers": self.n_layers, **self.meta}
+        info = {"format": "interp-attribution-graph", "version": 2, "n_layers": self.n_layers, **self.meta}
         (p / "graph.json").write_text(json.dumps(info, indent=1) + "\n")
         return p
 
@@ -97,6 +131,9 @@ class Graph:
         if info.get("format") != "interp-attribution-graph":
             raise ValueError(f"{info_file}: not an attribution graph (format {info.get('format')!r})")
         t = load_file(str(tensor_file))
+        if info.get("version") == 1 and "adjacency" in t:  # the dense square matrix: keep its nonzero rows
+            n_feat, n_logits = len(t["selected"]), len(t["logit_tokens"])
+            t["rows"] = torch.cat([t["adjacency"][:n_feat], t["adjacency"][len(t["adjacency"]) - n_logits :]])
         missing = [k for k in TENSORS if k not in t]
         if missing:
             raise ValueError(f"{tensor_file}: missing tensors {missing}")

@@ -25,7 +25,8 @@ direct effect of a source on a target in the frozen model, linear and exact.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -121,6 +122,72 @@ def _detached(module, args):
     return tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
 
 
+@contextmanager
+def frozen(model, tc: Transcoders, rec: Recording, state, n_pos: int | None = None) -> Iterator[None]:
+    """Hooks that make `model` the frozen replacement model of `rec` on its first `n_pos` positions (module doc):
+    norm scales and patterns detached, queries and keys without a graph, each MLP skipped and its output replaced
+    by the recorded one with the skip recomputed, plus `state.z[layer]`; `state.normalized[layer]` receives each
+    normalised MLP input; `state.z_embed` (if not None) is added to the embedding, and `state.zh` (if not None)
+    to each attention `hook_z`, whose value goes to `state.z_heads`."""
+    n = rec.inputs.shape[1] if n_pos is None else n_pos
+    specs = [model.norm_module(f"blocks.{layer}.ln2")[1] for layer in range(model.n_layers)]
+    clean_skip = {}
+
+    def detach(x, hook):
+        return x.detach()
+
+    def read_mid(x, hook):
+        spec = specs[hook.layer]
+        state.normalized[hook.layer] = norms.normalized_of(spec, x, norms.scale_of(spec, x).detach())
+
+    def embed(x, hook):
+        return x.detach() + state.z_embed.to(x.dtype)
+
+    def mlp_out(x, hook):  # the recorded output, with the skip recomputed so that gradients pass through it
+        layer = hook.layer
+        base = rec.mlp_out[layer, :n]
+        if tc.W_skip is not None:
+            if layer not in clean_skip:
+                clean_skip[layer] = tc.skip(layer, rec.inputs[layer, :n])
+            base = base - clean_skip[layer] + tc.skip(layer, state.normalized[layer])
+        return (base + state.z[layer]).to(x.dtype)
+
+    hooks = [
+        (lambda name: name.endswith(".hook_scale"), detach),
+        (lambda name: name.endswith("attn.hook_pattern"), detach),
+        ("blocks.*.hook_resid_mid", read_mid),
+        ("blocks.*.hook_mlp_out", mlp_out),
+    ]
+    if getattr(state, "z_embed", None) is not None:
+        hooks.append(("hook_embed", embed))
+    if getattr(state, "zh", None) is not None:
+
+        def heads(x, hook):
+            state.z_heads[hook.layer] = x + state.zh[hook.layer].to(x.dtype)
+            return state.z_heads[hook.layer]
+
+        hooks.append(("blocks.*.attn.hook_z", heads))
+    with ExitStack() as stack:
+        stack.enter_context(model.hooks(fwd_hooks=hooks))
+        for layer in range(model.n_layers):  # the MLPs' output is replaced: skip computing it
+            block = f"{model.adapter.layers}.{layer}"
+            mlp = model.hf_model.get_submodule(f"{block}.{model.adapter.mlp}")
+            mlp.forward = _zeros
+            stack.callback(delattr, mlp, "forward")
+            if model.adapter.qkv_layout == "separate":  # patterns are frozen: queries and keys need no graph
+                for name in model.adapter.qkv[:2]:
+                    handle = model.hf_model.get_submodule(f"{block}.{name}").register_forward_pre_hook(_detached)
+                    stack.callback(handle.remove)
+        yield
+
+
+def final_read(model, resid: Tensor) -> Tensor:
+    """The final norm with its scale frozen (a linear map of `resid`), then its affine part: what logits read."""
+    module, spec = model.norm_module("ln_final")
+    normalized = norms.normalized_of(spec, resid, norms.scale_of(spec, resid).detach())
+    return norms.affine(module, spec, normalized, resid.dtype).float()
+
+
 class FrozenRun:
     """The frozen replacement model, run forward once on `batch` copies of the prompt; `rows` many times."""
 
@@ -135,64 +202,11 @@ class FrozenRun:
         shape = (batch, n_pos, model.n_heads, model.d_head)
         self.zh = [torch.zeros(shape, requires_grad=True) for _ in range(model.n_layers)] if heads else None
         self.z_heads: list[Tensor | None] = [None] * model.n_layers
-        self._dec_cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
-        self._dec_bytes = 0
-        self._forward(rec.tokens)
-
-    def _forward(self, tokens: Tensor) -> None:
-        model, tc = self.model, self.tc
-        specs = [model.norm_module(f"blocks.{layer}.ln2")[1] for layer in range(model.n_layers)]
-
-        def detach(x, hook):
-            return x.detach()
-
-        def read_mid(x, hook):
-            layer = hook.layer
-            spec = specs[layer]
-            self.normalized[layer] = norms.normalized_of(spec, x, norms.scale_of(spec, x).detach())
-
-        def embed(x, hook):
-            return x.detach() + self.z_embed.to(x.dtype)
-
-        clean_skip = [tc.skip(layer, self.rec.inputs[layer]) for layer in range(model.n_layers)]
-
-        def mlp_out(x, hook):  # the recorded output, with the skip recomputed so that gradients pass through it
-            layer = hook.layer
-            base = self.rec.mlp_out[layer]
-            if tc.W_skip is not None:
-                base = base - clean_skip[layer] + tc.skip(layer, self.normalized[layer])
-            return (base + self.z[layer]).to(x.dtype)
-
-        hooks = [
-            (lambda n: n.endswith(".hook_scale"), detach),
-            (lambda n: n.endswith("attn.hook_pattern"), detach),
-            ("hook_embed", embed),
-            ("blocks.*.hook_resid_mid", read_mid),
-            ("blocks.*.hook_mlp_out", mlp_out),
-        ]
-        if self.zh is not None:
-
-            def heads(x, hook):
-                self.z_heads[hook.layer] = x + self.zh[hook.layer].to(x.dtype)
-                return self.z_heads[hook.layer]
-
-            hooks.append(("blocks.*.attn.hook_z", heads))
-        ids = tokens[None].expand(self.batch, -1).to(model.device)
-        with ExitStack() as stack:
-            stack.enter_context(model.hooks(fwd_hooks=hooks))
-            for layer in range(model.n_layers):  # the MLPs' output is replaced: skip computing it
-                block = f"{model.adapter.layers}.{layer}"
-                mlp = model.hf_model.get_submodule(f"{block}.{model.adapter.mlp}")
-                mlp.forward = _zeros
-                stack.callback(delattr, mlp, "forward")
-                if model.adapter.qkv_layout == "separate":  # patterns are frozen: queries and keys need no graph
-                    for name in model.adapter.qkv[:2]:
-                        handle = model.hf_model.get_submodule(f"{block}.{name}").register_forward_pre_hook(_detached)
-                        stack.callback(handle.remove)
+        self.sources = Sources(rec, tc)
+        ids = rec.tokens[None].expand(batch, -1).to(model.device)
+        with frozen(model, tc, rec, self):
             resid = model(ids, stop_at_layer=model.n_layers)
-        module, spec = model.norm_module("ln_final")
-        frozen = norms.normalized_of(spec, resid, norms.scale_of(spec, resid).detach())
-        self.final = norms.affine(module, spec, frozen, resid.dtype).float()
+        self.final = final_read(model, resid)
 
     def rows(self, layers: Tensor, positions: Tensor, vectors: Tensor, retain: bool = True) -> Tensor:
         """[len(layers), n_sources]: direct effects on targets read by `vectors` [m, d_model] at
@@ -227,13 +241,37 @@ class FrozenRun:
         """[batch, n_sources]: each source's writing vector dotted with the gradients where it writes."""
         return self._contract(g_embed, g_mlp)
 
-    def _decoders(self, source: int, target: int) -> tuple[Tensor, Tensor, Tensor] | None:
+    def _contract(self, g_embed: Tensor | None, g_mlp: list[Tensor | None]) -> Tensor:
+        out = torch.zeros(self.batch, self.sources.n_sources)
+        for layer in range(self.model.n_layers):
+            if g_mlp[layer] is not None:
+                self.sources.add_layer(out, layer, g_mlp[layer])
+        if g_embed is not None:
+            self.sources.add_embed(out, g_embed)
+        return out
+
+
+class Sources:
+    """Every source node's writing vectors, contracted with gradients: active features (activation times decoder
+    rows, into each layer they write), error vectors, token embeddings. Columns in graph order: features, errors
+    (layer-major), tokens."""
+
+    def __init__(self, rec: Recording, tc: Transcoders):
+        self.rec, self.tc = rec, tc
+        self.n_layers, self.n_pos = rec.inputs.shape[0], rec.inputs.shape[1]
+        self.n_features = len(rec.features)
+        self.n_sources = self.n_features + (self.n_layers + 1) * self.n_pos
+        self.writers = [[s for s in range(self.n_layers) if t in tc.writes(s)] for t in range(self.n_layers)]
+        self._cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor] | None] = {}
+        self._bytes = 0
+
+    def decoders(self, source: int, target: int) -> tuple[Tensor, Tensor, Tensor] | None:
         """Layer `source`'s active features' decoder rows into `target`, times their activations, padded by
         position: (D [n_pos, r, d_model], the features' graph indices [n_pos, r] (-1: padding), valid mask)."""
         key = (source, target)
-        if key in self._dec_cache:
-            return self._dec_cache[key]
-        rec, n_pos = self.rec, self.rec.inputs.shape[1]
+        if key in self._cache:
+            return self._cache[key]
+        rec, n_pos = self.rec, self.n_pos
         idx = (rec.features[:, 0] == source).nonzero().squeeze(1)
         if not len(idx):
             return None
@@ -248,30 +286,107 @@ class FrozenRun:
         where[pos, slot] = idx
         out = (D, where, where >= 0)
         size = D.numel() * D.element_size()
-        if self._dec_bytes + size <= DECODER_CACHE_BYTES:  # kept for every batch while they fit the budget
-            self._dec_cache[key] = out
-            self._dec_bytes += size
+        if self._bytes + size <= DECODER_CACHE_BYTES:  # kept for every batch while they fit the budget
+            self._cache[key] = out
+            self._bytes += size
         return out
 
-    def _contract(self, g_embed: Tensor | None, g_mlp: list[Tensor | None]) -> Tensor:
-        rec, tc, n_layers = self.rec, self.tc, self.model.n_layers
-        n_pos = rec.inputs.shape[1]
-        n_feat = len(rec.features)
-        out = torch.zeros(self.batch, n_feat + (n_layers + 1) * n_pos)
-        for source in range(n_layers):
-            for target in tc.writes(source):
-                g = g_mlp[target]
-                got = None if g is None else self._decoders(source, target)
-                if got is None:
-                    continue
-                D, where, valid = got
-                scores = torch.einsum("bnd,nrd->bnr", g, D)  # [batch, n_pos, r]
-                out[:, where[valid]] += scores[:, valid]
-        for layer in range(n_layers):
-            if g_mlp[layer] is not None:
-                start = n_feat + layer * n_pos
-                out[:, start : start + n_pos] = (g_mlp[layer] * rec.errors[layer]).sum(-1)
-        if g_embed is not None:
-            start = n_feat + n_layers * n_pos
-            out[:, start:] = (g_embed * rec.embed).sum(-1)
+    def add_layer(self, out: Tensor, target: int, g: Tensor) -> None:
+        """Add to `out` [m, n_sources] the effects through layer `target`'s MLP output, whose gradient is
+        `g` [m, p, d_model] on the first p positions (later positions: zero, as in a causal model)."""
+        p = g.shape[1]
+        for source in self.writers[target]:
+            got = self.decoders(source, target)
+            if got is None:
+                continue
+            D, where, valid = got
+            D, where, valid = D[:p], where[:p], valid[:p]
+            scores = torch.einsum("bnd,nrd->bnr", g, D)  # [m, p, r]
+            out[:, where[valid]] += scores[:, valid]
+        start = self.n_features + target * self.n_pos
+        out[:, start : start + p] = (g * self.rec.errors[target, :p]).sum(-1)
+
+    def add_embed(self, out: Tensor, g: Tensor) -> None:
+        """Add the token nodes' effects: `g` [m, p, d_model] is the gradient at the embedding output."""
+        p = g.shape[1]
+        start = self.n_features + self.n_layers * self.n_pos
+        out[:, start : start + p] = (g * self.rec.embed[:p]).sum(-1)
+
+
+class LayerwiseRun:
+    """The same rows as `FrozenRun` in the memory of one block: the clean residual entering each block is kept
+    (n_layers x n_pos x d_model), and each batch of targets walks the blocks from the top down, recomputing one
+    frozen block forward at a time (batch 1) and pulling each target's gradient back through it in turn (one saved
+    attention pattern serves every target; autograd's `is_grads_batched` was 10x slower on SmolLM2 at 4,096
+    tokens). A batch only runs the positions up to
+    its last target's and the blocks up to its highest target's, since nothing later reaches them (causal
+    attention). This is what makes long prompts fit: `FrozenRun` keeps every layer's pattern for every copy."""
+
+    def __init__(self, model, tc: Transcoders, rec: Recording, batch: int):
+        self.model, self.tc, self.rec, self.batch = model, tc, rec, batch
+        self.sources = Sources(rec, tc)
+        seen: dict[int, Tensor] = {}
+
+        def keep(x, hook):
+            seen[hook.layer] = x.detach()[0].float()
+
+        with torch.no_grad(), model.hooks(fwd_hooks=[("blocks.*.hook_resid_pre", keep)]):
+            self.resid_final = model(rec.tokens[None].to(model.device), stop_at_layer=model.n_layers)[0].float()
+        self.resid_pre = [seen[layer] for layer in range(model.n_layers)]
+        self.normalized: list[Tensor | None] = [None] * model.n_layers
+        self.z: list[Tensor | None] = [None] * model.n_layers
+        self.z_embed = None
+
+    def rows(self, layers: Tensor, positions: Tensor, vectors: Tensor, retain: bool = True) -> Tensor:
+        """[len(layers), n_sources], as `FrozenRun.rows` (`retain` is unused: nothing is kept between calls)."""
+        m, n_layers = len(layers), self.model.n_layers
+        if m > self.batch:
+            raise ValueError(f"{m} targets in one pass; the run holds {self.batch} copies")
+        p = int(positions.max()) + 1
+        out = torch.zeros(m, self.sources.n_sources)
+        vectors = vectors.float()
+        g = None  # the batch's gradient at the residual leaving the current block, [m, p, d_model]
+        logits = (layers == n_layers).nonzero().squeeze(1)
+        if len(logits):
+            x = self.resid_final[:p].clone().requires_grad_()
+            read = final_read(self.model, x)
+            g = torch.zeros(m, p, x.shape[-1])
+            for i in logits.tolist():
+                inject = torch.zeros_like(read)
+                inject[positions[i]] = vectors[i]
+                (g[i],) = torch.autograd.grad(read, x, inject, retain_graph=True)
+        for layer in reversed(range(min(int(layers.max()), n_layers - 1) + 1)):
+            g, g_mlp = self._block(layer, p, g, layers, positions, vectors)
+            self.sources.add_layer(out, layer, g_mlp)
+        self.sources.add_embed(out, g)
         return out
+
+    def _block(self, layer: int, p: int, g: Tensor | None, layers: Tensor, positions: Tensor, vectors: Tensor):
+        """(gradient at block `layer`'s input, at its MLP output), [m, p, d_model] each: `g` arrives at its output
+        (None: nothing yet) and each target of this layer reads its normalised MLP input at its position."""
+        model, d, m = self.model, self.resid_pre[layer].shape[-1], len(layers)
+        x = self.resid_pre[layer][:p][None].clone().requires_grad_()
+        self.z[layer] = z = torch.zeros(1, p, d, requires_grad=True)
+        with frozen(model, self.tc, self.rec, self, n_pos=p):
+            post = model(x, start_at_layer=layer, stop_at_layer=layer + 1).float()
+        normalized = self.normalized[layer]
+        self.z[layer], self.normalized[layer] = None, None
+        g_in, g_mlp = torch.zeros(m, p, d), torch.zeros(m, p, d)
+        for i in range(m):
+            outs, grads = [], []
+            if g is not None and g[i].any():
+                outs.append(post)
+                grads.append(g[i][None])
+            if int(layers[i]) == layer:
+                inject = torch.zeros_like(normalized)
+                inject[0, positions[i]] = vectors[i]
+                outs.append(normalized)
+                grads.append(inject)
+            if not outs:
+                continue
+            got = torch.autograd.grad(outs, [x, z], grads, retain_graph=True, allow_unused=True)
+            if got[0] is not None:
+                g_in[i] = got[0][0]
+            if got[1] is not None:
+                g_mlp[i] = got[1][0]
+        return g_in, g_mlp
