@@ -147,11 +147,12 @@ def train(
                 checkpoint_every,
                 exclude,
                 _parse_settings(set_),
-                resume and not restart and not overwrite,
+                resume,
                 device,
                 threads,
                 given,
                 **extra,
+                restart=restart or overwrite,
             )
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             _fail(exc)

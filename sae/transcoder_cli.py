@@ -40,15 +40,25 @@ def parse_layers(text: str | None) -> list[int] | None:
     if text is None or text.strip().lower() == "all":
         return None
     out: set[int] = set()
-    try:
-        for part in text.split(","):
-            lo, sep, hi = part.strip().partition("-")
-            out.update(range(int(lo), int(hi) + 1) if sep else [int(lo)])
-    except ValueError:
-        raise ValueError(f"--layers takes layer numbers and ranges like 0-5 or 3,7, got {text!r}") from None
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi if sep else lo)
+        except ValueError:
+            raise ValueError(f"--layers takes layer numbers and ranges like 0-5 or 3,7, got {text!r}") from None
+        if last < first:
+            raise ValueError(f"--layers range {part.strip()!r} runs backwards: write it low-high ({last}-{first})")
+        out.update(range(first, last + 1))
     if not out:
         raise ValueError(f"--layers {text!r} names no layer")
     return sorted(out)
+
+
+def holds_run(out: Path) -> bool:
+    """Whether --out holds (part of) a transcoder run: any of the files or folders `remove_run` removes."""
+    return any((out / name).exists() for name in RUN_FILES + RUN_DIRS) or any(
+        next(out.glob(pattern), None) is not None for pattern in RUN_GLOBS
+    )
 
 
 def remove_run(out: Path) -> None:
@@ -112,9 +122,11 @@ def train_transcoders_cli(
     k: float,
     max_tokens: int,
     batch_tokens: int,
+    restart: bool = False,
 ) -> dict[str, Any]:
     """Check, load the model and the corpus, train; returns the summary `sae train` prints. Errors are
-    ValueErrors (the command prints them in one line)."""
+    ValueErrors (the command prints them in one line). `resume` False (--no-resume) needs a folder holding no
+    run; `restart` (--restart) replaces the run there, once the new run's input has been checked."""
     check_arguments(arch, store, model, given)
     from interp.cli import options as O
     from interp.cli.errors import check_out_dir
@@ -123,12 +135,12 @@ def train_transcoders_cli(
     folder = check_out_dir(out)
     if float(k) != int(k):
         raise ValueError(f"--k must be a whole number for transcoders, got {k}")
-    from sae.transcoder_train import TranscoderTrainConfig, train_transcoders
+    from sae.transcoder_train import TranscoderTrainConfig, check_inputs, train_transcoders
 
     settings = _check_settings(settings)
     cfg = TranscoderTrainConfig(
         arch=arch,
-        d_transcoder=d_transcoder or d_sae,
+        d_transcoder=d_sae if d_transcoder is None else d_transcoder,
         k=int(k),
         layers=parse_layers(layers),
         total_tokens=max_tokens,
@@ -142,6 +154,11 @@ def train_transcoders_cli(
     )
     if ctx_len < 2:
         raise ValueError(f"--ctx-len must be >= 2, got {ctx_len}")
+    if not resume and not restart and holds_run(folder):
+        raise ValueError(
+            f"--no-resume needs a folder holding no run, and {folder} holds one: pass --restart to replace it, "
+            "or use another --out"
+        )
     import interp
     from interp.data import resolve_corpus
     from interp.store.lock import holding
@@ -153,9 +170,10 @@ def train_transcoders_cli(
         rows = resolve_corpus(
             data or "stdlib-docs", lm.tokenizer, ctx_len, cfg.total_tokens + cfg.heldout_seqs * ctx_len, seed
         )
-        if not resume:
+        check_inputs(lm, rows, cfg)  # the new run's refusals come before the old run is removed
+        if restart:
             remove_run(folder)
-        _, report = train_transcoders(lm, rows, cfg, folder, resume=resume)
+        _, report = train_transcoders(lm, rows, cfg, folder, resume=resume and not restart)
     keys = ("arch", "model", "layers", "d_transcoder", "k", "steps", "tokens", "seconds", "tokens_per_second", "mean")
     summary = {key: report[key] for key in keys} | {"replacement": report["replacement"], "out": str(folder)}
     return summary

@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,28 +106,34 @@ class TranscoderTrainConfig:
     def __post_init__(self) -> None:
         from interp.infra.devices import resolve_device
 
-        if self.arch not in TRANSCODER_ARCHS:
+        if not isinstance(self.arch, str) or self.arch not in TRANSCODER_ARCHS:
             raise ValueError(f"arch must be one of {sorted(TRANSCODER_ARCHS)}, got {self.arch!r}")
         for name in ("d_transcoder", "k", "total_tokens", "batch_tokens", "checkpoint_every", "eval_batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        for name in ("heldout_seqs", "setup_tokens", "seed"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
-        if self.heldout_seqs < 1 or self.setup_tokens < 1:
-            raise ValueError("heldout_seqs and setup_tokens must be >= 1 (the report and the calibration need rows)")
+            _check_int(name, getattr(self, name), 1)
+        for name in ("heldout_seqs", "setup_tokens"):
+            _check_int(name, getattr(self, name), 1, "(the report and the calibration need rows)")
+        _check_int("seed", self.seed, 0)
+        _check_int("auxk_k", self.auxk_k, 1, "(or None: d_model // 2)", optional=True)
+        _check_int("dead_window_steps", self.dead_window_steps, 1, "(or None: clamp(steps // 20, 5, 1000))", True)
+        _check_int("lr_warmup_steps", self.lr_warmup_steps, 0, "(0: no warm-up; None: min(1000, steps // 20))", True)
+        for f in dataclasses.fields(self):  # numpy integers and the like, as plain ints (train_config.json)
+            v = getattr(self, f.name)
+            if _is_int(v) and not isinstance(v, int):
+                setattr(self, f.name, int(v))
         if self.k > self.d_transcoder:
             raise ValueError(f"k must be between 1 and d_transcoder={self.d_transcoder}, got {self.k}")
-        if self.codes not in CODE_KINDS:
+        if not isinstance(self.codes, str) or self.codes not in CODE_KINDS:
             raise ValueError(f"codes must be one of {CODE_KINDS}, got {self.codes!r}")
-        if self.init_b_dec not in INIT_B_DEC:
+        if not isinstance(self.init_b_dec, str) or self.init_b_dec not in INIT_B_DEC:
             raise ValueError(f"init_b_dec must be one of {INIT_B_DEC}, got {self.init_b_dec!r}")
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
         if self.layers is not None:
+            if not isinstance(self.layers, (list, tuple)) or not all(_is_int(x) and x >= 0 for x in self.layers):
+                raise ValueError(f"layers must be a list of layer indices >= 0 (or None: all), got {self.layers!r}")
             self.layers = sorted({int(x) for x in self.layers})
-            if not self.layers or self.layers[0] < 0:
-                raise ValueError(f"layers must be a non-empty list of layer indices >= 0, got {self.layers}")
+            if not self.layers:
+                raise ValueError("layers must name at least one layer (or be None: all)")
             if self.kind == "clt" and self.layers != list(range(len(self.layers))):
                 raise ValueError(
                     f"a cross-layer transcoder covers layers 0..n-1 (its features write into every later layer), "
@@ -134,18 +141,41 @@ class TranscoderTrainConfig:
                 )
         if self.lr is None:
             self.lr = min(1e-3, 2e-4 / math.sqrt(self.d_transcoder / 16384))
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+        if not (_is_real(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
-        if not 0 <= self.lr_decay_frac < 1:
-            raise ValueError(f"lr_decay_frac must be in [0, 1), got {self.lr_decay_frac}")
-        if not (math.isfinite(self.auxk_coefficient) and self.auxk_coefficient >= 0):
-            raise ValueError(f"auxk_coefficient must be >= 0, got {self.auxk_coefficient}")
+        if not (_is_real(self.lr_decay_frac) and 0 <= self.lr_decay_frac < 1):
+            raise ValueError(f"lr_decay_frac must be a number in [0, 1), got {self.lr_decay_frac!r}")
+        if not (_is_real(self.auxk_coefficient) and self.auxk_coefficient >= 0):
+            raise ValueError(
+                f"auxk_coefficient must be a number >= 0 (0 turns AuxK off), got {self.auxk_coefficient!r}"
+            )
+        if not isinstance(self.exclude, str):
+            raise ValueError(f"exclude must be a row rule like {DEFAULT_EXCLUDE!r}, got {self.exclude!r}")
+        if not isinstance(self.device, str):
+            raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         self.exclude = RowRule.parse(self.exclude).spec
         self.device = resolve_device(self.device)
 
     @property
     def kind(self) -> str:
         return TRANSCODER_ARCHS[self.arch][0]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_int(name: str, v: Any, least: int, note: str = "", optional: bool = False) -> None:
+    """Refuse a `name` that is not a whole number >= `least` (None allowed when `optional`)."""
+    if optional and v is None:
+        return
+    if not _is_int(v) or v < least:
+        what = "a positive integer" if least == 1 else f"an integer >= {least}"
+        raise ValueError(f"{name} must be {what}{' ' + note if note else ''}, got {v!r}")
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -224,24 +254,26 @@ def calibrate_thresholds(tc: Transcoders, xs: torch.Tensor, k: float) -> list[fl
     return out
 
 
-def train_transcoders(
-    model: Any, rows: Any, cfg: TranscoderTrainConfig, out: str | Path, resume: bool = True, progress: bool = True
-) -> tuple[Transcoders, dict[str, Any]]:
-    """Train transcoders of `cfg.arch` on the model's MLPs over token rows `rows` ([n_rows, ctx] ids, or an
-    `interp.data.Corpus`), writing checkpoints, the folder (`sae.transcoder_folder`) and `train_report.json`
-    into `out`. Returns (transcoders in inference form, report). Run again after a kill, it resumes."""
-    out = Path(out)
-    data_info = rows.describe() if hasattr(rows, "describe") else None
-    ids = (rows.tokens if hasattr(rows, "tokens") else torch.as_tensor(rows)).long().cpu()
-    if ids.ndim != 2 or ids.shape[1] < 2:
-        raise ValueError(f"rows must be token ids [n_rows, ctx >= 2], got shape {tuple(ids.shape)}")
+def check_inputs(model: Any, rows: Any, cfg: TranscoderTrainConfig) -> tuple[torch.Tensor, list[int], int, int, int]:
+    """Refuse rows and a config that cannot train on `model` (layers past it, too few rows or tokens for one step),
+    before anything is written or removed. Returns (token ids, layers, rows per step, training rows, steps)."""
+    ids = rows.tokens if hasattr(rows, "tokens") else rows
+    try:
+        ids = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"rows must be token ids [n_rows, ctx >= 2] ({type(e).__name__}: {str(e)[:100]})") from None
+    if ids.ndim != 2 or ids.shape[1] < 2 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"rows must be integer token ids [n_rows, ctx >= 2], got {ids.dtype} {tuple(ids.shape)}")
+    ids = ids.long().cpu()
     n_rows, ctx = ids.shape
     layers = cfg.layers if cfg.layers is not None else list(range(model.n_layers))
     if layers[-1] >= model.n_layers:
-        raise ValueError(f"layers {layers} go past the model's {model.n_layers} layers")
+        raise ValueError(
+            f"layers {layers} go past the model's {model.n_layers} layers: pass --layers within 0-{model.n_layers - 1}"
+        )
     per_step = cfg.batch_tokens // ctx
     if per_step < 1:
-        raise ValueError(f"batch_tokens {cfg.batch_tokens} is less than one token row of {ctx}")
+        raise ValueError(f"batch_tokens {cfg.batch_tokens} is less than one token row of {ctx}: raise --batch-tokens")
     n_train = n_rows - cfg.heldout_seqs
     if n_train < per_step:
         raise ValueError(
@@ -250,7 +282,23 @@ def train_transcoders(
         )
     steps = cfg.total_tokens // (per_step * ctx)
     if steps < 1:
-        raise ValueError(f"total_tokens {cfg.total_tokens} is less than one step of {per_step * ctx} tokens")
+        raise ValueError(
+            f"total_tokens {cfg.total_tokens} is less than one step of {per_step * ctx} tokens: "
+            "raise --max-tokens or lower --batch-tokens"
+        )
+    return ids, layers, per_step, n_train, steps
+
+
+def train_transcoders(
+    model: Any, rows: Any, cfg: TranscoderTrainConfig, out: str | Path, resume: bool = True, progress: bool = True
+) -> tuple[Transcoders, dict[str, Any]]:
+    """Train transcoders of `cfg.arch` on the model's MLPs over token rows `rows` ([n_rows, ctx] ids, or an
+    `interp.data.Corpus`), writing checkpoints, the folder (`sae.transcoder_folder`) and `train_report.json`
+    into `out`. Returns (transcoders in inference form, report). Run again after a kill, it resumes."""
+    out = Path(out)
+    data_info = rows.describe() if hasattr(rows, "describe") else None
+    ids, layers, per_step, n_train, steps = check_inputs(model, rows, cfg)
+    ctx = ids.shape[1]
     train_ids, held_ids = ids[:n_train], ids[n_train:]
     setup_ids = train_ids[torch.randperm(n_train, generator=torch.Generator().manual_seed(cfg.seed + 7))]
     setup_ids = setup_ids[: max(1, min(n_train, -(-cfg.setup_tokens // ctx)))]
@@ -307,11 +355,11 @@ def train_transcoders(
     ]
     warmup = min(1000, steps // 20) if cfg.lr_warmup_steps is None else cfg.lr_warmup_steps
     decay = int(cfg.lr_decay_frac * steps)
-    window = cfg.dead_window_steps or min(1000, max(5, steps // 20))
+    window = min(1000, max(5, steps // 20)) if cfg.dead_window_steps is None else cfg.dead_window_steps
     scfg = StepConfig(
         k=cfg.k,
         codes=cfg.codes,
-        k_aux=cfg.auxk_k or max(1, model.d_model // 2),
+        k_aux=max(1, model.d_model // 2) if cfg.auxk_k is None else cfg.auxk_k,
         auxk_coefficient=cfg.auxk_coefficient,
         dead_window=window,
     )

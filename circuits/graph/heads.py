@@ -40,15 +40,23 @@ def _target(model, tc: Transcoders, g: Graph, row: int) -> tuple[int, int, Tenso
 def head_loadings(model, tc: Transcoders, g: Graph, row: int, batch_size: int = 32, at: int | None = None) -> Tensor:
     """[n_layers, n_heads, n_graph_sources]: the part of each edge into graph row `row` carried by each head, in the
     graph's column order (selected features, errors, tokens; logit columns are zero and dropped). With `at`, only
-    the head's output at that position counts (e.g. the final position, where name movers write)."""
+    the head's output at that position counts (e.g. the final position, where name movers write); negative `at`
+    counts from the end, as Python indexing does."""
     zero = int(g.meta.get("settings", {}).get("zero_positions", 1))
+    if at is not None:
+        if not -g.n_pos <= at < g.n_pos:
+            raise ValueError(
+                f"at={at} is outside the prompt's {g.n_pos} positions: pass 0..{g.n_pos - 1} (or -1 for the last)"
+            )
+        at = at % g.n_pos
     rec = record(model, tc, g.tokens, zero)
     layer, pos, vec = _target(model, tc, g, row)
     run = FrozenRun(model, tc, rec, batch_size, heads=True)
     outs, grads = run.reads(torch.tensor([layer]), torch.tensor([pos]), vec[None])
     _, _, g_heads = run.backward(outs, grads)
     n_layers, n_heads = model.n_layers, model.n_heads
-    pairs = [(lay, h) for lay in range(min(layer, n_layers)) for h in range(n_heads)]
+    # a feature at layer L reads blocks.L.ln2.hook_normalized, after layer L's attention: heads 0..L carry its edges
+    pairs = [(lay, h) for lay in range(min(layer + 1, n_layers)) for h in range(n_heads)]
     n_sources = len(rec.features) + (n_layers + 1) * g.n_pos
     parts = torch.zeros(n_layers, n_heads, n_sources)
     for c in range(0, len(pairs), batch_size):

@@ -38,13 +38,35 @@ def _clean_state(model, tokens: Tensor) -> dict[str, Tensor]:
     return seen
 
 
+def check_edits(edits: Edits, n_layers: int, n_pos: int, d_tc: int, zero_positions: int) -> None:
+    """Refuse, in one line, an edit that would be ignored, wrap around or be overwritten."""
+    for key in edits:
+        if len(key) != 3:
+            raise ValueError(f"edit {key!r}: edits are keyed by (layer, position, feature)")
+        layer, pos, feat = key
+        if not 0 <= layer < n_layers:
+            raise ValueError(
+                f"edit {key}: layer {layer} is not a layer of this {n_layers}-layer model (0..{n_layers - 1})"
+            )
+        if not 0 <= pos < n_pos:
+            raise ValueError(f"edit {key}: position {pos} is outside the prompt's {n_pos} positions (0..{n_pos - 1})")
+        if pos < zero_positions:
+            raise ValueError(
+                f"edit {key}: position {pos} is before zero_positions={zero_positions}, where the clean MLP outputs "
+                f"are kept: edit a position >= {zero_positions}, or pass zero_positions={pos}"
+            )
+        if not 0 <= feat < d_tc:
+            raise ValueError(f"edit {key}: feature {feat} is not one of the transcoders' {d_tc} (0..{d_tc - 1})")
+
+
 @torch.no_grad()
 def intervene(
     model, tc: Transcoders, tokens: Tensor, edits: Edits, freeze: bool = True, zero_positions: int = 1
 ) -> Tensor:
     """[d_vocab] last-position logits of the replacement model with `edits` applied (module doc)."""
-    clean = _clean_state(model, tokens)
     n_layers = model.n_layers
+    check_edits(edits, n_layers, int(tokens.shape[-1]), tc.d_tc, zero_positions)
+    clean = _clean_state(model, tokens)
     inputs = torch.stack([clean[f"blocks.{layer}.ln2.hook_normalized"][0].float() for layer in range(n_layers)])
     acts0 = [tc.encode(layer, inputs[layer]) for layer in range(n_layers)]
     for a in acts0:
@@ -97,7 +119,7 @@ def predicted_effect(g: Graph, edits: Edits) -> Tensor:
         if key not in index:
             raise ValueError(f"feature {key} (layer, position, feature) is not a node of this graph")
         delta[index[key]] = value - float(act[index[key]])
-    per_unit = g.adjacency[:, :n_feat] / act.clamp(min=1e-12)[None, :]
+    per_unit = g.rows[:, :n_feat] / act.clamp(min=1e-12)[None, :]
     fixed = torch.zeros(n_feat, dtype=torch.bool)
     for key in edits:
         fixed[index[key]] = True

@@ -47,6 +47,7 @@ class Transcoders:
     W_skip: list[Tensor] | None = None  # [d_model, d_model] per layer (skip transcoders)
     cross_layer: bool = False
     source: str = ""
+    layers: list[int] | None = None  # the model layers covered (transcoders.json's `layers`); None: not recorded
 
     @property
     def n_layers(self) -> int:
@@ -104,6 +105,39 @@ class Transcoders:
         return out
 
 
+NEED_EVERY_LAYER = "attribution graphs need every layer of the model: retrain without --layers"
+
+
+def _covered(path: Path) -> list[int] | None:
+    """transcoders.json's `layers` (the model layers the set covers), when the folder records them."""
+    try:
+        layers = json.loads((path / "transcoders.json").read_text()).get("layers")
+    except (OSError, ValueError, AttributeError):
+        return None
+    ok = isinstance(layers, list) and layers and all(isinstance(x, int) and not isinstance(x, bool) for x in layers)
+    return layers if ok else None
+
+
+def check_covers(tc: Transcoders, n_layers: int, d_model: int | None = None) -> None:
+    """One clear error for a set trained with `--layers` on only some of a model's `n_layers` layers (known from
+    transcoders.json's `layers`; a set without them, or of another width, is left to the caller's own check)."""
+    if tc.layers is None or (d_model is not None and d_model != tc.d_model):
+        return
+    if len(tc.layers) < n_layers or tc.layers != list(range(len(tc.layers))):
+        raise ValueError(
+            f"{tc.source or 'the transcoders'} cover layers {_span(tc.layers)} of the model's {n_layers}; "
+            f"{NEED_EVERY_LAYER}"
+        )
+
+
+def _span(layers: list[int]) -> str:
+    return (
+        f"{layers[0]}-{layers[-1]}"
+        if len(layers) > 2 and layers == list(range(layers[0], layers[-1] + 1))
+        else str(layers)
+    )
+
+
 def _check_layers(path: Path, pattern: str) -> int:
     found = sorted(path.glob(pattern.format(i="*")))
     n = len(found)
@@ -135,6 +169,11 @@ def load_transcoders(path: str | Path) -> Transcoders:
     p = Path(path)
     if not p.is_dir():
         raise FileNotFoundError(f"{p}: no such transcoder folder; train one with `interp sae train --arch transcoder`")
+    covered = _covered(p)
+    if covered is not None and covered != list(range(len(covered))):
+        raise ValueError(
+            f"{p} holds transcoders for layers {_span(covered)} only (transcoders.json); {NEED_EVERY_LAYER}"
+        )
     if (p / "W_enc_0.safetensors").is_file():
         n = _check_layers(p, "W_enc_{i}.safetensors")
         enc = [_read(p / f"W_enc_{i}.safetensors") for i in range(n)]
@@ -173,6 +212,12 @@ def load_transcoders(path: str | Path) -> Transcoders:
             W_skip=[_need(t, "W_skip", f) for t, f in zip(layers, files, strict=True)] if has_skip else None,
             source=str(p),
         )
+    if covered is not None and len(covered) != tc.n_layers:
+        raise ValueError(
+            f"{p}: transcoders.json lists layers {_span(covered)} but the folder holds {tc.n_layers} layer files: "
+            "retrain into an empty folder"
+        )
+    tc.layers = covered
     check_shapes(tc)
     return tc
 
@@ -222,6 +267,7 @@ def save_transcoders(tc: Transcoders, path: str | Path, meta: dict | None = None
         "version": 1,
         "kind": tc.kind,
         "n_layers": tc.n_layers,
+        "layers": list(range(tc.n_layers)),
         "d_model": tc.d_model,
         "d_transcoder": tc.d_tc,
         "activation": "relu" if tc.threshold is None else "jumprelu",

@@ -193,6 +193,23 @@ def test_a_damaged_transcoder_folder_is_one_clear_error(tmp_path):
         attribute(model, wrong, PROMPT)
 
 
+def test_transcoders_of_some_layers_only_say_to_retrain_without_layers(tmp_path):
+    """A folder `interp sae train --layers` wrote covers some layers: refused by name, not as missing files."""
+    from circuits.model.transcoders import check_covers
+    from sae.transcoder_folder import make_transcoders, write_transcoders
+
+    model = make_model("llama")
+    for layers in ([1], [0], [0, 1]):
+        write_transcoders(make_transcoders("plt", layers, model.d_model, 16), tmp_path / str(layers), model="tiny")
+    with pytest.raises(ValueError, match=r"layers \[1\] only .*every layer of the model: retrain without --layers"):
+        load_transcoders(tmp_path / "[1]")
+    first = load_transcoders(tmp_path / "[0]")
+    with pytest.raises(ValueError, match=r"cover layers \[0\] of the model's 2; .*retrain without --layers"):
+        check_covers(first, model.n_layers, model.d_model)
+    check_covers(load_transcoders(tmp_path / "[0, 1]"), model.n_layers, model.d_model)
+    check_covers(random_transcoders(model.n_layers, model.d_model, 16, "plt"), model.n_layers)  # no index: not judged
+
+
 def test_the_command_writes_a_graph_and_their_frontend_data(tmp_path):
     """`interp circuits graph --quick`: the graph folder, and a ct/ folder whose file passes the frontend checks
     with one node per id (their page keys nodes by id)."""
@@ -252,6 +269,25 @@ def test_interventions_match_the_graphs_prediction_in_the_frozen_model():
             torch.testing.assert_close(measured, predicted_effect(g, edit), atol=2e-5, rtol=1e-3)
 
 
+def test_edits_that_would_be_ignored_wrap_or_be_overwritten_are_refused():
+    from circuits.graph.intervene import intervene
+
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "plt", seed=6, threshold=0.3)
+    tokens = torch.tensor([1, 72, 101, 108, 111])
+    for edit, match in (
+        ((model.n_layers, 2, 0), "not a layer of this 2-layer model"),
+        ((-1, 2, 0), "not a layer"),
+        ((0, -1, 0), "outside the prompt's 5 positions"),
+        ((0, 5, 0), "outside the prompt's 5 positions"),
+        ((0, 0, 0), "before zero_positions=1"),
+        ((0, 2, 32), "not one of the transcoders' 32"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            intervene(model, tc, tokens, {edit: 1.0})
+    intervene(model, tc, tokens, {(0, 0, 0): 1.0}, zero_positions=0)  # with nothing kept clean, position 0 is editable
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_head_loadings_are_the_edges_that_blocking_a_head_removes(arch):
     """The part of every edge carried by head h of layer l equals what the edge loses when the gradient through
@@ -269,12 +305,12 @@ def test_head_loadings_are_the_edges_that_blocking_a_head_removes(arch):
     cols = torch.cat([g.selected, torch.arange(len(rec.features), loads.shape[-1] - g.n_features + len(rec.features))])
     vec = (model.W_U[:, g.logit_tokens[0]] - model.W_U.mean(-1)).detach()
 
-    def blocked_row(layer, heads):
+    def blocked_row(layer, heads, target=(model.n_layers, g.n_pos - 1, vec)):
         run = FrozenRun(model, tc, rec, 1, heads=True)
         mask = torch.ones(model.n_heads)
         mask[heads] = 0
         run.z_heads[layer].register_hook(lambda grad: grad * mask[None, None, :, None])
-        outs, grads = run.reads(torch.tensor([model.n_layers]), torch.tensor([g.n_pos - 1]), vec[None])
+        outs, grads = run.reads(torch.tensor([target[0]]), torch.tensor([target[1]]), target[2][None])
         e, m, _ = run.backward(outs, grads, retain=False)
         return run.contract(e, m)[0, cols]
 
@@ -284,6 +320,27 @@ def test_head_loadings_are_the_edges_that_blocking_a_head_removes(arch):
     bypass = blocked_row(1, list(range(model.n_heads)))
     torch.testing.assert_close(edge - loads[1].sum(0), bypass, atol=1e-4, rtol=1e-3)
     assert len(top_heads(g, loads, row, k=3)) == 3
+
+    # a feature row at the last layer L reads after layer L's attention: layer L's heads carry part of its edges
+    last = model.n_layers - 1
+    frow = next(i for i in range(g.n_features) if int(g.features[g.selected[i]][0]) == last)
+    layer, pos, feat = (int(v) for v in g.features[g.selected[frow]])
+    target = (layer, pos, tc.W_enc[layer][feat])
+    floads = head_loadings(model, tc, g, frow, batch_size=8)
+    fedge = g.adjacency[frow, : floads.shape[-1]]
+    torch.testing.assert_close(blocked_row(0, [], target), fedge, atol=1e-4, rtol=1e-3)
+    blocked = blocked_row(last, list(range(model.n_heads)), target)
+    assert (fedge - blocked).abs().max() > 1e-3  # layer L's attention does carry some of it
+    torch.testing.assert_close(fedge - floads[last].sum(0), blocked, atol=1e-4, rtol=1e-3)
+
+    # `at` counts from the end like Python indexing; a position outside the prompt is refused
+    torch.testing.assert_close(
+        head_loadings(model, tc, g, row, batch_size=8, at=-1),
+        head_loadings(model, tc, g, row, batch_size=8, at=g.n_pos - 1),
+    )
+    for bad in (g.n_pos, -g.n_pos - 1):
+        with pytest.raises(ValueError, match="outside the prompt"):
+            head_loadings(model, tc, g, row, at=bad)
 
 
 def test_decoders_rebuilt_per_batch_give_the_same_graph(monkeypatch):

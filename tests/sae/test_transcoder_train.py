@@ -89,6 +89,44 @@ def test_parse_layers():
     assert parse_layers("0-2,5") == [0, 1, 2, 5]
     with pytest.raises(ValueError, match="--layers"):
         parse_layers("a-b")
+    with pytest.raises(ValueError, match="'5-2' runs backwards: write it low-high"):
+        parse_layers("0,5-2")
+
+
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("d_transcoder", 0, "d_transcoder must be a positive integer"),
+        ("auxk_k", 0, "auxk_k must be a positive integer"),
+        ("dead_window_steps", 0, "dead_window_steps must be a positive integer"),
+        ("dead_window_steps", -1, "dead_window_steps must be a positive integer"),
+        ("lr_warmup_steps", -5, "lr_warmup_steps must be an integer >= 0"),
+        ("lr_warmup_steps", "abc", "lr_warmup_steps must be an integer >= 0"),
+        ("lr_warmup_steps", 2.5, "lr_warmup_steps must be an integer >= 0"),
+        ("lr_decay_frac", "x", r"lr_decay_frac must be a number in \[0, 1\)"),
+        ("auxk_coefficient", "x", "auxk_coefficient must be a number >= 0"),
+        ("auxk_coefficient", True, "auxk_coefficient must be a number >= 0"),
+        ("normalize", "no", "normalize must be true or false"),
+        ("normalize", 1, "normalize must be true or false"),
+        ("lr", True, "lr must be a positive number"),
+        ("k", 129, "k must be between 1 and d_transcoder=128"),
+        ("layers", [], "layers must name at least one layer"),
+        ("layers", ["1"], "layers must be a list of layer indices"),
+        ("codes", ["topk"], "codes must be one of"),
+        ("seed", -1, "seed must be an integer >= 0"),
+    ],
+)
+def test_config_values_are_checked_before_anything_is_written(tmp_path, model, rows, field, value, match):
+    with pytest.raises(ValueError, match=match):
+        train_transcoders(model, rows, _cfg("transcoder", **{field: value}), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_zero_warmup_and_explicit_auxk_settings_are_kept(tmp_path, model, rows):
+    cfg = _cfg("transcoder", total_tokens=512 * 2, lr_warmup_steps=0, dead_window_steps=1, auxk_k=3)
+    assert (cfg.lr_warmup_steps, cfg.dead_window_steps, cfg.auxk_k) == (0, 1, 3)
+    _, rep = train_transcoders(model, rows, cfg, tmp_path, progress=False)
+    assert rep["dead_window_steps"] == 1
 
 
 def _invoke(*args):
@@ -130,6 +168,22 @@ def test_cli_trains_a_model_folder_and_lists_the_archs(tmp_path):
     assert sorted(p.name for p in (tmp_path / "run").glob("layer_*")) == ["layer_1.safetensors"]
     r = _invoke(*args, "--set", "heldout_seqs=4", "--k", "2", "--out", str(tmp_path / "run"))
     assert r.exit_code == 2 and "other settings" in r.output, r.output
+
+    def files():  # the run's files (the folder's lock records who last held it)
+        return {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file() and p.name != ".writer.lock"}
+
+    before = files()
+    for extra, match in (
+        (["--layers", "7", "--restart"], "go past the model's 2 layers"),  # checked before the old run is removed
+        (["--max-tokens", "100", "--restart"], "rows of one step"),
+        (["--no-resume"], "--no-resume needs a folder holding no run"),  # a finished run is not silently replaced
+        (["--d-transcoder", "0", "--restart"], "d_transcoder must be a positive integer"),
+        (["--set", "normalize=no", "--restart"], "normalize must be true or false"),
+    ):
+        r = _invoke(*args, "--set", "heldout_seqs=4", *extra, "--out", str(tmp_path / "run"))
+        errors = [line for line in r.output.splitlines() if line.startswith("error:")]  # (after a loading bar)
+        assert r.exit_code == 2 and len(errors) == 1 and match in errors[0], (extra, r.output)
+        assert files() == before, extra
     r = _invoke(*args, "--set", "heldout_seqs=4", "--k", "2", "--restart", "--out", str(tmp_path / "run"))
     assert r.exit_code == 0, r.output
 
