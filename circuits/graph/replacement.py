@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from circuits.model.transcoders import Transcoders
+from circuits.model.transcoders import Transcoders, check_covers
 from interp.hooks import norms
 
 
@@ -66,6 +66,7 @@ def check_model(model, tc: Transcoders) -> None:
         raise ValueError(
             f"{model.config.model_type} is a mixture of experts: transcoders replace one dense MLP per layer"
         )
+    check_covers(tc, model.n_layers, model.d_model)
     if tc.n_layers != model.n_layers or tc.d_model != model.d_model:
         raise ValueError(
             f"the transcoders ({tc.source}) have {tc.n_layers} layers of width {tc.d_model}; the model has "

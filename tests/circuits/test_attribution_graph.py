@@ -206,6 +206,8 @@ def test_transcoders_of_some_layers_only_say_to_retrain_without_layers(tmp_path)
     first = load_transcoders(tmp_path / "[0]")
     with pytest.raises(ValueError, match=r"cover layers \[0\] of the model's 2; .*retrain without --layers"):
         check_covers(first, model.n_layers, model.d_model)
+    with pytest.raises(ValueError, match=r"cover layers \[0\] of the model's 2"):
+        attribute(model, first, PROMPT)  # the graph refuses it by the same words
     check_covers(load_transcoders(tmp_path / "[0, 1]"), model.n_layers, model.d_model)
     check_covers(random_transcoders(model.n_layers, model.d_model, 16, "plt"), model.n_layers)  # no index: not judged
 
