@@ -42,6 +42,16 @@ def prompt_ids(model, n: int):
     return model.to_tokens(text[: 12 * n], prepend_bos=False, truncate=True)[0][: n - 1]
 
 
+_done = [0]
+
+
+def report(n: int, start: float) -> None:
+    """A line on stderr per batch of rows: how far, how long, how much memory."""
+    _done[0] += n
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"rows {_done[0]}  {time.perf_counter() - start:.0f} s  max rss {rss:.2f} GB", file=sys.stderr, flush=True)
+
+
 def one(a) -> dict:
     """One graph in this process (`--one MODE`)."""
     import torch
@@ -68,6 +78,7 @@ def one(a) -> dict:
             offload=offload,
             offload_dir=tmp,
             on_plan=plans.append,
+            progress=lambda n: report(n, t),
         )
         seconds = time.perf_counter() - t
     t = time.perf_counter()
@@ -99,7 +110,7 @@ def child(a, mode: str, tokens: int, rows: int, save: str | None = None) -> dict
     cmd += ["--rows", str(rows), "--threads", str(a.threads)]
     if save:
         cmd += ["--save", save]
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)  # its stderr: progress lines
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -152,7 +163,7 @@ def main() -> None:
 
         p = long["plan"]
         sizes = dict(n_pos=p["tokens"], n_layers=30, n_active=p["active_features"], n_visit=p["visited_features"])
-        sizes |= dict(n_logits=p["logits"], batch=32, d_model=576, n_heads=9)
+        sizes |= dict(n_logits=p["logits"], batch=32, d_model=576, n_heads=9, d_transcoder=1536)
         long["memory_mode_would_need_gb"] = round(plan_of(**sizes)["total_bytes"] / 1e9, 1)
         out["long"] = long
     print(json.dumps(out, indent=1))

@@ -70,6 +70,7 @@ def plan_of(
     batch: int,
     d_model: int,
     n_heads: int = 0,
+    d_transcoder: int = 0,
     layerwise: bool = False,
     offload: bool = False,
 ) -> dict:
@@ -97,6 +98,9 @@ def plan_of(
     else:
         forward = batch * n_layers * (16 * resid + pattern)
     in_memory = min(rows, 2 * BLOCK_BYTES) if offload else 3 * rows
+    # the recording: normalised MLP inputs, outputs and errors per layer, embeddings, every layer's codes (twice
+    # while they are stacked), the active features' (layer, position, index) and activations
+    record = (3 * n_layers + 1) * resid + 2 * n_layers * n_pos * d_transcoder * 4 + n_active * 28
     return {
         "tokens": n_pos,
         "active_features": n_active,
@@ -109,8 +113,9 @@ def plan_of(
         "graph_bytes": graph,
         "adjacency_bytes": n_nodes * n_nodes * 4,
         "forward_bytes": forward,
+        "record_bytes": record,
         "disk_bytes": rows if offload else 0,
-        "total_bytes": in_memory + max(graph, 4 * graph - (0 if offload else 2 * rows)) + forward,
+        "total_bytes": in_memory + max(graph, 4 * graph - (0 if offload else 2 * rows)) + forward + record,
     }
 
 
@@ -198,6 +203,7 @@ def attribute(
         batch=batch_size,
         d_model=model.d_model,
         n_heads=model.n_heads,
+        d_transcoder=tc.d_tc,
     )
     plan = choose_mode(sizes, layerwise, offload)
     if on_plan is not None:
@@ -220,7 +226,6 @@ def attribute(
             got = run.rows(layers, torch.full((j - i,), n_pos - 1), logit_vecs[i:j])
             store.append(torch.nn.functional.pad(got, (0, n_logits)), torch.arange(i, j) + n_sources)
 
-        encoder = torch.stack([tc.W_enc[int(layer)][int(f)] for layer, _, f in rec.features]) if n_active else None
         visited = torch.zeros(n_active, dtype=torch.bool)
         done = 0
         while done < n_visit:
@@ -236,7 +241,8 @@ def attribute(
                 idx = pending[c : c + batch_size]
                 done += len(idx)
                 feats = rec.features[idx]
-                got = run.rows(feats[:, 0], feats[:, 1], encoder[idx], retain=done < n_visit)
+                encoder = torch.stack([tc.W_enc[int(layer)][int(f)] for layer, _, f in feats])
+                got = run.rows(feats[:, 0], feats[:, 1], encoder, retain=done < n_visit)
                 store.append(torch.nn.functional.pad(got, (0, n_logits)), idx)
                 visited[idx] = True
                 if progress is not None:
