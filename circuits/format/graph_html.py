@@ -183,6 +183,9 @@ def _feature_rows(circuit: Circuit) -> dict[int, float]:
 CROWDED = 12
 """A column with more nodes than this shows their names on hover only."""
 
+MAX_TICKS = 200
+"""A position-resolved page names at most this many tokens on its axis."""
+
 _COLUMN_NAME = {
     "head": "attn",
     "kv": "k/v",
@@ -263,11 +266,12 @@ def page_data(circuit: Circuit) -> dict:
     title = f"{prov.get('method', 'circuit')} circuit of {short_task(prov.get('task', '?'))} in {short_task(model)}"
     if _positional(circuit):
         tokens = [str(t) for t in circuit.extra["positions"].get("tokens", [])]
+        every = max(1, -(-len(tokens) // MAX_TICKS))  # a long prompt names every k-th token (k shown in the title)
         axes = {
             "xaxis": {
-                "title": "token position",
-                "tickvals": list(range(len(tokens))),
-                "ticktext": [_text(t) for t in tokens],
+                "title": "token position" + (f" (every {every}th named)" if every > 1 else ""),
+                "tickvals": list(range(0, len(tokens), every)),
+                "ticktext": [_text(t) for t in tokens[::every]],
                 "range": [-0.6, len(tokens) - 0.4],  # every token's column, with or without nodes
                 "zeroline": False,
             },
@@ -355,7 +359,7 @@ const el = document.getElementById('circuit-graph');
 const slider = document.getElementById('topk'), kout = document.getElementById('kout');
 const thr = document.getElementById('thr');
 let selected = null;
-const maxAbs = Math.max(1e-12, ...D.edges.map(e => Math.abs(e[2])));
+const maxAbs = D.edges.reduce((m, e) => Math.max(m, Math.abs(e[2])), 1e-12);  // no spread: a long graph has 10^5+ edges
 slider.max = D.edges.length; slider.value = Math.min(+slider.dataset.k, D.edges.length);
 const SCALE = [[0, '#2166ac'], [0.25, '#67a9cf'], [0.5, '#dddddd'], [0.75, '#ef8a62'], [1, '#b2182b']];
 function colour(w) {

@@ -5,6 +5,9 @@ it and `interp circuits show` opens it.
 - an error node: `Node(layer, "sae_error", 0, pos, hook=...)`; a token: `Node(0, "embed", 0, pos)`;
 - a logit target: `Node(n_layers, "logits", j, last position)`;
 - edges: the kept edges (`circuits.graph.influence.prune`), weight the direct effect;
+- at most `max_nodes` nodes (1,000): past that (a long prompt's graph keeps a token node per position and
+  thousands of error nodes) the most influential ones, token nodes only where an edge reaches them, and the logits;
+  `metrics` says how many were shown of how many kept;
 - `extra.node_values`: a feature's activation, a logit's probability, 0 for errors and tokens; `extra.positions`
   the prompt's tokens (a position-resolved page); `extra.meanings` what node values and edge weights are;
   `metrics` the graph's scores and counts.
@@ -12,14 +15,31 @@ it and `interp circuits show` opens it.
 
 from __future__ import annotations
 
+import torch
+
 from circuits.format.circuit import Circuit, Edge, Node
 from circuits.graph.graph import Graph
 from circuits.graph.influence import prune
 
 
-def graph_circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Circuit:
+def graph_circuit(
+    g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98, max_nodes: int = 1000
+) -> Circuit:
     p = prune(g.rows, g.logit_probabilities, g.n_pos, g.n_features, node_threshold, edge_threshold, g.row_nodes)
-    keep = p.node_mask.nonzero().squeeze(1).tolist()
+    kept = p.node_mask.clone()
+    if int(kept.sum()) > max_nodes:
+        dst, src, _ = p.edges()
+        linked = torch.zeros_like(kept)
+        linked[dst], linked[src] = True, True
+        kept &= linked
+        logits = torch.arange(g.n_nodes - g.n_logits, g.n_nodes)
+        kept[logits] = False
+        ranked = p.cumulative.masked_fill(~kept, float("inf")).argsort()  # most influential first
+        kept = torch.zeros_like(kept)
+        kept[ranked[: max(0, min(max_nodes - g.n_logits, int(p.node_mask.sum())))]] = True
+        kept &= p.node_mask & linked
+        kept[logits] = True
+    keep = kept.nonzero().squeeze(1).tolist()
     nodes, values, where = [], [], {}
     for i in keep:
         n = g.node(i)
@@ -46,8 +66,17 @@ def graph_circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float =
     return Circuit(
         nodes=nodes,
         edges=edges,
-        metrics={**g.meta.get("scores", {}), "n_nodes": len(nodes), "n_edges": len(edges)},
-        provenance={"model": {"spec": g.meta.get("model")}, "task": g.meta.get("prompt") or "", "method": "graph"},
+        metrics={
+            **g.meta.get("scores", {}),
+            "n_nodes": len(nodes),
+            "n_edges": len(edges),
+            "pruned_nodes": int(p.node_mask.sum()),
+        },
+        provenance={
+            "model": {"spec": g.meta.get("model")},
+            "task": g.meta.get("prompt") or f"a {g.n_pos}-token prompt",
+            "method": "graph",
+        },
         extra={
             "node_values": values,
             "positions": {"n": g.n_pos, "tokens": strings},

@@ -232,7 +232,9 @@ def attribute(
             if n_visit == n_active:
                 pending = torch.arange(n_active)
             else:
-                inf = partial_influence(store, logit_p, None)[:n_active]
+                inf = partial_influence(
+                    store if store.on_disk else store.mem[: store.filled], logit_p, store.nodes[: store.filled]
+                )[:n_active]
                 ranked = inf.argsort(descending=True)
                 pending = ranked[~visited[ranked]][: min(max(rank_every, 1), n_visit - done)]
                 if plan["layerwise"]:  # a batch runs up to its last target's position: keep positions together

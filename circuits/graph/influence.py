@@ -48,28 +48,48 @@ def influence(a: Tensor, weights: Tensor, max_iter: int = 1000, row_nodes: Tenso
     raise RuntimeError(f"influence did not converge in {max_iter} steps: is the graph acyclic?")
 
 
-def partial_influence(rows, logit_p: Tensor, row_node: Tensor, max_iter: int = 128) -> Tensor:
+def partial_influence(rows, logit_p: Tensor, row_node: Tensor | None, max_iter: int = 128) -> Tensor:
     """Influence of every column node from the rows computed so far (`rows[i]` is node `row_node[i]`'s
-    incoming edges); used to choose which features' rows to compute next. `rows` may also be a `RowStore`,
-    read block by block (the same sums, one pass per step)."""
-    if isinstance(rows, Tensor):
-        blocks = lambda: [(rows, row_node)]  # noqa: E731
-    else:
-        blocks = rows.blocks
-    n = rows.shape[1]
-    total = torch.zeros(n)
-    weight = torch.zeros(n)
+    incoming edges); used to choose which features' rows to compute next. `rows` may also be a `RowStore` (its
+    own nodes): then two passes over it, not one per step (`_partial_influence_store`)."""
+    if not isinstance(rows, Tensor):
+        return _partial_influence_store(rows, logit_p, max_iter)
+    a = normalize_rows(rows)
+    total = torch.zeros(rows.shape[1])
+    weight = torch.zeros(rows.shape[1])
     weight[-len(logit_p) :] = logit_p
     for _ in range(max_iter):
-        step = None
-        for block, nodes in blocks():
-            part = weight[nodes] @ normalize_rows(block)
-            step = part if step is None else step + part
-        weight = torch.zeros(n) if step is None else step
+        weight = weight[row_node] @ a
         if not weight.any():
             return total
         total += weight
     raise RuntimeError(f"partial influence did not converge in {max_iter} steps")
+
+
+def _partial_influence_store(store, logit_p: Tensor, max_iter: int = 128) -> Tensor:
+    """`partial_influence` of rows read block by block from disk. Each step `w <- w[nodes] @ Â` only ever needs
+    w at the row nodes, so the steps run on the small [rows, rows] block B = Â[:, nodes] (one pass to read it):
+    v <- v @ B; and the total is then (sum of the v's) @ Â (one more pass). The same sums, in another order."""
+    n = store.shape[1]
+    nodes = store.nodes[: store.filled]
+    B = torch.cat([normalize_rows(block)[:, nodes] for block, _ in store.blocks()])
+    v = torch.zeros(n)
+    v[-len(logit_p) :] = logit_p
+    v = v[nodes]
+    summed = torch.zeros_like(v)
+    for _ in range(max_iter):
+        if not v.any():
+            break
+        summed += v
+        v = v @ B
+    else:
+        raise RuntimeError(f"partial influence did not converge in {max_iter} steps")
+    total = torch.zeros(n)
+    start = 0
+    for block, _ in store.blocks():
+        total += summed[start : start + len(block)] @ normalize_rows(block)
+        start += len(block)
+    return total
 
 
 def _threshold(scores: Tensor, share: float) -> Tensor:

@@ -162,3 +162,23 @@ def test_rows_that_do_not_fit_the_disk_are_refused_before_any_backward(tmp_path,
     with pytest.raises(OSError, match="GB free"):
         attribute(model, tc, PROMPT, layerwise=True, offload=True, offload_dir=tmp_path)
     assert not called and list(tmp_path.iterdir()) == []
+
+
+def test_a_long_graphs_page_shows_its_most_influential_nodes_and_names_every_kth_token():
+    from circuits.format.graph_html import MAX_TICKS, page_data
+    from circuits.graph.as_circuit import graph_circuit
+
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "plt", seed=4, threshold=0.3)
+    g = attribute(model, tc, PROMPT, batch_size=8)
+    full = graph_circuit(g)
+    capped = graph_circuit(g, max_nodes=20)
+    assert len(full.nodes) > 20 and len(capped.nodes) <= 20
+    assert capped.metrics["pruned_nodes"] == len(full.nodes)
+    assert sum(n.kind == "logits" for n in capped.nodes) == g.n_logits
+    # an edge-less token or error node is not drawn once the page is capped
+    linked = {i for e in capped.edges for i in (e.src, e.dst)}
+    assert all(i in linked or n.kind == "logits" for i, n in enumerate(capped.nodes))
+    capped.extra["positions"]["tokens"] = [f"t{i}" for i in range(3 * MAX_TICKS)]
+    ticks = page_data(capped)["xaxis"]["tickvals"]
+    assert len(ticks) <= MAX_TICKS and ticks[:2] == [0, 3]
