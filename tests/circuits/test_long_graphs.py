@@ -182,3 +182,21 @@ def test_a_long_graphs_page_shows_its_most_influential_nodes_and_names_every_kth
     capped.extra["positions"]["tokens"] = [f"t{i}" for i in range(3 * MAX_TICKS)]
     ticks = page_data(capped)["xaxis"]["tickvals"]
     assert len(ticks) <= MAX_TICKS and ticks[:2] == [0, 3]
+
+
+def test_graph_seeds_summarises_graph_scores_folders(tmp_path, capsys):
+    from circuits.experiments.graph_seeds import main
+
+    for seed, rep in enumerate((0.4, 0.5)):
+        rows = [
+            {"kind": "plt", "task": "ioi", "replacement": rep, "completeness": 0.8, "error_share": 0.2,
+             "top_heads_final_position": [{"head": f"L{seed}H1"}, {"head": "L2H0"}]},
+            {"kind": "clt", "task": "ioi", "replacement": 0.9, "completeness": 0.9, "error_share": 0.1},
+        ]  # fmt: skip
+        (tmp_path / str(seed)).mkdir()
+        (tmp_path / str(seed) / "scores.json").write_text(json.dumps({"rows": rows}))
+    main([str(tmp_path / "0"), str(tmp_path / "1"), "--kind", "plt"])
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("| ioi | 2 | 0.450 ± 0.071 | 0.800 ± 0.000 |") and "L0H1,L2H0; L1H1,L2H0" in line
+    with pytest.raises(SystemExit, match="not found"):
+        main([str(tmp_path / "missing")])
