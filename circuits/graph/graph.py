@@ -51,7 +51,11 @@ class Graph:
 
     @property
     def adjacency(self) -> Tensor:
-        """[n_nodes, n_nodes] the dense adjacency (zero rows for errors and tokens), for graphs that fit."""
+        """[n_nodes, n_nodes] the dense adjacency (zero rows for errors and tokens), for graphs that fit; built once
+        and kept while `rows` is the same tensor (loops read it row by row)."""
+        kept = self.__dict__.get("_dense")
+        if kept is not None and kept[0] is self.rows:
+            return kept[1]
         n = self.n_nodes
         if n * n * 4 > DENSE_LIMIT_BYTES:
             raise MemoryError(
@@ -60,6 +64,7 @@ class Graph:
             )
         a = torch.zeros(n, n, dtype=self.rows.dtype)
         a[self.row_nodes] = self.rows
+        self.__dict__["_dense"] = (self.rows, a)
         return a
 
     def logit_row(self, j: int = 0) -> Tensor:

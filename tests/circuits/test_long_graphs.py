@@ -132,7 +132,7 @@ def test_a_graph_holds_its_nonzero_rows_and_old_files_load(tmp_path, monkeypatch
     assert torch.equal(Graph.load(folder).rows, g.rows)
     monkeypatch.setattr("circuits.graph.graph.DENSE_LIMIT_BYTES", 10)
     with pytest.raises(MemoryError, match="use graph.rows"):
-        _ = g.adjacency
+        _ = Graph.load(folder).adjacency  # a fresh graph: nothing built yet
 
 
 def test_the_plan_chooses_the_fastest_mode_that_fits(monkeypatch):
@@ -200,3 +200,12 @@ def test_graph_seeds_summarises_graph_scores_folders(tmp_path, capsys):
     assert line.startswith("| ioi | 2 | 0.450 ± 0.071 | 0.800 ± 0.000 |") and "L0H1,L2H0; L1H1,L2H0" in line
     with pytest.raises(SystemExit, match="not found"):
         main([str(tmp_path / "missing")])
+
+
+def test_the_dense_adjacency_is_built_once_per_rows_tensor():
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "plt", seed=4, threshold=0.3)
+    g = attribute(model, tc, PROMPT, batch_size=8)
+    assert g.adjacency is g.adjacency  # loops that index it row by row build it once
+    g.rows = g.rows * 2
+    torch.testing.assert_close(g.adjacency[: g.n_features], g.rows[: g.n_features])
