@@ -9,6 +9,7 @@ Importing the package registers the architectures with sae-lens (`register_sae_c
 from sae.baselines import ARCHS, BASELINE_OF, UnknownArchitectureError, arch_name, load_sae, make_sae
 from sae.c2r import c2r_loss
 from sae.coherence import coh_loss, coh_terms
+from sae.hooked_sae import HookedSAETransformer
 from sae.inference import to_inference
 from sae.polysae import PolyMixin
 from sae.pretrained import check_compatible, from_pretrained
@@ -25,6 +26,7 @@ __all__ = [
     "c2r_loss",
     "coh_loss",
     "coh_terms",
+    "HookedSAETransformer",
     "PolyMixin",
     "to_inference",
     "from_pretrained",

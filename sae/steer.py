@@ -14,9 +14,10 @@ Each is a context manager over `model.hooks(...)`, so it holds for every forward
 Directions: `d_i` is latent i's unit decoder direction (PolySAE: its linear atom), so alpha is in the
 input space's norm units whatever the decoder's normalisation. Steering applies to every position.
 Ablation and splicing change only rows that are SAE inputs under the row rule (`rows`, an
-`interp.cache.rows.RowFilter`; default positions:0, since a norm cut needs a reference from a store: pass
-`sae.evaluate.sae_row_filter(folder, store, hook)` for the rule training used). In a KV-cached decoding
-step the hooked tensor holds one new token, which is never position 0.
+`interp.cache.rows.RowFilter`). The default leaves position 0 alone (positions:0; a norm cut needs a
+reference from a store: pass `sae.evaluate.sae_row_filter(folder, store, hook)` for the rule training
+used); `rows="all"` changes every position, as sae-lens's `run_with_saes` does (`sae.hooked_sae` has that
+whole surface). In a KV-cached decoding step the hooked tensor holds one new token, never position 0.
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ def _hook_name(model: Any, sae: Any, hook: str | None) -> str:
     return name
 
 
-def _keep(t: Tensor, rows: RowFilter | None) -> Tensor:
+def _keep(t: Tensor, rows: RowFilter | str | None) -> Tensor:
     """Bool [batch, seq] of the hooked tensor's rows that are SAE inputs."""
+    if isinstance(rows, str):
+        if rows != "all":
+            raise ValueError(f"rows={rows!r}: pass 'all' (every position, sae-lens's rule) or a RowFilter")
+        return torch.ones(t.shape[:-1], dtype=torch.bool, device=t.device)
     flat = t.reshape(-1, t.shape[-1])
     filt = rows if rows is not None else RowFilter(RowRule.parse("positions:0"), None)
     if t.dim() == 3 and t.shape[1] > 1:
@@ -87,11 +92,6 @@ def steer(
         yield v
 
 
-@torch.no_grad()
-def _reconstruct(sae: Any, x: Tensor) -> Tensor:
-    return sae.decode(sae.encode(x))
-
-
 @contextmanager
 def ablate(
     model: Any, sae: Any, latents: Iterable[int], *, hook: str | None = None, rows: RowFilter | None = None
@@ -119,16 +119,21 @@ def ablate(
 
 @contextmanager
 def spliced(
-    model: Any, sae: Any, *, hook: str | None = None, rows: RowFilter | None = None, keep_error: bool = False
+    model: Any, sae: Any, *, hook: str | None = None, rows: RowFilter | str | None = None, keep_error: bool = False
 ) -> Iterator[None]:
-    """Replace the hook's activation by the SAE's reconstruction on SAE-input rows (`keep_error=True`
-    adds the error back: the model is unchanged but gradients/hooks see the SAE path)."""
+    """Replace the hook's activation by the SAE's reconstruction on SAE-input rows.
+
+    `keep_error=True` adds the error back (held constant): the model's output is unchanged, and the gradient
+    reaching the activation is the one through the SAE's encoder and decoder, as in sae-lens. Rows: the
+    training rule (default: every position but 0), or `rows="all"` for sae-lens's (every position); for
+    sae-lens's whole surface (hook points on the latents, transcoders) see `sae.hooked_sae`.
+    """
     name = _hook_name(model, sae, hook)
 
     def fn(t: Tensor, hook: Any = None) -> Tensor:  # noqa: ARG001
         keep = _keep(t, rows)
         x = t[keep].float()
-        xh = _reconstruct(sae, x)
+        xh = sae.decode(sae.encode(x))
         if keep_error:
             xh = xh + (x - xh).detach()
         out = t.clone()

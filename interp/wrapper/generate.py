@@ -14,9 +14,10 @@ positions they hold, zeros elsewhere (what a causal pattern holds there anyway; 
 forward holds the mask value there instead). Batches of texts
 are left-padded for generation (HF's convention), and so is the cache.
 
-TransformerLens's keywords are accepted: `return_type` ("input": text for text input, ids for ids;
-"str"; "tokens"), `stop_at_eos`, `eos_token_id`, `use_past_kv_cache`, `verbose` (no progress bar is
-drawn here), `temperature`, `top_k`, `top_p`. One difference is kept: sampling is off unless
+TransformerLens's keywords are accepted: `input=` (the prompt), `return_type` ("input": text for text
+input, ids for ids; "str"; "tokens"), `stop_at_eos`, `eos_token_id`, `use_past_kv_cache`, `verbose` (no
+progress bar is drawn here), `temperature`, `top_k`, `top_p`, `freq_penalty` (as TL: when sampling only,
+logits / temperature - penalty × count of the token so far). One difference is kept: sampling is off unless
 `do_sample=True` (TL samples by default), so a call gives the same output every time.
 """
 
@@ -57,6 +58,20 @@ def _join(name: str, parts: list[Tensor]) -> Tensor:
     return torch.cat(parts, dim=1)
 
 
+class FrequencyPenalty:
+    """TransformerLens's `freq_penalty`: each logit, after the temperature, minus penalty × the number of times
+    its token occurs so far. HF runs this before its temperature warper, hence the factor `temperature`."""
+
+    def __init__(self, penalty: float, temperature: float = 1.0):
+        self.penalty, self.temperature = penalty, temperature
+
+    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        counts = torch.zeros_like(scores)
+        ids = input_ids.clamp(max=scores.shape[-1] - 1)
+        counts.scatter_add_(1, ids, torch.ones_like(ids, dtype=scores.dtype))
+        return scores - self.penalty * self.temperature * counts
+
+
 def generate(
     model,
     inputs,
@@ -85,8 +100,15 @@ def generate(
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     if return_type not in ("input", "str", "tokens"):
         raise ValueError(f"return_type must be 'input', 'str' or 'tokens', not {return_type!r}")
-    if generate_kwargs.pop("freq_penalty", 0.0):
-        raise ValueError("freq_penalty is not supported; pass HF's repetition_penalty= instead")
+    freq_penalty = float(generate_kwargs.pop("freq_penalty", 0.0) or 0.0)
+    if freq_penalty < 0:
+        raise ValueError(f"freq_penalty must be at least 0, got {freq_penalty}")
+    if freq_penalty and do_sample:  # TL applies it only when sampling, after the temperature
+        from transformers import LogitsProcessorList
+
+        t = float(generate_kwargs.get("temperature", 1.0) or 1.0)
+        extra = list(generate_kwargs.pop("logits_processor", None) or [])
+        generate_kwargs["logits_processor"] = LogitsProcessorList([*extra, FrequencyPenalty(freq_penalty, t)])
     generate_kwargs.pop("padding_side", None)  # generation always left-pads
     as_text = return_type == "str" or (return_type == "input" and isinstance(inputs, (str, list, tuple)))
     if not stop_at_eos:

@@ -241,20 +241,24 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
         Each entry is (name, pattern or predicate, fn); fn(tensor, hook) returns a replacement or None.
         """
         removes: list[Callable[[], None]] = []
-        if not self._hook_depth and self._persistent:  # add_hook's hooks, once per outermost call
+        if not self._hook_depth:  # add_hook's hooks (and a subclass's standing ones), once per outermost call
             kept_fwd, kept_bwd = self.persistent_hooks()
             fwd_hooks, bwd_hooks = [*kept_fwd, *fwd_hooks], [*kept_bwd, *bwd_hooks]
         self._hook_depth += 1
         try:
-            for installer, pairs in ((install_forward, fwd_hooks), (install_backward, bwd_hooks)):
+            for direction, pairs in (("fwd", fwd_hooks), ("bwd", bwd_hooks)):
                 for names, fn in pairs:
-                    for point in self.hook_points(names):
-                        removes += installer(self.hf_model, point, fn)
+                    removes += self._install(names, fn, direction)
             yield self
         finally:
             self._hook_depth -= 1
             for remove in reversed(removes):
                 remove()
+
+    def _install(self, names, fn: HookFn, direction: Literal["fwd", "bwd"]) -> list[Callable[[], None]]:
+        """Install `fn` at every hook point `names` selects; the removal callables."""
+        installer = install_forward if direction == "fwd" else install_backward
+        return [remove for point in self.hook_points(names) for remove in installer(self.hf_model, point, fn)]
 
     def run_with_hooks(
         self,
@@ -371,11 +375,17 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
         finally:
             handle.remove()
 
-    def generate(self, inputs: Inputs, max_new_tokens: int = 20, **kwargs):
-        """HF's KV-cached `generate` with hooks active; see `interp.wrapper.generate.generate` (names=, fwd_hooks=)."""
+    def generate(
+        self, inputs: Inputs | None = None, max_new_tokens: int = 20, *, input: Inputs | None = None, **kwargs
+    ):
+        """HF's KV-cached `generate` with hooks active; see `interp.wrapper.generate.generate` (names=, fwd_hooks=).
+
+        `input=` is TransformerLens's name for the prompt."""
         from interp.wrapper.generate import generate
 
-        return generate(self, inputs, max_new_tokens, **kwargs)
+        if (inputs is None) == (input is None):
+            raise TypeError("pass the prompt once: generate(prompt, ...) or generate(input=prompt, ...)")
+        return generate(self, inputs if input is None else input, max_new_tokens, **kwargs)
 
     # ------------------------------------------------------------------ views
     def to_transformer_bridge(self):

@@ -77,3 +77,27 @@ def test_transformer_lens_view_takes_text_with_our_bos_rule(smollm):
     assert tl.to_tokens(prompt).tolist() == smollm.to_tokens(prompt).tolist()
     with torch.no_grad():
         assert rel(tl(prompt), smollm(prompt)) < 1e-4
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_tl_generate_keywords_freq_penalty_as_the_bridge(temperature):
+    """top_k=1 makes sampling deterministic, so the penalty's effect is compared token for token.
+
+    The bridge is run without its KV cache: with it, TL 3.9's bridge counts the tokens differently from its own
+    `sample_logits` formula (logits / temperature - penalty x count over the whole sequence so far), which both
+    ours and the bridge's uncached path follow."""
+    model = wrap("llama")
+    bridge = model.to_transformer_bridge()
+    x = ids(1, 6)
+    kw = dict(max_new_tokens=12, stop_at_eos=False, do_sample=True, top_k=1, temperature=temperature)
+    for penalty in (0.0, 3.0):
+        ours = model.generate(input=x, freq_penalty=penalty, use_past_kv_cache=True, **kw)
+        assert torch.equal(ours, model.generate(input=x, freq_penalty=penalty, use_past_kv_cache=False, **kw))
+        with torch.no_grad():
+            theirs = bridge.generate(input=x, freq_penalty=penalty, use_past_kv_cache=False, verbose=False, **kw)
+        assert torch.equal(ours, theirs.to(ours.device)), penalty
+    assert not torch.equal(model.generate(input=x, freq_penalty=3.0, **kw), model.generate(input=x, **kw))
+    with pytest.raises(TypeError, match="pass the prompt once"):
+        model.generate(x, input=x)
+    with pytest.raises(ValueError, match="freq_penalty must be at least 0"):
+        model.generate(x, 3, freq_penalty=-1.0, do_sample=True)
