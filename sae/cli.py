@@ -331,11 +331,11 @@ def eval_(
                 "sae": sae,
                 **evaluate_store(s, st, sae, hook, split, max_rows, exclude, codes, allow_other_hook=allow_other_hook),
             }
+            filt = sae_row_filter(sae, st, res["hook"], exclude)
             if model:
-                filt = sae_row_filter(sae, st, res["hook"], exclude)
                 res.update(_spliced(model, s, res["hook"], st, ce_seqs, eval_rows(sae, st, split)[1], filt, dev))
             if suite == "saebench":
-                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, bench_words, dev, st)]
+                res["saebench_files"] = [str(p) for p in _saebench(sae, s, model, res, bench_words, dev, st, filt)]
             res["device"] = dev
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             _fail(exc)
@@ -368,8 +368,10 @@ def _saebench(
     ws: list[tuple[int, str]],
     device: str = "cpu",
     st: Any = None,
+    filt: Any = None,
 ) -> list[Any]:
-    """The suite's evals on the words `saebench.check_inputs` gave; writes `<sae_dir>/saebench/` (its lock held)."""
+    """The suite's evals on the words `saebench.check_inputs` gave; writes `<sae_dir>/saebench/` (its lock held).
+    The store's probing tasks are drawn from the rows the row rule `filt` keeps, as every other metric is."""
     import copy
 
     import torch
@@ -389,7 +391,10 @@ def _saebench(
         def encode(x: Any) -> Any:
             return torch.cat([cpu_sae.encode(c) for c in x.split(4096)])
 
-        data = SP.store_tasks(st, res["hook"], lambda t: model.tokenizer.decode([t]), seed=42)
+        from sae.evaluate import ruled_rows
+
+        rows = None if filt is None else ruled_rows(st, res["hook"], filt)
+        data = SP.store_tasks(st, res["hook"], lambda t: model.tokenizer.decode([t]), seed=42, rows=rows)
         tasks = {t: SP.sparse_probing(tr, te, encode) for t, (tr, te) in data.items()} or None
     return write_saebench(
         sae_dir, fl, res, sae_id=Path(sae_dir).name, hook=res["hook"], model=model_spec, sae=cpu_sae, tasks=tasks

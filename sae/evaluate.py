@@ -63,6 +63,15 @@ def eval_rows(sae_dir: str | Path | None, store: Any, split: str = "auto") -> tu
     return "heldout", store.shard_rows(split_shards(store, holdout)[1])
 
 
+def ruled_rows(store: Any, hook: str, filt: RowFilter, rows: Tensor | None = None, chunk: int = 1 << 16) -> Tensor:
+    """Global indices of the rows (`rows`, default all) that the row rule keeps, read in chunks (the hook's
+    activations only when the rule has a norm cut)."""
+    rows = torch.arange(len(store)) if rows is None else rows
+    hooks = [hook] if filt.cut is not None else []
+    kept = [part[filt.keep(store.get_rows(part, hooks=hooks))] for part in rows.split(chunk)]
+    return torch.cat(kept) if kept else rows[:0]
+
+
 def kept_rows(store: Any, hook: str, rows: Tensor, filt: RowFilter, max_rows: int) -> dict[str, Tensor]:
     """The first `max_rows` ordinary rows among `rows` (index columns included)."""
     got = store.get_rows(rows[: max_rows + max_rows // 4 + 256], hooks=hook)

@@ -483,6 +483,54 @@ def first_letter_split(
     return usable, y_all, tr_all, te_all, g
 
 
+def saebench_absorption(
+    x: Tensor,
+    z: Tensor,
+    W: Tensor,
+    p: Tensor,
+    main: Sequence[int],
+    full_cos: float = 0.025,
+    fraction_cos: float = 0.1,
+    proportion: float = 0.4,
+    max_absorbers: int = 3,
+) -> dict[str, float]:
+    """SAEBench's two absorption measures (`evals/absorption/feature_absorption_calculator.py`) over the probe's
+    true positives of one letter: activations `x` [n, d], codes `z` [n, d_sae], unit decoder rows `W`, unit
+    probe direction `p`, the split latents `main`.
+
+    A latent's probe projection is its activation times the cosine of its decoder row with the probe.
+    Absorption fraction of a word: 0 when the main latents already carry the model's projection x·p or the
+    top `max_absorbers` other latents (cosine ≥ `fraction_cos`, positive projection) carry under `proportion`
+    of it; 1 when the main latents' projection is ≤ 0; else absorbed / (absorbed + main), absorbed being the
+    absorbers' projection capped at what the main latents leave unexplained. Full absorption: every main
+    latent silent (< 1e-8), the latent of largest projection has cosine ≥ `full_cos` and carries at least
+    `proportion` of a non-negative x·p. Both are averaged over the words, as SAEBench's per-letter rates."""
+    n = len(x)
+    if n == 0:
+        return {"absorption_fraction": 0.0, "full_absorption_rate": 0.0, "n_saebench_full_absorption": 0}
+    cos = W @ p
+    proj = z * cos  # [n, d_sae]
+    act = x @ p  # [n]
+    main_t = torch.as_tensor(list(main), dtype=torch.long)
+    main_proj = proj[:, main_t].sum(1)
+    cand = (cos >= fraction_cos).expand_as(proj) & (proj > 0)
+    cand[:, main_t] = False
+    absorbers = torch.where(cand, proj, torch.zeros_like(proj)).topk(min(max_absorbers, proj.shape[1]), dim=1)
+    total = absorbers.values.sum(1)
+    unexplained = act - main_proj
+    absorbed = torch.minimum(total, unexplained)
+    frac = (absorbed / (absorbed + main_proj)).clamp(0.0, 1.0)
+    frac = torch.where(main_proj <= 0, torch.ones_like(frac), frac)
+    frac = torch.where((main_proj >= act) | (total / act < proportion), torch.zeros_like(frac), frac)
+    top_proj, top = proj.max(1)
+    full = (z[:, main_t] < 1e-8).all(1) & (cos[top] >= full_cos) & (act >= 0) & (top_proj / act >= proportion)
+    return {
+        "absorption_fraction": float(frac.mean()),
+        "full_absorption_rate": float(full.float().mean()),
+        "n_saebench_full_absorption": int(full.sum()),
+    }
+
+
 def first_letter_absorption(
     x: Tensor,
     words: Sequence[tuple[int, str]],
@@ -498,7 +546,9 @@ def first_letter_absorption(
     activations gives the feature direction; the SAE's main latent is the k=1 sparse-probing choice.
     Absorption rate: of the test words of that letter the probe gets right, the fraction where the
     main latent is silent while another active latent's decoder points along the probe (cos > cos_min).
-    Splitting: how many latents k-sparse probing adds while each raises F1 by more than `split_gain`."""
+    Splitting: how many latents k-sparse probing adds while each raises F1 by more than `split_gain`.
+    Beside this rate, SAEBench's absorption fraction and full-absorption rate (`saebench_absorption`) with the
+    split latents as the main ones."""
     usable, y_all, tr_all, te_all, g = first_letter_split(words, letters, seed)
     z = encode(sae, x)
     W = decoder_directions(sae)
@@ -532,7 +582,10 @@ def first_letter_absorption(
         along[main] = False
         zt = z[te][probe_ok]
         absorbed = (zt[:, main] <= 0) & ((zt[:, along] > 0).any(1))
+        split = sparse_probe_f1(z[tr], y[tr], z[te], y[te], n_split)["latents"]
+        sb = saebench_absorption(x[te][probe_ok].float(), zt, W, p, split, cos_min)
         per[L] = {
+            **sb,
             "absorption": float(absorbed.float().mean()) if len(zt) else 0.0,
             "n_split": n_split,
             "f1_k1": f1s[0],
@@ -545,6 +598,8 @@ def first_letter_absorption(
         raise ValueError("no letter had enough words for the first-letter task")
     return {
         "mean_absorption": sum(v["absorption"] for v in per.values()) / len(per),
+        "mean_absorption_fraction": sum(v["absorption_fraction"] for v in per.values()) / len(per),
+        "mean_full_absorption": sum(v["full_absorption_rate"] for v in per.values()) / len(per),
         "mean_num_split": sum(v["n_split"] for v in per.values()) / len(per),
         "mean_f1_k1": sum(v["f1_k1"] for v in per.values()) / len(per),
         "letters": per,

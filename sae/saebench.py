@@ -119,17 +119,18 @@ def saebench_records(
         "hook_name": hook,
         "absorbing_latent_min_cosine": 0.025,
     }
-    rates = [v["absorption"] for v in letters.values()]
+    fractions = [v["absorption_fraction"] for v in letters.values()]
+    rates = [v["full_absorption_rate"] for v in letters.values()]
     splits = [float(v["n_split"]) for v in letters.values()]
     absorption = _envelope(
         "absorption_first_letter",
         cfg,
         {
             "mean": {
-                "mean_absorption_fraction_score": fl["mean_absorption"],
-                "mean_full_absorption_score": fl["mean_absorption"],
+                "mean_absorption_fraction_score": fl["mean_absorption_fraction"],
+                "mean_full_absorption_score": fl["mean_full_absorption"],
                 "mean_num_split_features": fl["mean_num_split"],
-                "std_dev_absorption_fraction_score": _std(rates),
+                "std_dev_absorption_fraction_score": _std(fractions),
                 "std_dev_full_absorption_score": _std(rates),
                 "std_dev_num_split_features": _std(splits),
             }
@@ -137,9 +138,9 @@ def saebench_records(
         [
             {
                 "first_letter": L,
-                "mean_absorption_fraction": v["absorption"],
-                "full_absorption_rate": v["absorption"],
-                "num_full_absorption": int(v.get("n_full_absorption", 0)),
+                "mean_absorption_fraction": v["absorption_fraction"],
+                "full_absorption_rate": v["full_absorption_rate"],
+                "num_full_absorption": int(v["n_saebench_full_absorption"]),
                 "num_probe_true_positives": int(v.get("n_probe_true_positives", 0)),
                 "num_split_features": int(v["n_split"]),
             }
@@ -148,8 +149,9 @@ def saebench_records(
         sae_id,
         sae_cfg,
         {
-            "note": "mean_absorption_fraction is our full-absorption rate (SAEBench's partial-absorption fraction "
-            "is not computed)"
+            "note": "absorption fraction and full absorption by SAEBench's rules (sae.metrics.saebench_absorption); "
+            "absorption_simple is our simpler rate (main latent silent, another along the probe fires)",
+            "absorption_simple": fl["mean_absorption"],
         },
     )
     acc = {L: v.get("accuracy_k", [v["f1_k1"]]) for L, v in letters.items()}
@@ -187,6 +189,7 @@ def saebench_records(
             "metrics": "means over the store_tokens tasks (sae.sparse_probing: SAEBench's protocol on token classes "
             "of the store's rows); first_letter rows in the details",
             "store_token_task_rows": {t: r["rows"] for t, r in tasks.items()},
+            "store_token_task_selection": {t: r.get("selection") for t, r in tasks.items()},
         }
     probing = _envelope(
         "sparse_probing",

@@ -117,13 +117,18 @@ def top_k_mean_diff(x: Tensor, y: Tensor, k: int) -> Tensor:
     return torch.argsort(diff, descending=True)[:k]
 
 
-def probe_accuracy(train: dict[str, Tensor], test: dict[str, Tensor], k: int | None) -> dict[str, float]:
-    """Test accuracy per class of a logistic probe on the top-k columns (all columns when k is None)."""
+def probe_accuracy(
+    train: dict[str, Tensor], test: dict[str, Tensor], k: int | None, chosen: dict[str, Tensor] | None = None
+) -> dict[str, float]:
+    """Test accuracy per class of a logistic probe on the top-k columns (all columns when k is None);
+    `chosen` (a dict) receives each class's columns."""
     out = {}
     for cls in train:
         xtr, ytr = one_vs_rest(train, cls)
         xte, yte = one_vs_rest(test, cls)
         cols = top_k_mean_diff(xtr.float(), ytr, k) if k is not None else torch.arange(xtr.shape[1])
+        if chosen is not None:
+            chosen[cls] = cols
         w, b = M.logistic_regression(xtr[:, cols].float(), ytr)
         pred = (xte[:, cols].double() @ w + b) > 0
         out[cls] = float((pred == yte.bool()).float().mean())
@@ -144,17 +149,36 @@ def sparse_probing(
         z_train = {c: encode(v).float() for c, v in x_train.items()}
         z_test = {c: encode(v).float() for c, v in x_test.items()}
     per: dict[str, dict[str, float]] = {}
+    picks: dict[int, dict[str, Tensor]] = {}
     runs = [("llm_test_accuracy", x_train, x_test, None)]
     runs += [(f"llm_top_{k}_test_accuracy", x_train, x_test, k) for k in ks]
     runs += [(f"sae_top_{k}_test_accuracy", z_train, z_test, k) for k in ks]
     for key, tr, te, k in runs:
         torch.manual_seed(seed)
-        per[key] = probe_accuracy(tr, te, k)
+        per[key] = probe_accuracy(tr, te, k, picks.setdefault(k, {}) if key.startswith("sae_") else None)
     return {
         "mean": {key: sum(v.values()) / len(v) for key, v in per.items()},
         "per_class": per,
         "rows": {c: [len(x_train[c]), len(x_test[c])] for c in x_train},
+        "selection": selection_firing(z_train, {k: v for k, v in picks.items() if k is not None}),
     }
+
+
+def selection_firing(z_train: dict[str, Tensor], picks: dict[int, dict[str, Tensor]]) -> dict[str, float]:
+    """How much the mean-difference selection favours frequent latents: the firing fraction (over the task's
+    training rows) of the latents it chose, per k, beside that of the average latent that fires at all.
+    A latent firing on a third of the tokens has a large |mean difference| on any balanced set by its
+    frequency alone, whatever it encodes; a ratio far above 1 says the probe reads such latents."""
+    freq = (torch.cat(list(z_train.values())) > 0).float().mean(0)
+    live = freq[freq > 0]
+    base = float(live.mean()) if len(live) else 0.0
+    out: dict[str, float] = {"firing_live_latent_mean": base}
+    for k, by_class in sorted(picks.items()):
+        chosen = torch.cat([c for c in by_class.values()]) if by_class else torch.zeros(0, dtype=torch.long)
+        f = float(freq[chosen].mean()) if len(chosen) else 0.0
+        out[f"firing_chosen_top_{k}"] = f
+        out[f"firing_ratio_top_{k}"] = f / base if base else float("nan")
+    return out
 
 
 def _kept(classes: dict[str, Any], size: Callable[[Any], int], min_rows: int) -> dict[str, Any]:

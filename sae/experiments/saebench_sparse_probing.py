@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--n-train", type=positive_int, default=4000, help="rows per class (SAEBench: 4,000)")
     ap.add_argument("--n-test", type=positive_int, default=1000, help="rows per class (SAEBench: 1,000)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument(
+        "--rows",
+        choices=("rule", "all"),
+        default="rule",
+        help="draw the tasks from the rows the SAE's row rule keeps (as `sae eval --suite saebench`), or from all",
+    )
     ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--out", type=out_file, help="also write the JSON here")
     a = ap.parse_args(argv)
@@ -95,7 +101,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tok = load_tokenizer(a.model)
     except ValueError as exc:  # an unknown spec: the registry's message names the valid ones
         ap.error(f"--model: {exc}")
-    tasks = store_tasks(store, hook, lambda t: tok.decode([t]), a.n_train, a.n_test, seed=a.seed)
+    rows = None
+    if a.rows == "rule":
+        from sae.evaluate import ruled_rows, sae_row_filter
+
+        rows = ruled_rows(store, hook, sae_row_filter(a.sae, store, hook))
+    tasks = store_tasks(store, hook, lambda t: tok.decode([t]), a.n_train, a.n_test, seed=a.seed, rows=rows)
 
     @torch.no_grad()
     def encode(x: torch.Tensor) -> torch.Tensor:

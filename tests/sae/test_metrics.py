@@ -87,3 +87,38 @@ def test_w1_in_input_units_is_invariant_to_decoder_scaling():
     assert abs(before - after) < 1e-5 * max(1.0, before)
     raw_before, raw_after = M.mean_w1(z, y), M.mean_w1(z2, y)
     assert abs(raw_after - raw_before) > 0.1 * raw_before  # raw codes are not invariant
+
+
+def _saebench_word(x, z, W, p, main, full_cos=0.025, frac_cos=0.1, prop=0.4, n_abs=3):
+    """SAEBench's per-word branches (feature_absorption_calculator.calculate_absorption), one word at a time."""
+    cos = [float(W[i] @ p) for i in range(W.shape[0])]
+    proj = [float(z[i]) * cos[i] for i in range(len(cos))]
+    act = float(x @ p)
+    main_proj = sum(proj[i] for i in main)
+    cands = sorted((proj[i] for i in range(len(cos)) if i not in main and cos[i] >= frac_cos and proj[i] > 0))
+    total = sum(cands[::-1][:n_abs])
+    if main_proj >= act or total / act < prop:
+        frac = 0.0
+    elif main_proj <= 0:
+        frac = 1.0
+    else:
+        absorbed = min(total, act - main_proj)
+        frac = min(max(absorbed / (absorbed + main_proj), 0.0), 1.0)
+    top = max(range(len(proj)), key=lambda i: proj[i])
+    full = all(float(z[i]) < 1e-8 for i in main) and cos[top] >= full_cos and act >= 0 and proj[top] / act >= prop
+    return frac, full
+
+
+def test_saebench_absorption_equals_saebench_s_rules_word_by_word():
+    g = torch.Generator().manual_seed(0)
+    d, m, n = 16, 40, 300
+    W = torch.nn.functional.normalize(torch.randn(m, d, generator=g), dim=1)
+    p = torch.nn.functional.normalize(W[0] + 0.5 * W[1] + 0.3 * torch.randn(d, generator=g), dim=0)
+    z = torch.relu(torch.randn(n, m, generator=g)) * (torch.rand(n, m, generator=g) < 0.15)
+    z[: n // 3, 0] = 0.0  # the main latent silent on a third of the words
+    x = z @ W + 0.05 * torch.randn(n, d, generator=g)
+    got = M.saebench_absorption(x, z, W, p, [0])
+    ref = [_saebench_word(x[i], z[i], W, p, [0]) for i in range(n)]
+    assert abs(got["absorption_fraction"] - sum(f for f, _ in ref) / n) < 1e-6
+    assert got["n_saebench_full_absorption"] == sum(f for _, f in ref)
+    assert 0 < got["absorption_fraction"] < 1 and 0 < got["full_absorption_rate"] < 1  # both branches exercised

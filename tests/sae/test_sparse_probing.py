@@ -86,11 +86,15 @@ def test_saebench_record_takes_the_store_tasks_means():
 
     train, test = planted(seed=0), planted(n=200, seed=1)
     tasks = {"planted": S.sparse_probing(train, test, lambda x: x.relu())}
+    letter = {"absorption": 0.0, "n_split": 1, "f1_k1": 0.5, "accuracy_k": [0.6, 0.7]}
+    letter |= {"absorption_fraction": 0.0, "full_absorption_rate": 0.0, "n_saebench_full_absorption": 0}
     fl = {
         "mean_absorption": 0.0,
+        "mean_absorption_fraction": 0.0,
+        "mean_full_absorption": 0.0,
         "mean_num_split": 1.0,
         "mean_f1_k1": 0.5,
-        "letters": {"a": {"absorption": 0.0, "n_split": 1, "f1_k1": 0.5, "accuracy_k": [0.6, 0.7]}},
+        "letters": {"a": letter},
     }
     core = {"fvu": 0.5, "mse": 1.0, "l0": 3.0, "dead_frac": 0.1}
     rec = saebench_records(fl, core, "x", "h", "m", tasks=tasks)["sparse_probing"]
@@ -101,3 +105,30 @@ def test_saebench_record_takes_the_store_tasks_means():
     assert rec["eval_result_metrics"]["llm"]["llm_test_accuracy"] > 0.9
     assert rec["eval_config"]["k_values"] == [1, 2, 5]
     assert [d["dataset_name"] for d in rec["eval_result_details"]] == ["first_letter_a", "store_tokens_planted"]
+
+
+def test_selection_firing_names_a_frequent_latent_chosen_for_its_frequency():
+    g = torch.Generator().manual_seed(3)
+    n, m = 400, 50
+    z = {c: torch.relu(torch.randn(n, m, generator=g) - 2.0) for c in ("a", "b")}
+    z["a"][:, 7] += 3.0  # latent 7 fires on every row of class a (and often on b)
+    z["b"][: n // 2, 7] += 1.0
+    picks = {1: {"a": torch.tensor([7]), "b": torch.tensor([7])}, 2: {"a": torch.tensor([3, 4])}}
+    sel = S.selection_firing(z, picks)
+    assert sel["firing_chosen_top_1"] > 0.7 and sel["firing_ratio_top_1"] > 5
+    assert sel["firing_ratio_top_2"] < 2
+    out = S.sparse_probing({"a": z["a"][:300], "b": z["b"][:300]}, {"a": z["a"][300:], "b": z["b"][300:]}, lambda x: x)
+    assert out["selection"]["firing_ratio_top_1"] > 5  # the probe's own top-1 pick is that latent
+
+
+def test_ruled_rows_drop_the_rows_the_rule_drops(tmp_path):
+    from interp.cache.rows import RowRule
+    from sae.evaluate import ruled_rows
+    from sae.synthetic import write_store
+
+    x = torch.randn(500, 8, generator=torch.Generator().manual_seed(0))
+    x[[3, 77, 400]] *= 100  # norm outliers
+    st = write_store(tmp_path / "s", x, rows_per_shard=128)
+    filt = RowRule.parse("norm-outliers:10").bind(st, "synthetic.hook_x")
+    kept = ruled_rows(st, "synthetic.hook_x", filt, chunk=100)
+    assert len(kept) == 497 and not ({3, 77, 400} & set(kept.tolist()))
