@@ -11,11 +11,13 @@ checkpoints, the training and query tokens, and returns scores whose sign is the
 | `trak` | TRAK-style: Gaussian random projection P of the gradients, then P_z^T (P^T P + lambda I)^-1 P_q |
 | `ekfac`, `ekfac_block`, `ekfac_module` | our EK-FAC on every head's q|k, v, o blocks (heads block-diagonal), |
 | | damped per head (the default), per block or per module (`attribution.influence.DAMPING_SCOPES`) |
+| `ekfac_linear` (`_attn`, `_mlp`) | our EK-FAC over every Linear in the layers (or the attention / MLP ones), one |
+| | Kronecker block per module, damped 0.1 x mean eigenvalue per module (`attribution.ekfac_linear`) |
 | `dra` | DRA's representation similarity: cosine of centred mean-pooled hidden states (middle layer) |
 | `kronfluence` | Kronfluence 1.0.1's EK-FAC over every Linear in the layers, its per-module heuristic damping |
 
 Gradients cover the Linear modules inside the layers (for the looped GPT: the shared block's), the same
-parameter set for TracIn, gradient similarity and TRAK; EK-FAC covers the attention heads' parameters only.
+parameter set for TracIn, gradient similarity, TRAK and `ekfac_linear`; `ekfac` covers the attention heads' only.
 """
 
 from __future__ import annotations
@@ -139,8 +141,36 @@ def ekfac_module(model, checkpoints, train, queries, **kw) -> Tensor:
     return _ekfac(model, train, queries, "module", **_ekfac_kw(kw))
 
 
-def _ekfac_kw(kw: dict) -> dict:
-    return {k: kw[k] for k in ("seed", "fit_rows", "damping") if k in kw}
+def _ekfac_kw(kw: dict, keys: tuple[str, ...] = ("seed", "fit_rows", "damping")) -> dict:
+    return {k: kw[k] for k in keys if k in kw}
+
+
+def _ekfac_linear(model, train, queries, group: str, seed: int = 0, fit_rows: int = 256, batch: int = 16) -> Tensor:
+    from attribution.ekfac_linear import fit_linear_ekfac, linear_influence, linear_modules
+
+    if hasattr(model.hf_model, "step_modules"):
+        raise ValueError("per-module EK-FAC needs each Linear called once; the looped GPT calls its block per step")
+    mods = linear_modules(model)
+    if group != "all":
+        words = ("attn", "attention") if group == "attn" else ("mlp",)
+        mods = {n: m for n, m in mods.items() if any(w in n.split(".")[-2] for w in words)}
+    f = fit_linear_ekfac(model, mods, train[:fit_rows], batch_size=batch, seed=seed)
+    return -linear_influence(model, f, mods, train, queries, batch_size=batch)  # the harness's sign: helpfulness
+
+
+@method("ekfac_linear")
+def ekfac_linear(model, checkpoints, train, queries, **kw) -> Tensor:
+    return _ekfac_linear(model, train, queries, "all", **_ekfac_kw(kw, ("seed", "fit_rows")))
+
+
+@method("ekfac_linear_attn")
+def ekfac_linear_attn(model, checkpoints, train, queries, **kw) -> Tensor:
+    return _ekfac_linear(model, train, queries, "attn", **_ekfac_kw(kw, ("seed", "fit_rows")))
+
+
+@method("ekfac_linear_mlp")
+def ekfac_linear_mlp(model, checkpoints, train, queries, **kw) -> Tensor:
+    return _ekfac_linear(model, train, queries, "mlp", **_ekfac_kw(kw, ("seed", "fit_rows")))
 
 
 @method("dra")
