@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = {}
     for name, fn in methods.items():
         t0 = time.perf_counter()
+        torch.manual_seed(a.seed)  # Kronfluence samples its labels from the global generator: fixed per method
         try:
             scores = fn()
         except ImportError as exc:
