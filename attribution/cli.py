@@ -350,8 +350,15 @@ def build_command(
 @app.command("query")
 def query_command(
     store: str = typer.Option(..., metavar="DIR", help="A gradient store written by `interp attribute build`"),
-    queries: str = typer.Option(..., metavar="SPEC", help="Query data: tokens:PATH.safetensors or a corpus spec"),
-    out: str = typer.Option(None, metavar="DIR", help="Folder for topk.json / topk.safetensors (default: none)"),
+    queries: list[str] = typer.Option(
+        ...,
+        metavar="SPEC",
+        help="Query data: tokens:PATH.safetensors or a corpus spec; repeat the option for several query sets, "
+        "answered in one process (the model and store are loaded once)",
+    ),
+    out: str = typer.Option(
+        None, metavar="DIR", help="Folder for topk.json / topk.safetensors (several query sets: DIR/query_<i>/)"
+    ),
     top: int = typer.Option(10, metavar="INT", help="Training rows kept per query"),
     precondition: str = typer.Option(
         "none",
@@ -380,12 +387,13 @@ def query_command(
             from interp.cli.errors import check_out_dir
 
             check_out_dir(out)  # before the store, the model and the queries are read
-        from attribution.gradstore import QueryConfig, query_store
+        from attribution.gradstore import QueryConfig
+        from attribution.resident import GradientIndex
         from interp.store import StoreLockedError
 
         cfg = QueryConfig(
             store=store,
-            queries=queries,
+            queries=queries[0],
             out=out,
             top=top,
             precondition=precondition,
@@ -404,13 +412,19 @@ def query_command(
             device=device,
         )
         try:
-            summary = query_store(cfg)
+            index = GradientIndex(cfg)
+            several = len(queries) > 1
+            summaries = [
+                index.query(spec, out=(f"{out}/query_{i}" if several else out) if out else None)
+                for i, spec in enumerate(queries)
+            ]
         except StoreLockedError as exc:
             raise ValueError(str(exc)) from None
     except (ValueError, FileNotFoundError) as e:
         _fail(ValueError(" ".join(str(e).split("\n"))))  # one line
-    summary.pop("rows"), summary.pop("scores")
-    typer.echo(json.dumps(summary, indent=1))
+    for summary in summaries:
+        summary.pop("rows"), summary.pop("scores")
+    typer.echo(json.dumps(summaries if several else summaries[0], indent=1))
 
 
 def register(app_: typer.Typer) -> None:

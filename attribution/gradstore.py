@@ -511,9 +511,15 @@ def _preconditioner(cfg: QueryConfig, store: ActivationStore, model, proj: Proje
     return 1.0 / (f + cfg.damping * f.mean().clamp_min(1e-12))
 
 
-def query_vectors(cfg: QueryConfig, store: ActivationStore, model, proj: Projector, queries: Tensor) -> Tensor:
-    """[n_query, dim]: the queries' gradients, preconditioned, projected with the store's projection."""
-    pre = _preconditioner(cfg, store, model, proj)
+_UNSET = object()
+
+
+def query_vectors(
+    cfg: QueryConfig, store: ActivationStore, model, proj: Projector, queries: Tensor, pre: object = _UNSET
+) -> Tensor:
+    """[n_query, dim]: the queries' gradients, preconditioned, projected with the store's projection (`pre`: the
+    preconditioner already computed, None for none; default: computed now)."""
+    pre = _preconditioner(cfg, store, model, proj) if pre is _UNSET else pre
     out = []
     for i in range(0, len(queries), cfg.batch_size):
         g = proj.exact_gradients(model.hf_model, queries[i : i + cfg.batch_size].to(model.device))
@@ -587,40 +593,11 @@ def faiss_topk(store: ActivationStore, q: Tensor, top: int) -> tuple[Tensor, Ten
 
 
 def query_store(cfg: QueryConfig, store: ActivationStore | None = None) -> dict:
-    """Top-k training rows per query through the store; writes `out/topk.json` and `out/topk.safetensors`."""
-    from attribution.jobs import load_tokens
+    """Top-k training rows per query through the store; writes `out/topk.json` and `out/topk.safetensors`.
+    One query set per call; `attribution.resident.GradientIndex` answers many in one process."""
+    from attribution.resident import GradientIndex
 
-    t0 = time.perf_counter()
-    store = store or open_gradient_store(cfg.store)
-    data = store.meta.data
-    sp = data["projection"]
-    projection = Projection(sp["kind"], int(sp["dim"]), int(sp["seed"]))
-    _check_projection(cfg, store)  # before the model is loaded
-    modules = data["modules"] if cfg.modules is None else list(cfg.modules)
-    model, proj = _projector(cfg.model or store.meta.model, cfg.device, modules, projection)
-    _check_compatible(cfg, store, model, proj)
-    queries, _ = load_tokens(cfg.queries, model.tokenizer, cfg.ctx_len, cfg.max_queries, 1, model, "--queries")
-    t1 = time.perf_counter()
-    q = query_vectors(cfg, store, model, proj, queries)
-    t2 = time.perf_counter()
-    scores, rows = (faiss_topk if cfg.faiss else streamed_topk)(store, q, cfg.top)
-    t3 = time.perf_counter()
-    summary = {
-        "store": str(store.path),
-        "n_train": len(store),
-        "n_queries": len(queries),
-        "top": cfg.top,
-        "precondition": cfg.precondition,
-        "search": "faiss" if cfg.faiss else "streamed",
-        "query_gradients_seconds": round(t2 - t1, 4),
-        "search_seconds": round(t3 - t2, 4),
-        "seconds": round(time.perf_counter() - t0, 4),
-        "topk": [[{"row": int(r), "score": float(s)} for r, s in zip(rr, ss)] for rr, ss in zip(rows, scores)],
-    }
-    if cfg.out:
-        write_results(cfg.out, summary, scores, rows)
-    summary["rows"], summary["scores"] = rows, scores
-    return summary
+    return GradientIndex(cfg, store).query(cfg.queries, out=cfg.out)
 
 
 def write_results(out: str | Path, summary: dict, scores: Tensor, rows: Tensor) -> None:

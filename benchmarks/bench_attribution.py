@@ -17,7 +17,9 @@
 5. `--smollm2-run DIR` (the output of `python -m attribution.experiments.smollm2`): scores per second of
    `interp attribute` TracIn and EK-FAC jobs on SmolLM2-135M, in-process and on a local Ray with 2
    workers (score phase: the shards, after the shared preparation), and the ratio Ray / in-process.
-7. `--store` (only that part): serial queries through the gradient store (`attribution.gradstore`). 10,000
+7. `--store` (only that part): serial queries through the gradient store (`attribution.gradstore`), then the
+   same ten through one resident `attribution.resident.GradientIndex`, beside one `interp attribute query`
+   process for the tenth (start-up included). 10,000
    training sequences of the looped LDS task (stdlib-docs, 32 bytes, d 64, 3 loops; briefly trained), gradients
    of the looped block projected to 512 (seeded Gaussian) once; then ten query sets of 8 sequences through the
    store, and the tenth also recomputed directly (every training gradient again, same projection), side by side:
@@ -453,6 +455,25 @@ def serial_queries(work: str, n_train: int = 10_000, n_sets: int = 10, per_set: 
             QueryConfig(store=str(root / "store"), queries=f"tokens:{root / f'q{k}.safetensors'}", top=10, device="cpu")
         )
         sets.append({"seconds": time.perf_counter() - t, "search_seconds": res["search_seconds"]})
+    from attribution.resident import GradientIndex
+
+    t = time.perf_counter()
+    index = GradientIndex(str(root / "store"), top=10, device="cpu")
+    index_open_s = time.perf_counter() - t
+    index_sets = []
+    for k in range(n_sets):
+        t = time.perf_counter()
+        held = index.query(f"tokens:{root / f'q{k}.safetensors'}")
+        index_sets.append(time.perf_counter() - t)
+    last = f"tokens:{root / f'q{n_sets - 1}.safetensors'}"
+    t = time.perf_counter()
+    cli = subprocess.run(
+        [sys.executable, "-m", "interp", "attribute", "query", "--store", str(root / "store"), "--queries", last]
+        + ["--top", "10", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+    )
+    cli_s = time.perf_counter() - t
     t = time.perf_counter()
     vals, idx = exact_topk(
         spec, train, queries[(n_sets - 1) * per_set :], [], Projection("random", dim, 0), 10, batch_size=50
@@ -486,6 +507,12 @@ def serial_queries(work: str, n_train: int = 10_000, n_sets: int = 10, per_set: 
         "tenth_recomputed_seconds": round(direct_s, 2),
         "ratio_recompute_over_store": round(direct_s / tenth, 1),
         "top10_identical": bool(torch.equal(res["rows"], idx)),
+        "resident_index_open_seconds": round(index_open_s, 2),
+        "resident_query_set_seconds": [round(x, 4) for x in index_sets],
+        "resident_search": held["search"],
+        "resident_top10_identical": bool(torch.equal(held["rows"], res["rows"])),
+        "cli_call_seconds": round(cli_s, 2) if cli.returncode == 0 else f"failed: {cli.stderr[-200:]}",
+        "ratio_cli_call_over_resident_tenth": round(cli_s / index_sets[-1], 1) if cli.returncode == 0 else None,
         "max_abs_score_diff": float((res["scores"] - vals).abs().max()),
         "store_mb": store_mb,
         "query_peak_rss_mb": peak,

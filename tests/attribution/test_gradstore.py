@@ -279,6 +279,34 @@ def test_cli_build_then_query(run):
     assert code == 0, output
     res = json.loads((run / "cli_q" / "topk.json").read_text())
     assert len(res["topk"]) == 4 and all(len(t) == 3 for t in res["topk"])
+    # several query sets in one process: one folder each, each equal to its own call's answer
+    q = f"tokens:{run / 'queries.safetensors'}"
+    args = ("query", "--store", str(out), "--queries", q, "--queries", q, "--top", "3", "--device", "cpu")
+    code, output = _cli(*args, "--out", str(run / "cli_many"))
+    assert code == 0, output
+    many = json.loads(output[output.index("[") :])
+    assert len(many) == 2 and [m["topk"] for m in many] == [res["topk"]] * 2
+    assert json.loads((run / "cli_many" / "query_1" / "topk.json").read_text())["topk"] == res["topk"]
+
+
+def test_resident_index_answers_as_the_streamed_search(run):
+    from attribution.gradstore import QueryConfig, query_store
+    from attribution.resident import GradientIndex
+
+    store = run / "cli_store" if (run / "cli_store").exists() else None
+    if store is None:
+        pytest.skip("needs the store test_cli_build_then_query builds")
+    q = f"tokens:{run / 'queries.safetensors'}"
+    index = GradientIndex(str(store), top=3, device="cpu")
+    streamed = GradientIndex(str(store), top=3, device="cpu", max_resident_bytes=0)
+    assert index.rows is not None and streamed.rows is None
+    a, b = index.query(q), streamed.query(q)
+    assert a["search"] == "resident" and b["search"] == "streamed"
+    torch.testing.assert_close(a["scores"], b["scores"])
+    assert torch.equal(a["rows"], b["rows"])
+    assert torch.equal(query_store(QueryConfig(store=str(store), queries=q, top=3, device="cpu"))["rows"], a["rows"])
+    with pytest.raises(ValueError, match="--top must be positive"):
+        index.query(q, top=0)
 
 
 class _FailingRay:
