@@ -71,6 +71,25 @@ class GradientIndex:
         s, pos = (q @ self.rows.T).topk(min(top, len(self.rows)), dim=1)
         return s, self.seq[pos]
 
+    def query_measurement(
+        self, measure: Any, queries: str | Tensor, top: int | None = None, out: str | None = None
+    ) -> dict:
+        """Top-k training rows per prompt for a measurement (`attribution.measurements`: an SAE latent, a
+        direction) in place of the loss: rows whose gradient step would raise it most."""
+        import copy
+
+        from attribution.capture import GradientFeaturizer
+        from attribution.measurements import as_loss
+
+        exact = self.proj.exact
+        proj = copy.copy(self.proj)
+        proj.exact = GradientFeaturizer(exact.groups, exact.sketch_dim, exact.seed, loss_fn=as_loss(measure))
+        held, self.proj = self.proj, proj
+        try:
+            return self.query(queries, top, out)
+        finally:
+            self.proj = held
+
     def query(self, queries: str | Tensor, top: int | None = None, out: str | None = None) -> dict:
         """Top-k training rows per query: a query spec (as `--queries`) or token ids [n, ctx]."""
         from attribution.jobs import load_tokens

@@ -382,3 +382,40 @@ def test_a_ray_start_failure_is_one_error_line_with_no_session_folder_left(run, 
     )
     assert r.exit_code == 2 and len(_lines(r.output)) == 1 and "could not start a local Ray" in r.output, r.output
     assert not any(Path(p).exists() for p in made) and not (run / "ray_job").exists()
+
+
+def test_a_measurement_query_ranks_rows_by_what_a_step_on_them_does_to_it(run):
+    """The SAE-latent / direction queries: the top-ranked training row's gradient step raises the measurement, the
+    bottom-ranked one's lowers it (first order, a small step, the exact loss)."""
+    import copy
+
+    from attribution.capture import per_example_lm_loss
+    from attribution.measurements import direction
+    from attribution.resident import GradientIndex
+
+    _build(run, "store_measure", projection="random", dim=256)
+    index = GradientIndex(str(run / "store_measure"), top=22, device="cpu")
+    hook = index.model.hook_names()[len(index.model.hook_names()) // 2]
+    v = torch.randn(index.model.d_model, generator=torch.Generator().manual_seed(5))
+    prompts = __import__("safetensors.torch").torch.load_file(str(run / "queries.safetensors"))["tokens"][:1]
+    measure = direction(index.model, hook, v)
+    ranked = index.query_measurement(measure, prompts)["rows"][0]
+    train = __import__("safetensors.torch").torch.load_file(str(run / "train.safetensors"))["tokens"]
+
+    def change_after_step_on(row: int) -> float:
+        hf = index.model.hf_model
+        saved = copy.deepcopy(hf.state_dict())
+        try:
+            with torch.no_grad():
+                before = float(measure(hf, prompts, torch.ones_like(prompts)).sum())
+            loss = per_example_lm_loss(hf, train[row : row + 1], torch.ones_like(train[row : row + 1])).sum()
+            grads = torch.autograd.grad(loss, [p for p in hf.parameters() if p.requires_grad], allow_unused=True)
+            with torch.no_grad():
+                for p, g in zip([p for p in hf.parameters() if p.requires_grad], grads):
+                    if g is not None:
+                        p -= 1e-4 * g
+                return float(measure(hf, prompts, torch.ones_like(prompts)).sum()) - before
+        finally:
+            hf.load_state_dict(saved)
+
+    assert change_after_step_on(int(ranked[0])) > 0 > change_after_step_on(int(ranked[-1]))
