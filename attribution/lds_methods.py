@@ -145,7 +145,9 @@ def _ekfac_kw(kw: dict, keys: tuple[str, ...] = ("seed", "fit_rows", "damping"))
     return {k: kw[k] for k in keys if k in kw}
 
 
-def _ekfac_linear(model, train, queries, group: str, seed: int = 0, fit_rows: int = 256, batch: int = 16) -> Tensor:
+def _ekfac_linear(
+    model, train, queries, group: str, seed: int = 0, fit_rows: int = 256, batch: int = 16, label_samples: int = 1
+) -> Tensor:
     from attribution.ekfac_linear import fit_linear_ekfac, linear_influence, linear_modules
 
     if hasattr(model.hf_model, "step_modules"):
@@ -154,7 +156,7 @@ def _ekfac_linear(model, train, queries, group: str, seed: int = 0, fit_rows: in
     if group != "all":
         words = ("attn", "attention") if group == "attn" else ("mlp",)
         mods = {n: m for n, m in mods.items() if any(w in n.split(".")[-2] for w in words)}
-    f = fit_linear_ekfac(model, mods, train[:fit_rows], batch_size=batch, seed=seed)
+    f = fit_linear_ekfac(model, mods, train[:fit_rows], batch_size=batch, seed=seed, label_samples=label_samples)
     return -linear_influence(model, f, mods, train, queries, batch_size=batch)  # the harness's sign: helpfulness
 
 

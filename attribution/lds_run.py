@@ -31,7 +31,20 @@ from attribution.lds import (
 )
 from attribution.lds_task import LMTask, LMTaskConfig, build_tokens, make_task, new_model, sha256_of, train_on
 
-NEOX_METHODS = ("tracin", "grad_dot", "grad_cos", "trak", "ekfac", "ekfac_block", "ekfac_module", "dra", "kronfluence")
+NEOX_METHODS = (
+    "tracin",
+    "grad_dot",
+    "grad_cos",
+    "trak",
+    "ekfac_linear",
+    "ekfac_linear_attn",
+    "ekfac_linear_mlp",
+    "ekfac",
+    "ekfac_block",
+    "ekfac_module",
+    "dra",
+    "kronfluence",
+)
 LOOPED_METHODS = ("tracin", "sdi", "grad_dot", "grad_cos", "trak", "dra")
 
 SETTINGS = "settings.json"
