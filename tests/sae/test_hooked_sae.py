@@ -293,3 +293,18 @@ def test_sae_lens_tutorial_idioms_on_smollm2_equal_the_bridge():
             input=prompt, max_new_tokens=4, stop_at_eos=False, do_sample=True, temperature=1.0, freq_penalty=1.0
         )
     assert isinstance(text, str) and text.startswith(prompt)
+
+
+@pytest.mark.parametrize("family", ["gpt_neox", "gemma3", "gpt2"])
+@pytest.mark.parametrize("hook", ["blocks.1.hook_resid_pre", "blocks.0.hook_mlp_out", "blocks.1.hook_attn_out"])
+def test_other_families_and_hooks_splice_as_sae_lens_does(family, hook):
+    model = HookedSAETransformer.from_model(interp.HookedModel(tiny_hf(family), interp.data.byte_tokenizer()))
+    bridge = _sae_lens_bridge(model)
+    s = _sae("topk", d=model.d_model)
+    s.cfg.metadata.hook_name = hook
+    with torch.no_grad():
+        for use_error_term in (False, True):
+            ours = model.run_with_saes(IDS, saes=[s], use_error_term=use_error_term)
+            theirs = bridge.run_with_saes(IDS, saes=[s], use_error_term=use_error_term)
+            torch.testing.assert_close(ours, theirs, rtol=0, atol=2e-5)
+        assert (model.run_with_saes(IDS, saes=[s]) - model(IDS)).abs().max() > 1e-3
