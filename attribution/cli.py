@@ -4,6 +4,7 @@
         --queries tokens:queries.safetensors --out runs/tracin [--executor ray] [--device cuda] [--dtype bfloat16]
     interp attribute show --run runs/tracin [--top 3] [--out DIR]  # top/bottom training examples as text + report.html
     interp attribute lds --out runs/lds [--task neox|looped] [-m 50] [--alpha 0.5] [--quick]   # LDS of every method
+    interp attribute lds --out runs/lds_mine --model SPEC [--data SPEC] [--ctx-len 32]          # ... on your model
     interp attribute build --model SPEC --train DATA --out runs/grads [--projection random|sketch] [--dim 512]
     interp attribute query --store runs/grads --queries DATA [--out DIR] [--top 10] [--precondition none|adam|diag]
 
@@ -235,7 +236,18 @@ def show(
 @app.command("lds")
 def lds_command(
     out: str = typer.Option(..., metavar="DIR", help="Folder for the task, retraining store, scores, lds.json"),
-    task: str = typer.Option("neox", metavar="neox|looped", help="Tiny task: 2-layer GPT-NeoX or the looped GPT"),
+    task: str = typer.Option(
+        None, metavar="neox|looped", help="Tiny task: 2-layer GPT-NeoX (the default) or the looped GPT"
+    ),
+    model: str = typer.Option(
+        None,
+        metavar="SPEC",
+        help="Your model instead of a tiny task: fine-tuned from its own weights on each subset (any spec "
+        "interp.load_model takes)",
+    ),
+    data: str = typer.Option("stdlib-docs", metavar="SPEC", help="Corpus the training and query sequences come from"),
+    ctx_len: int = typer.Option(32, metavar="INT", help="Tokens per sequence (bytes for the tiny tasks)"),
+    lr: float = typer.Option(3e-3, metavar="FLOAT", help="AdamW learning rate of every (re)training run"),
     subsets: int = typer.Option(50, "--subsets", "-m", metavar="INT", help="M random subsets retrained on (>= 2)"),
     alpha: float = typer.Option(0.5, metavar="FLOAT", help="Fraction of the training set in each subset, in (0, 1)"),
     methods: str = typer.Option("", metavar="TEXT", help="Comma-separated methods (default: all that apply)"),
@@ -261,7 +273,13 @@ def lds_command(
 
         if quick:
             n_train, n_query = 256, 16
-        task_cfg = LMTaskConfig(kind=task, n_train=n_train, n_query=n_query, epochs=epochs, seed=seed)
+        if model and task:
+            raise ValueError("--task picks a tiny model and --model your own: pass one of them")
+        kind = "model" if model else (task or "neox")
+        task_cfg = LMTaskConfig(
+            kind=kind, model=model, data=data, ctx=ctx_len, lr=lr, n_train=n_train, n_query=n_query, epochs=epochs,
+            seed=seed,
+        )  # fmt: skip
         cfg = LDSConfig(
             out=out,
             task=task_cfg,

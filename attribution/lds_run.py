@@ -219,6 +219,10 @@ def _recorded(out: Path, settings: dict) -> dict:
 
 OPTIONS = {
     "task.settings.kind": "--task",
+    "task.settings.model": "--model",
+    "task.settings.data": "--data",
+    "task.settings.ctx": "--ctx-len",
+    "task.settings.lr": "--lr",
     "task.settings.seed": "--seed",
     "task.settings.n_train": "--n-train",
     "task.settings.n_query": "--n-query",
@@ -281,7 +285,7 @@ def _run(cfg: LDSConfig, task: LMTask, masks: torch.Tensor, progress: bool | str
 
     t0 = time.perf_counter()
     out = Path(cfg.out)
-    methods = cfg.methods or list(NEOX_METHODS if cfg.task.kind == "neox" else LOOPED_METHODS)
+    methods = cfg.methods or list(LOOPED_METHODS if cfg.task.kind == "looped" else NEOX_METHODS)
     cks, model = _full_run(cfg, task, out)
     losses = retrain_subsets(
         task, masks, out / "retrain", cfg.shard_size, cfg.executor, cfg.ray_address, cfg.num_workers, progress

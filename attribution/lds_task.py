@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-TaskKind = Literal["neox", "looped"]
+TaskKind = Literal["neox", "looped", "model"]
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,14 @@ class LMTaskConfig:
     """What a retraining run depends on (all of it goes into the store's provenance)."""
 
     kind: TaskKind = "neox"
-    """neox: 2-layer GPT-NeoX; looped: the looped GPT (shared block, `loops` steps)."""
+    """neox: 2-layer GPT-NeoX; looped: the looped GPT (shared block, `loops` steps); model: a user's model spec
+    (`model`), fine-tuned from its own weights on each subset, with its own tokenizer."""
+    model: str | None = None
+    """kind "model": any spec `interp.load_model` loads (a registry name, a hub id, a local folder)."""
+    data: str = "stdlib-docs"
+    """Corpus spec the training and query sequences are drawn from (`interp.data.resolve_corpus`)."""
     n_train: int = 1024
-    """Training sequences (stdlib-docs, `ctx` bytes each)."""
+    """Training sequences (`ctx` tokens each; bytes for the tiny kinds)."""
     n_query: int = 32
     """Held-out query sequences."""
     ctx: int = 32
@@ -51,8 +56,10 @@ class LMTaskConfig:
     """Evenly spaced checkpoints saved by the full-data run (TracIn's sum over checkpoints)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("neox", "looped"):
-            raise ValueError(f"task kind must be neox or looped, got {self.kind!r}")
+        if self.kind not in ("neox", "looped", "model"):
+            raise ValueError(f"task kind must be neox, looped or model, got {self.kind!r}")
+        if (self.kind == "model") != (self.model is not None):
+            raise ValueError("a user's model needs kind 'model' and a model spec (--model SPEC), and only then")
         for name in ("n_train", "n_query", "ctx", "d_model", "loops", "epochs", "batch", "checkpoints"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -63,6 +70,8 @@ def new_model(cfg: LMTaskConfig):
     import interp
     from interp.data import byte_tokenizer
 
+    if cfg.kind == "model":
+        return interp.load_model(cfg.model, device="cpu")
     if cfg.kind == "neox":
         from interp.models.pythia import random_pythia
 
@@ -92,16 +101,28 @@ def new_model(cfg: LMTaskConfig):
     return interp.HookedModel(hf, byte_tokenizer())
 
 
+def task_tokenizer(cfg: LMTaskConfig):
+    """The byte tokenizer for the tiny kinds, the model's own for kind "model"."""
+    from interp.data import byte_tokenizer
+
+    if cfg.kind != "model":
+        return byte_tokenizer()
+    from interp.dashboards.tokens import load_tokenizer
+
+    return load_tokenizer(cfg.model)
+
+
 def build_tokens(cfg: LMTaskConfig) -> tuple[Tensor, Tensor]:
-    """(train [n_train, ctx], queries [n_query, ctx]) from stdlib-docs, seeded; distinct rows only."""
-    from interp.data import byte_tokenizer, resolve_corpus
+    """(train [n_train, ctx], queries [n_query, ctx]) from the task's corpus, seeded; distinct rows only."""
+    from interp.data import resolve_corpus
 
     n = cfg.n_train + cfg.n_query
-    corpus = resolve_corpus("stdlib-docs", byte_tokenizer(), ctx_len=cfg.ctx, max_tokens=2 * n * cfg.ctx, seed=cfg.seed)
+    tok = task_tokenizer(cfg)
+    corpus = resolve_corpus(cfg.data, tok, ctx_len=cfg.ctx, max_tokens=2 * n * cfg.ctx, seed=cfg.seed)
     rows = torch.unique(corpus.tokens.long(), dim=0)  # sorted: shuffle again with the task's seed
     rows = rows[torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg.seed))]
     if len(rows) < n:
-        raise ValueError(f"stdlib-docs gives {len(rows)} distinct sequences of {cfg.ctx} bytes; the task needs {n}")
+        raise ValueError(f"{cfg.data} gives {len(rows)} distinct sequences of {cfg.ctx} tokens; the task needs {n}")
     return rows[: cfg.n_train], rows[cfg.n_train : n]
 
 
@@ -180,11 +201,11 @@ class LMTask:
 
     def identity(self) -> dict:
         return {
-            "model": f"lds-{self.cfg.kind}",
+            "model": self.cfg.model or f"lds-{self.cfg.kind}",
             "settings": asdict(self.cfg),
             "train_tokens_sha256": self.train_sha256,
             "query_tokens_sha256": self.query_sha256,
-            "tokenizer": "bytes",
+            "tokenizer": "bytes" if self.cfg.kind != "model" else self.cfg.model,
             "ctx_len": self.cfg.ctx,
         }
 
@@ -204,6 +225,11 @@ def make_task(cfg: LMTaskConfig, out: Path, tokens: tuple[Tensor, Tensor] | None
     )
     from attribution.jobs import save_tokens
 
-    save_tokens(out / "train.safetensors", train, "bytes")  # `interp attribute --train tokens:OUT/train.safetensors`
-    save_tokens(out / "queries.safetensors", queries, "bytes")
+    name = "bytes"
+    if cfg.kind == "model":
+        from attribution.jobs import tokenizer_name
+
+        name = tokenizer_name(task_tokenizer(cfg))
+    save_tokens(out / "train.safetensors", train, name)  # `interp attribute --train tokens:OUT/train.safetensors`
+    save_tokens(out / "queries.safetensors", queries, name)
     return LMTask(cfg, str(path), sha256_of(train), sha256_of(queries))

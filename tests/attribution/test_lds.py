@@ -114,7 +114,8 @@ def test_retraining_resumes_after_kill_9_with_nothing_lost_or_duplicated(tmp_pat
         (["-m", "1"], "at least 2 subsets"),
         (["--alpha", "1.0"], "strictly between"),
         (["--alpha", "0"], "strictly between"),
-        (["--task", "gpt9"], "neox or looped"),
+        (["--task", "gpt9"], "neox, looped or model"),
+        (["--task", "looped", "--model", "pythia-14m-init"], "pass one of them"),
     ],
 )
 def test_cli_lds_refuses_bad_input_with_one_error_line_and_exit_2(tmp_path, args, message):
@@ -198,3 +199,18 @@ def test_report_heatmap_text_is_left_aligned_and_histogram_has_a_y_axis_and_row_
     assert ".heat td.txt{text-align:left}" in page and "<td class=txt>#" in page
     assert page.count(">count</text>") == 2  # one y axis per query's histogram
     assert page.count('stroke="#d62728"') == 2 * 3 and page.count('stroke="#1f77b4"') == 2 * 3  # top / bottom rows
+
+
+def test_cli_lds_runs_on_a_user_s_model(tmp_path):
+    """`--model SPEC`: the user's model fine-tuned from its own weights on each subset, its tokenizer, the harness."""
+    from typer.testing import CliRunner
+
+    from attribution.cli import app
+
+    out = tmp_path / "mine"
+    args = ["lds", "--out", str(out), "--model", "pythia-14m-init", "-m", "3", "--n-train", "12", "--n-query", "2"]
+    res = CliRunner().invoke(app, [*args, "--ctx-len", "12", "--epochs", "1", "--methods", "grad_dot"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "lds.json").read_text())
+    assert set(summary["methods"]) == {"grad_dot"}
+    assert json.loads((out / "settings.json").read_text())["task"]["settings"]["model"] == "pythia-14m-init"
