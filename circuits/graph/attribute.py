@@ -162,6 +162,23 @@ def check_plan(plan: dict, folder: str | Path | None = None) -> None:
             )
 
 
+ROWS_FOLDER = "graph-rows"
+"""The folder under `offload_dir` holding an offloaded run's rows until the graph is written."""
+
+
+def _run_key(model, tc: Transcoders, tokens: Tensor, settings: list) -> str:
+    """What an offloaded run's rows depend on: the model's weights, the transcoders, the prompt, the settings."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    h.update(json.dumps([model.provenance.get("weights_sha256") or model.name, str(tc.source), tc.kind,
+                         tokens.tolist(), settings], sort_keys=True, default=str).encode())  # fmt: skip
+    for w in (tc.W_enc[0], tc.W_enc[-1]):
+        h.update(w.detach().float().contiguous().numpy().tobytes()[: 1 << 20])
+    return h.hexdigest()
+
+
 def attribute(
     model,
     tc: Transcoders,
@@ -182,7 +199,9 @@ def attribute(
     first one is special, `prompt_tokens`); see the module doc. `on_plan(plan)` sees the sizes (`plan_of`) before
     the backward passes start; `progress(n)` is called as rows are done. `layerwise` (the backward one block at a
     time, `LayerwiseRun`) and `offload` (rows to a file in `offload_dir`, default the temporary folder, deleted
-    at the end) are chosen by memory when left None (`choose_mode`); every mode gives the same graph."""
+    at the end) are chosen by memory when left None (`choose_mode`); every mode gives the same graph. Offloaded
+    into an `offload_dir`, a run that is killed (or interrupted) leaves its rows in `offload_dir/graph-rows`, and
+    the same call resumes from them and gives the graph an uninterrupted run gives."""
     start = time.perf_counter()
     tokens = prompt_tokens(model, prompt)
     rec = record(model, tc, tokens, zero_positions)
@@ -213,32 +232,46 @@ def attribute(
         run = LayerwiseRun(model, tc, rec, batch_size)
     else:
         run = FrozenRun(model, tc, rec, batch_size)
-    folder = None
+    folder, key = None, None
     if plan["offload"]:
-        if offload_dir is not None:
-            Path(offload_dir).mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="graph-rows-", dir=offload_dir))
-    store = RowStore(n_visit + n_logits, n_sources + n_logits, folder)
+        if offload_dir is not None:  # a fixed folder: a killed run resumes from the rows already there
+            folder = Path(offload_dir) / ROWS_FOLDER
+            settings = [max_n_logits, desired_logit_prob, batch_size, n_visit, rank_every, zero_positions, plan]
+            key = _run_key(model, tc, tokens, settings)
+        else:
+            folder = Path(tempfile.mkdtemp(prefix="graph-rows-"))
+    store = RowStore(n_visit + n_logits, n_sources + n_logits, folder, key=key)
+    finished = False
     try:
-        for i in range(0, n_logits, batch_size):
-            j = min(i + batch_size, n_logits)
-            layers = torch.full((j - i,), n_layers)
-            got = run.rows(layers, torch.full((j - i,), n_pos - 1), logit_vecs[i:j])
-            store.append(torch.nn.functional.pad(got, (0, n_logits)), torch.arange(i, j) + n_sources)
+        have = set(store.nodes[: store.filled].tolist())
+        todo = torch.tensor([i for i in range(n_logits) if i + n_sources not in have], dtype=torch.long)
+        for c in range(0, len(todo), batch_size):
+            idx = todo[c : c + batch_size]
+            layers = torch.full((len(idx),), n_layers)
+            got = run.rows(layers, torch.full((len(idx),), n_pos - 1), logit_vecs[idx])
+            store.append(torch.nn.functional.pad(got, (0, n_logits)), idx + n_sources)
 
         visited = torch.zeros(n_active, dtype=torch.bool)
-        done = 0
+        stored = store.nodes[: store.filled]
+        visited[stored[stored < n_active]] = True
+        done = int(visited.sum())
+        if done and progress is not None:
+            progress(done)  # rows a killed run left
+        saved = store.state
+        pending = None if saved is None else torch.tensor([p for p in saved["pending"] if not visited[p]])
         while done < n_visit:
-            if n_visit == n_active:
-                pending = torch.arange(n_active)
-            else:
-                inf = partial_influence(
-                    store if store.on_disk else store.mem[: store.filled], logit_p, store.nodes[: store.filled]
-                )[:n_active]
-                ranked = inf.argsort(descending=True)
-                pending = ranked[~visited[ranked]][: min(max(rank_every, 1), n_visit - done)]
-                if plan["layerwise"]:  # a batch runs up to its last target's position: keep positions together
-                    pending = pending[rec.features[pending, 1].argsort(descending=True, stable=True)]
+            if pending is None or len(pending) == 0:
+                if n_visit == n_active:
+                    pending = torch.arange(n_active)[~visited]
+                else:
+                    inf = partial_influence(
+                        store if store.on_disk else store.mem[: store.filled], logit_p, store.nodes[: store.filled]
+                    )[:n_active]
+                    ranked = inf.argsort(descending=True)
+                    pending = ranked[~visited[ranked]][: min(max(rank_every, 1), n_visit - done)]
+                    if plan["layerwise"]:  # a batch runs up to its last target's position: keep positions together
+                        pending = pending[rec.features[pending, 1].argsort(descending=True, stable=True)]
+                store.save_state({"pending": pending.tolist()})  # a resumed run finishes this ranking first
             for c in range(0, len(pending), batch_size):
                 idx = pending[c : c + batch_size]
                 done += len(idx)
@@ -249,13 +282,16 @@ def attribute(
                 visited[idx] = True
                 if progress is not None:
                     progress(len(idx))
+            pending = None
 
         selected = visited.nonzero().squeeze(1)
         keep_cols = torch.cat([selected, torch.arange(n_active, n_sources + n_logits)])
         rows, _ = store.select(keep_cols)  # features in index order, then logits
+        finished = True
     finally:
-        store.close()
-        if folder is not None:
+        resumable = key is not None and not finished
+        store.close(keep=resumable)
+        if folder is not None and not resumable:
             shutil.rmtree(folder, ignore_errors=True)
     tok = model.tokenizer
     meta = {

@@ -209,3 +209,54 @@ def test_the_dense_adjacency_is_built_once_per_rows_tensor():
     assert g.adjacency is g.adjacency  # loops that index it row by row build it once
     g.rows = g.rows * 2
     torch.testing.assert_close(g.adjacency[: g.n_features], g.rows[: g.n_features])
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("max_feature_nodes", [None, 14])
+def test_an_interrupted_offloaded_graph_resumes_to_the_uninterrupted_one(tmp_path, monkeypatch, max_feature_nodes):
+    monkeypatch.setattr(rowstore, "BLOCK_BYTES", 4096)
+    model = make_model("llama")
+    tc = random_transcoders(model.n_layers, model.d_model, 32, "skip", seed=3, threshold=0.3)
+    kw = dict(batch_size=4, max_feature_nodes=max_feature_nodes, rank_every=6, offload=True, layerwise=True)
+    whole = attribute(model, tc, PROMPT, offload_dir=tmp_path / "whole", **kw)
+    assert not (tmp_path / "whole" / "graph-rows" / "graph_rows.f32").exists()  # a finished run leaves nothing
+    seen = []
+
+    def stop_after(n):
+        def progress(k):
+            seen.append(k)
+            if sum(seen) >= n:
+                raise _Stop
+
+        return progress
+
+    out = tmp_path / "run"
+    with pytest.raises(_Stop):
+        attribute(model, tc, PROMPT, offload_dir=out, progress=stop_after(9), **kw)
+    rows_file = out / "graph-rows" / "graph_rows.f32"
+    assert rows_file.exists()
+    with open(rows_file, "ab") as f:  # a kill in the middle of a write: half a row on file, no node for it
+        f.write(b"\0" * 10)
+    resumed_seen = []
+    again = attribute(model, tc, PROMPT, offload_dir=out, progress=resumed_seen.append, **kw)
+    assert resumed_seen[0] >= 8  # the rows already there were counted, not recomputed
+    assert sum(resumed_seen) == len(whole.selected)
+    assert torch.equal(again.selected, whole.selected)
+    torch.testing.assert_close(again.rows, whole.rows, rtol=0, atol=0)
+    assert not rows_file.exists()
+
+
+def test_rows_of_another_run_are_not_resumed(tmp_path):
+    store = RowStore(6, 3, tmp_path, key="a")
+    store.append(torch.ones(2, 3), torch.tensor([4, 5]))
+    store.close(keep=True)
+    same = RowStore(6, 3, tmp_path, key="a")
+    assert same.resumed == 2 and same.nodes[:2].tolist() == [4, 5]
+    same.close(keep=True)
+    other = RowStore(6, 3, tmp_path, key="b")
+    assert other.resumed == 0 and other.filled == 0
+    other.close()
+    assert not list(tmp_path.glob("graph_rows*"))
