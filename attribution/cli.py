@@ -430,8 +430,9 @@ def query_command(
             device=device,
         )
         try:
-            index = GradientIndex(cfg)
             several = len(queries) > 1
+            # one query set: the shards streamed (memory: one shard); several: the rows held once (up to 2 GB)
+            index = GradientIndex(cfg, **({} if several else {"max_resident_bytes": 0}))
             summaries = [
                 index.query(spec, out=(f"{out}/query_{i}" if several else out) if out else None)
                 for i, spec in enumerate(queries)

@@ -597,7 +597,7 @@ def query_store(cfg: QueryConfig, store: ActivationStore | None = None) -> dict:
     One query set per call; `attribution.resident.GradientIndex` answers many in one process."""
     from attribution.resident import GradientIndex
 
-    return GradientIndex(cfg, store).query(cfg.queries, out=cfg.out)
+    return GradientIndex(cfg, store, max_resident_bytes=0).query(cfg.queries, out=cfg.out)  # one search: streamed
 
 
 def write_results(out: str | Path, summary: dict, scores: Tensor, rows: Tensor) -> None:

@@ -7,9 +7,10 @@ query set costs its own gradients and the search, not a start-up.
     first = index.query("tokens:q1.safetensors", top=10)          # the summary `interp attribute query` prints
     again = index.query(query_tokens)                             # a [n, ctx] token tensor works too
 
-`interp attribute query --queries A --queries B ...` answers several query sets through one index. With
-`resident=True` (the default when the rows take under `max_resident_bytes`) the store's rows stay in memory and
-a search is one matmul; otherwise each search streams the shards as `query_store` always did.
+`interp attribute query --queries A --queries B ...` answers several query sets through one index. When the
+store's rows take under `max_resident_bytes` (2 GB) they stay in memory and a search is one matmul; otherwise (and
+for a single query set, `query_store`, where holding them buys nothing) each search streams the shards, one in
+memory at a time.
 """
 
 from __future__ import annotations

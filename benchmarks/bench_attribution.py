@@ -407,7 +407,7 @@ def store_query_rss(store: str, queries: str) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "peak_rss_mb": round(peak / 2**20, 1),
-        "search_rss_growth_mb": round(samples[0] / 2**20, 2),
+        "search_rss_growth_mb": round(samples[0] / 2**20, 2) if samples else None,
         "query_seconds": round(seconds, 4),
     }
 
