@@ -77,8 +77,10 @@ def test_our_scores_rank_as_kronfluence_s_when_installed(tmp_path):
 
     digits = DigitsTask(n_train=160, n_query=8, steps=8)  # unconfident: 16 sampled labels per row pin the Fisher
     model = digits.train(torch.arange(digits.n_train))
-    ours = EKFAC(model, ClassifierTask()).fit(digits.batches("train"), label_samples=16).scores(
-        digits.batches("train"), digits.batches("query")
+    ours = (
+        EKFAC(model, ClassifierTask())
+        .fit(digits.batches("train"), label_samples=16)
+        .scores(digits.batches("train"), digits.batches("query"))
     )
     theirs = kronfluence_scores(model, digits, tmp_path, repeats=16)
     rhos = [spearmanr(ours[:, q].numpy(), theirs[:, q].numpy()).statistic for q in range(8)]

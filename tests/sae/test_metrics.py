@@ -95,7 +95,7 @@ def _saebench_word(x, z, W, p, main, full_cos=0.025, frac_cos=0.1, prop=0.4, n_a
     proj = [float(z[i]) * cos[i] for i in range(len(cos))]
     act = float(x @ p)
     main_proj = sum(proj[i] for i in main)
-    cands = sorted((proj[i] for i in range(len(cos)) if i not in main and cos[i] >= frac_cos and proj[i] > 0))
+    cands = sorted(proj[i] for i in range(len(cos)) if i not in main and cos[i] >= frac_cos and proj[i] > 0)
     total = sum(cands[::-1][:n_abs])
     if main_proj >= act or total / act < prop:
         frac = 0.0
