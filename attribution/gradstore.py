@@ -22,16 +22,15 @@ tokens hash, sequence count) and the sha256 of each shard's training rows (`row_
 `interp.infra.jobs.run_tasks` tasks (in-process or Ray); a build killed at any point (kill -9 included)
 resumes: committed shards are kept, partial files removed, the missing shards computed.
 
-*Query* (`query_store`): the query set's own gradients only (exact, then preconditioned, then projected with
-the store's projection), and a matmul streamed over the store's shards, one at a time, keeping the running top-k
-per query: memory is one shard plus `n_query * top`, whatever the store's size. Preconditioning is applied on
-the query side only, so one store serves several methods: `none` (gradient dot product, TracIn at one
-checkpoint), `adam` (the inverse square root of Adam's second moments at a checkpoint,
-`attribution.adam`), `diag` (the inverse of a damped diagonal empirical Fisher fitted on training sequences).
-Since `P^T P ~ I` for both projections, `<P g_train, P (D g_query)>` estimates `g_train^T D g_query`.
-`--faiss` searches with a FAISS inner-product index instead when `faiss` imports (optional extra).
-Scores are helpfulness (positive: training on the row lowers the query's loss), as for TracIn.
-"""
+*Query* (`attribution.resident.query_store`, `GradientIndex`): the query set's own gradients only (exact, then
+preconditioned, then projected with the store's projection), and a matmul streamed over the store's shards, one at a
+time, keeping the running top-k per query: memory is one shard plus `n_query * top`, whatever the store's size.
+Preconditioning is applied on the query side only, so one store serves several methods: `none` (gradient dot
+product, TracIn at one checkpoint), `adam` (the inverse square root of Adam's second moments at a checkpoint,
+`attribution.adam`), `diag` (the inverse of a damped diagonal empirical Fisher fitted on training sequences). Since
+`P^T P ~ I` for both projections, `<P g_train, P (D g_query)>` estimates `g_train^T D g_query`. `--faiss` searches
+with a FAISS inner-product index instead when `faiss` imports (optional extra). Scores are helpfulness (positive:
+training on the row lowers the query's loss), as for TracIn."""
 
 from __future__ import annotations
 
@@ -590,14 +589,6 @@ def faiss_topk(store: ActivationStore, q: Tensor, top: int) -> tuple[Tensor, Ten
         seqs.append(shard["seq"])
     scores, pos = index.search(q.numpy(), min(top, index.ntotal))
     return torch.from_numpy(scores), torch.cat(seqs)[torch.from_numpy(pos)]
-
-
-def query_store(cfg: QueryConfig, store: ActivationStore | None = None) -> dict:
-    """Top-k training rows per query through the store; writes `out/topk.json` and `out/topk.safetensors`.
-    One query set per call; `attribution.resident.GradientIndex` answers many in one process."""
-    from attribution.resident import GradientIndex
-
-    return GradientIndex(cfg, store, max_resident_bytes=0).query(cfg.queries, out=cfg.out)  # one search: streamed
 
 
 def write_results(out: str | Path, summary: dict, scores: Tensor, rows: Tensor) -> None:

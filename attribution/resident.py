@@ -127,3 +127,9 @@ class GradientIndex:
             write_results(out, summary, scores, rows)
         summary["rows"], summary["scores"] = rows, scores
         return summary
+
+
+def query_store(cfg: QueryConfig, store: Any = None) -> dict:
+    """Top-k training rows per query set of `cfg` through the store; writes `out/topk.json` and
+    `out/topk.safetensors`. One set, so the shards are streamed (memory: one shard at a time)."""
+    return GradientIndex(cfg, store, max_resident_bytes=0).query(cfg.queries, out=cfg.out)

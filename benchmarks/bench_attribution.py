@@ -375,7 +375,8 @@ def store_query_rss(store: str, queries: str) -> dict:
     import psutil
 
     from attribution import gradstore
-    from attribution.gradstore import QueryConfig, query_store
+    from attribution.gradstore import QueryConfig
+    from attribution.resident import query_store
 
     torch.set_num_threads(1)
     cfg = QueryConfig(store=store, queries=queries, top=10, device="cpu")
@@ -418,9 +419,10 @@ def serial_queries(work: str, n_train: int = 10_000, n_sets: int = 10, per_set: 
 
     from transformers.utils import logging as hf_logging
 
-    from attribution.gradstore import BuildConfig, Projection, QueryConfig, build_store, exact_topk, query_store
+    from attribution.gradstore import BuildConfig, Projection, QueryConfig, build_store, exact_topk
     from attribution.jobs import save_tokens
     from attribution.lds_task import LMTaskConfig, build_tokens, new_model
+    from attribution.resident import query_store
     from attribution.train import train_lm
 
     hf_logging.disable_progress_bar()

@@ -26,6 +26,17 @@ import torch
 PROMPT = "import logging\nlogger = logging.getLogger(__name__)\nlogger.warning("
 
 
+def load_sae_lens(folder: str):
+    """The SAE folder through sae-lens itself (attribution does not import the `sae` family): inference folders of
+    the standard, TopK, JumpReLU and BatchTopK kinds, which is what `interp sae train` ships."""
+    from sae_lens import SAE
+
+    try:
+        return SAE.load_from_disk(folder).eval()
+    except Exception as exc:  # an architecture only `import sae` registers, a damaged folder: say which
+        raise SystemExit(f"--sae {folder}: sae-lens cannot load it ({type(exc).__name__}: {exc})") from None
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sae", required=True, help="an SAE folder on SmolLM2 (the demo's: runs/demo/sae/c2r)")
@@ -44,9 +55,8 @@ def main(argv: list[str] | None = None) -> dict:
     from attribution.gradstore import BuildConfig, build_store
     from attribution.measurements import sae_latent
     from attribution.resident import GradientIndex
-    from sae import load_sae, to_inference
 
-    sae = to_inference(load_sae(a.sae))
+    sae = load_sae_lens(a.sae)
     hook = sae.cfg.metadata.hook_name
     layer = int(hook.split(".")[1])
     modules = a.modules.split(",") if a.modules else [f"*layers.{layer - 1}.*", f"*layers.{layer}.*"]

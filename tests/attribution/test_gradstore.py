@@ -23,10 +23,10 @@ from attribution.gradstore import (
     _projector,
     build_store,
     exact_topk,
-    query_store,
 )
 from attribution.jobs import save_tokens
 from attribution.looped import random_looped_gpt
+from attribution.resident import query_store
 from attribution.train import train_lm
 
 BYTE = "interp/byte-level"
@@ -300,8 +300,8 @@ def test_cli_build_then_query(run):
 
 
 def test_resident_index_answers_as_the_streamed_search(run):
-    from attribution.gradstore import QueryConfig, query_store
-    from attribution.resident import GradientIndex
+    from attribution.gradstore import QueryConfig
+    from attribution.resident import GradientIndex, query_store
 
     store = run / "cli_store" if (run / "cli_store").exists() else None
     if store is None:
