@@ -9,6 +9,7 @@ model trained on every training row, scores with the harness's sign (positive = 
   `--label-samples` sampled-label passes), `ekfac_1` (the same with one pass, as Kronfluence fits),
 - `kronfluence` (its `Analyzer`, EK-FAC, its heuristic damping; skipped with the reason when not importable),
 - `grad_dot` (gradient dot product of every Linear at the final weights; the first-order baseline),
+- `trak` (TRAK-style, one model: Gaussian projection to 512 and the projected Gauss-Newton inverse),
 - `tracin` (the same dot product summed over 4 checkpoints of the full run, weighted by the learning rate).
 Prints a JSON table: LDS mean and 95% interval per method, and the time each took.
 """
@@ -40,6 +41,19 @@ def _grad_rows(model, task: ClassifierTask, batches) -> torch.Tensor:
 def grad_dot(model, digits: DigitsTask) -> torch.Tensor:
     task = ClassifierTask()
     return _grad_rows(model, task, digits.batches("train")) @ _grad_rows(model, task, digits.batches("query")).T
+
+
+def trak(model, digits: DigitsTask, proj_dim: int = 512, ridge: float = 1e-2, seed: int = 0) -> torch.Tensor:
+    """TRAK-style, one model: Gaussian projection of every Linear's gradients and the projected Gauss-Newton
+    inverse (the LM tasks' `trak` method, on the classifier's gradients)."""
+    task = ClassifierTask()
+    ftr, fq = _grad_rows(model, task, digits.batches("train")), _grad_rows(model, task, digits.batches("query"))
+    g = torch.Generator().manual_seed(seed)
+    proj = torch.randn(ftr.shape[1], proj_dim, generator=g, dtype=torch.float64) / proj_dim**0.5
+    ptr, pq = ftr @ proj, fq @ proj
+    gram = ptr.T @ ptr
+    gram += ridge * gram.trace() / proj_dim * torch.eye(proj_dim, dtype=torch.float64)
+    return ptr @ torch.linalg.solve(gram, pq.T)
 
 
 def tracin(digits: DigitsTask, n_checkpoints: int = 4) -> torch.Tensor:
@@ -110,6 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
         "kronfluence": lambda: kronfluence_scores(model, digits, out),
         "grad_dot": lambda: grad_dot(model, digits),
+        "trak": lambda: trak(model, digits, seed=a.seed),
         "tracin": lambda: tracin(digits),
     }
     rows = {}
