@@ -275,6 +275,8 @@ def lds_command(
             n_train, n_query = 256, 16
         if model and task:
             raise ValueError("--task picks a tiny model and --model your own: pass one of them")
+        if ctx_len <= 0 or lr <= 0:
+            raise ValueError(f"--ctx-len and --lr must be positive, got {ctx_len} and {lr}")
         kind = "model" if model else (task or "neox")
         task_cfg = LMTaskConfig(
             kind=kind, model=model, data=data, ctx=ctx_len, lr=lr, n_train=n_train, n_query=n_query, epochs=epochs,

@@ -95,7 +95,12 @@ def trak_scores(
     model, checkpoints, train, queries, seed: int = 0, proj_dim: int = 512, ridge: float = 1e-2, **_
 ) -> Tensor:
     """One model, no ensemble: projected gradients with the projected Gauss-Newton inverse (TRAK's kernel)."""
-    ftr, fq = _final_features(model, train), _final_features(model, queries)
+    return trak_kernel(_final_features(model, train), _final_features(model, queries), seed, proj_dim, ridge)
+
+
+def trak_kernel(ftr: Tensor, fq: Tensor, seed: int = 0, proj_dim: int = 512, ridge: float = 1e-2) -> Tensor:
+    """[n_train, n_query] from per-example gradients [n, n_params]: a seeded Gaussian projection to `proj_dim`,
+    then P_z^T (P^T P + ridge * mean eigenvalue * I)^-1 P_q."""
     g = torch.Generator().manual_seed(seed)
     proj = torch.randn(ftr.shape[1], proj_dim, generator=g, dtype=torch.float64) / proj_dim**0.5
     ptr, pq = ftr @ proj, fq @ proj

@@ -46,14 +46,11 @@ def grad_dot(model, digits: DigitsTask) -> torch.Tensor:
 def trak(model, digits: DigitsTask, proj_dim: int = 512, ridge: float = 1e-2, seed: int = 0) -> torch.Tensor:
     """TRAK-style, one model: Gaussian projection of every Linear's gradients and the projected Gauss-Newton
     inverse (the LM tasks' `trak` method, on the classifier's gradients)."""
+    from attribution.lds_methods import trak_kernel
+
     task = ClassifierTask()
     ftr, fq = _grad_rows(model, task, digits.batches("train")), _grad_rows(model, task, digits.batches("query"))
-    g = torch.Generator().manual_seed(seed)
-    proj = torch.randn(ftr.shape[1], proj_dim, generator=g, dtype=torch.float64) / proj_dim**0.5
-    ptr, pq = ftr @ proj, fq @ proj
-    gram = ptr.T @ ptr
-    gram += ridge * gram.trace() / proj_dim * torch.eye(proj_dim, dtype=torch.float64)
-    return ptr @ torch.linalg.solve(gram, pq.T)
+    return trak_kernel(ftr, fq, seed, proj_dim, ridge)
 
 
 def tracin(digits: DigitsTask, n_checkpoints: int = 4) -> torch.Tensor:

@@ -116,6 +116,7 @@ def test_retraining_resumes_after_kill_9_with_nothing_lost_or_duplicated(tmp_pat
         (["--alpha", "0"], "strictly between"),
         (["--task", "gpt9"], "neox, looped or model"),
         (["--task", "looped", "--model", "pythia-14m-init"], "pass one of them"),
+        (["--model", "pythia-14m-init", "--ctx-len", "-4"], "--ctx-len and --lr must be positive"),
     ],
 )
 def test_cli_lds_refuses_bad_input_with_one_error_line_and_exit_2(tmp_path, args, message):
