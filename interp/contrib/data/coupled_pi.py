@@ -23,6 +23,13 @@ wasted: the coupling shrinks g's use of w, which f cannot copy; measured in the 
     f = fit_coupled(X_l, W_l, y_l, X_u, W_u, lam=1.0)      # -> CoupledFit(alpha, beta, lam)
     f = fit_coupled_cv(X_l, W_l, y_l, X_u, W_u)              # λ picked by CV
     f.predict(X_test)
+
+The strong baselines (issue 42) tune the ridge penalty ρ as well, by the same 5-fold CV on the labeled rows
+over one grid (`DEFAULT_RHOS`) for every estimator, so that no estimator wins by its penalty alone:
+
+    f = fit_ridge_cv(X_l, y_l)                                        # labeled-only ridge, CV ρ
+    f = fit_two_step_cv(X_l, W_l, y_l, X_u, W_u)                      # two-step, one CV ρ for both stages
+    f = fit_coupled_cv(X_l, W_l, y_l, X_u, W_u, rhos=DEFAULT_RHOS)    # (λ, κ, ρ) by CV
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from interp.contrib.common.ridge import ridge
 
 DEFAULT_LAMBDAS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 DEFAULT_KAPPAS = (0.0, 1.0)
+DEFAULT_RHOS = (1e-3, 1e-2, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+"""The penalty grid every CV'd estimator searches (ρ multiplies |α|² against the mean squared error)."""
 
 
 @dataclass
@@ -48,6 +57,8 @@ class CoupledFit:
     """The coupling strength used."""
     kappa: float = 0.0
     """How much the coupling pulls g towards f (0: one-way, 1: the joint objective)."""
+    rho: float = 1e-3
+    """The ridge penalty on α (and β) used."""
 
     def predict(self, x: Tensor) -> Tensor:
         """f(x) for rows x [n, d_x]."""
@@ -89,7 +100,7 @@ def coupled_closed_form(x_l, w_l, y, x_u, w_u, lam: float, kappa: float = 0.0, r
     lhs = torch.cat([torch.cat([a_aa, a_ab], 1), torch.cat([kappa * a_ab.T, a_bb], 1)], 0)
     rhs = torch.cat([x_l.T @ y / nl, z_l.T @ y / nl])
     sol = torch.linalg.solve(lhs, rhs)
-    return CoupledFit(sol[:dx], sol[dx:], lam, kappa)
+    return CoupledFit(sol[:dx], sol[dx:], lam, kappa, rho)
 
 
 def fit_coupled(
@@ -116,7 +127,7 @@ def fit_coupled(
         alpha = new
         if done:
             break
-    return CoupledFit(alpha, beta, lam, kappa)
+    return CoupledFit(alpha, beta, lam, kappa, rho)
 
 
 def fit_two_step(x_l, w_l, y, x_u, w_u, rho: float = 1e-3) -> CoupledFit:
@@ -124,7 +135,56 @@ def fit_two_step(x_l, w_l, y, x_u, w_u, rho: float = 1e-3) -> CoupledFit:
     _check(x_l, w_l, y, x_u, w_u, 1.0, rho)
     beta = ridge(torch.cat([x_l, w_l], 1).double(), y.double(), rho, mean=True)
     pseudo = torch.cat([x_u, w_u], 1).double() @ beta
-    return CoupledFit(ridge(x_u.double(), pseudo, rho, mean=True), beta, float("nan"))
+    return CoupledFit(ridge(x_u.double(), pseudo, rho, mean=True), beta, float("nan"), rho=rho)
+
+
+def _cv_folds(n: int, folds: int, seed: int) -> list[Tensor]:
+    """The K held-out index sets every CV'd estimator here shares (same seed, same folds)."""
+    if not 2 <= folds <= n:
+        raise ValueError(f"folds={folds} must be between 2 and the number of labeled rows {n}")
+    return list(torch.randperm(n, generator=torch.Generator().manual_seed(seed)).chunk(folds))
+
+
+def _cv_pick(candidates, fit_alpha, x_l: Tensor, y: Tensor, folds: int, seed: int):
+    """The candidate whose `fit_alpha(train_rows, candidate)` has the least K-fold squared error of f on the
+    held-out labeled rows (the first of equals, so a grid's order breaks ties)."""
+    parts, candidates = _cv_folds(len(y), folds, seed), list(candidates)
+    best, best_err = candidates[0], float("inf")
+    for cand in candidates:
+        err = 0.0
+        for k, held in enumerate(parts):
+            train = torch.cat([p for j, p in enumerate(parts) if j != k])
+            alpha = fit_alpha(train, cand)
+            err += float(((x_l[held].double() @ alpha - y[held].double()) ** 2).sum())
+        if err < best_err - 1e-12:
+            best, best_err = cand, err
+    return best
+
+
+def _check_grid(name: str, grid) -> None:
+    if not grid or min(grid) < 0:
+        raise ValueError(f"{name} must be a non-empty grid of values >= 0; got {grid}")
+
+
+def fit_ridge_cv(x_l, y, rhos=DEFAULT_RHOS, folds: int = 5, seed: int = 0) -> CoupledFit:
+    """Strong baseline: labeled-only ridge f(x) = x·α with ρ chosen by K-fold CV (no w, no unlabeled rows)."""
+    _check_grid("rhos", rhos)
+    if x_l.ndim != 2 or y.ndim != 1 or len(x_l) != len(y):
+        raise ValueError(f"x_l must be [n, d] and y [n]; got {tuple(x_l.shape)}, {tuple(y.shape)}")
+    x, yy = x_l.double(), y.double()
+    rho = _cv_pick(rhos, lambda tr, r: ridge(x[tr], yy[tr], r, mean=True), x, yy, folds, seed)
+    return CoupledFit(ridge(x, yy, rho, mean=True), None, 0.0, rho=rho)
+
+
+def fit_two_step_cv(x_l, w_l, y, x_u, w_u, rhos=DEFAULT_RHOS, folds: int = 5, seed: int = 0) -> CoupledFit:
+    """`fit_two_step` with one ρ (both stages) chosen by K-fold CV of f's error on the labeled rows."""
+    _check(x_l, w_l, y, x_u, w_u, 1.0, 0.0)
+    _check_grid("rhos", rhos)
+
+    def fit(train, r):
+        return fit_two_step(x_l[train], w_l[train], y[train], x_u, w_u, r).alpha
+
+    return fit_two_step(x_l, w_l, y, x_u, w_u, _cv_pick(rhos, fit, x_l, y, folds, seed))
 
 
 def fit_coupled_cv(
@@ -138,23 +198,17 @@ def fit_coupled_cv(
     folds: int = 5,
     rho: float = 1e-3,
     seed: int = 0,
+    rhos=None,
 ) -> CoupledFit:
-    """`coupled_closed_form` with (λ, κ) chosen by K-fold CV of f's squared error on the labeled rows."""
+    """`coupled_closed_form` with (λ, κ) chosen by K-fold CV of f's squared error on the labeled rows; with
+    `rhos` a grid, ρ is chosen with them (else it is `rho`)."""
     _check(x_l, w_l, y, x_u, w_u, 0.0, rho)
-    if not 2 <= folds <= len(y):
-        raise ValueError(f"folds={folds} must be between 2 and the number of labeled rows {len(y)}")
-    if not lambdas or min(lambdas) < 0:
-        raise ValueError(f"lambdas must be a non-empty grid of values >= 0; got {lambdas}")
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    parts = order.chunk(folds)
-    best, best_err = (0.0, 0.0), float("inf")
-    for lam in lambdas:
-        for kappa in kappas if lam > 0 else (0.0,):
-            err = 0.0
-            for k, held in enumerate(parts):
-                train = torch.cat([p for j, p in enumerate(parts) if j != k])
-                fit = coupled_closed_form(x_l[train], w_l[train], y[train], x_u, w_u, lam, kappa, rho)
-                err += float(((fit.predict(x_l[held]) - y[held].double()) ** 2).sum())
-            if err < best_err - 1e-12:
-                best, best_err = (lam, kappa), err
-    return coupled_closed_form(x_l, w_l, y, x_u, w_u, *best, rho)
+    _check_grid("lambdas", lambdas)
+    rhos = (rho,) if rhos is None else tuple(rhos)
+    _check_grid("rhos", rhos)
+    grid = [(lam, kappa, r) for lam in lambdas for kappa in (kappas if lam > 0 else (0.0,)) for r in rhos]
+
+    def fit(train, cand):
+        return coupled_closed_form(x_l[train], w_l[train], y[train], x_u, w_u, *cand).alpha
+
+    return coupled_closed_form(x_l, w_l, y, x_u, w_u, *_cv_pick(grid, fit, x_l, y, folds, seed))

@@ -3,11 +3,15 @@ import torch
 
 from interp.contrib.common.ridge import ridge
 from interp.contrib.data.coupled_pi import (
+    DEFAULT_RHOS,
     coupled_closed_form,
     fit_coupled,
     fit_coupled_cv,
+    fit_ridge_cv,
     fit_two_step,
+    fit_two_step_cv,
 )
+from interp.contrib.data.experiments.coupled_pi import STRONG, strong_fits
 
 
 def _data(seed=0, nl=30, nu=200, dx=4, dw=3, cw=2.0):
@@ -82,6 +86,38 @@ def test_cv_uses_a_strong_privileged_view_and_predicts():
     assert fit.predict(xu).shape == (len(xu),)
 
 
+def test_strong_baseline_cv_picks_from_the_grid_and_beats_an_absurd_penalty():
+    # noisy labels, few rows: the CV'd ridge must pick a grid penalty and land far closer to the truth than a
+    # huge penalty (which shrinks α to 0) or the near-zero one the paper's fits use
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(10, generator=g, dtype=torch.float64) / 10**0.5
+    x = torch.randn(30, 10, generator=g, dtype=torch.float64)
+    y = x @ a + 2.0 * torch.randn(30, generator=g, dtype=torch.float64)
+    fit = fit_ridge_cv(x, y)
+    assert fit.rho in DEFAULT_RHOS and fit.beta is None
+    err = float((fit.alpha - a).pow(2).sum())
+    assert err < float((ridge(x, y, 1e4, mean=True) - a).pow(2).sum())
+    assert err < float((ridge(x, y, 1e-3, mean=True) - a).pow(2).sum())
+    # with every penalty CV'd on the same folds, each estimator picks from the same grid
+    xl, wl, yl, xu, wu = _data(4, nl=25, nu=100)
+    assert fit_two_step_cv(xl, wl, yl, xu, wu).rho in DEFAULT_RHOS
+    assert fit_coupled_cv(xl, wl, yl, xu, wu, rhos=DEFAULT_RHOS).rho in DEFAULT_RHOS
+    # a one-point grid is the fixed-penalty fit
+    fixed = fit_coupled_cv(xl, wl, yl, xu, wu, rhos=(1e-3,))
+    assert torch.allclose(fixed.alpha, fit_coupled_cv(xl, wl, yl, xu, wu).alpha)
+
+
+def test_strong_fits_row_uses_the_privileged_view_when_it_is_strong():
+    # tiny version of the experiment's strong-baseline row: with w carrying most of y, the CV'd two-step and
+    # coupled fits beat the CV'd labeled-only ridge
+    xl, wl, yl, xu, wu = _data(5, nl=40, nu=300, cw=6.0)
+    fits = strong_fits(xl, wl, yl, xu, wu, seed=0)
+    a = torch.arange(1.0, 5, dtype=torch.float64)
+    err = {k: float((al - a).pow(2).sum()) for k, al in fits.items()}
+    assert set(err) == set(STRONG)
+    assert err[STRONG[1]] < err[STRONG[0]] and err[STRONG[2]] < err[STRONG[0]]
+
+
 def test_bad_input():
     xl, wl, yl, xu, wu = _data()
     with pytest.raises(ValueError, match="row counts"):
@@ -96,5 +132,7 @@ def test_bad_input():
         coupled_closed_form(xl, wl, yl, xu[:0], wu[:0], 1.0)
     with pytest.raises(ValueError, match="folds"):
         fit_coupled_cv(xl, wl, yl, xu, wu, folds=1)
+    with pytest.raises(ValueError, match="rhos"):
+        fit_ridge_cv(xl, yl, rhos=())
     with pytest.raises(ValueError, match=r"\[n, 4\]"):
         fit_two_step(xl, wl, yl, xu, wu).predict(torch.zeros(3, 5))
