@@ -333,15 +333,12 @@ def build_command(
     num_workers: int = typer.Option(None, metavar="INT", help="Ray workers for a local Ray"),
 ) -> None:
     """Store every training sequence's projected gradient once (resumable); `query` then scores query sets."""
-    _quiet_loading()
     try:
+        from attribution.gradstore_config import BuildConfig
         from interp.cli.errors import check_out_dir
 
         check_out_dir(out)  # before the model and the data are loaded: a refused run writes nothing
-        from attribution.gradstore import BuildConfig, build_store
-        from interp.store import StoreLockedError, StoreMismatchError
-
-        cfg = BuildConfig(
+        cfg = BuildConfig(  # values checked before torch is imported
             model=model,
             train=train,
             out=out,
@@ -358,6 +355,10 @@ def build_command(
             ray_address=ray_address,
             num_workers=num_workers,
         )
+        _quiet_loading()
+        from attribution.gradstore import build_store
+        from interp.store import StoreLockedError, StoreMismatchError
+
         try:
             summary = build_store(cfg)
         except (StoreMismatchError, StoreLockedError, FileExistsError) as exc:
@@ -401,17 +402,14 @@ def query_command(
     device: str = typer.Option("auto", metavar="auto|cpu|cuda[:N]", help="Where the model runs"),
 ) -> None:
     """Top training rows per query through a gradient store: the queries' gradients and a streamed matmul only."""
-    _quiet_loading()
     try:
         if out:
             from interp.cli.errors import check_out_dir
 
             check_out_dir(out)  # before the store, the model and the queries are read
-        from attribution.gradstore import QueryConfig
-        from attribution.resident import GradientIndex
-        from interp.store import StoreLockedError
+        from attribution.gradstore_config import QueryConfig
 
-        cfg = QueryConfig(
+        cfg = QueryConfig(  # values checked before torch is imported
             store=store,
             queries=queries[0],
             out=out,
@@ -431,6 +429,10 @@ def query_command(
             batch_size=batch_size,
             device=device,
         )
+        _quiet_loading()
+        from attribution.resident import GradientIndex
+        from interp.store import StoreLockedError
+
         try:
             several = len(queries) > 1
             # one query set: the shards streamed (memory: one shard); several: the rows held once (up to 2 GB)

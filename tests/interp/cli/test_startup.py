@@ -165,3 +165,30 @@ def test_module_docstring_fast_path_agrees_with_ast():
     ]
     for source in cases:
         assert module_docstring(source) == (ast.get_docstring(ast.parse(source)) or ""), source
+
+
+BAD_VALUES = (
+    ["attribute", "build", "--model", "m", "--train", "t", "--out", "{out}", "--dim", "0"],
+    ["attribute", "build", "--model", "m", "--train", "t", "--out", "{out}", "--projection", "pca"],
+    ["attribute", "query", "--store", "{out}", "--queries", "q", "--top", "0"],
+    ["attribute", "query", "--store", "{out}", "--queries", "q", "--precondition", "adam"],
+)
+
+
+def test_a_bad_value_is_refused_before_torch_is_imported(tmp_path):
+    """`attribute build` / `query` check their simple values first: one error line, exit 2, no torch, no folder."""
+    for args in BAD_VALUES:
+        out = tmp_path / "out"
+        args = [a.replace("{out}", str(out)) for a in args]
+        probe = (
+            "from interp.cli.main import app\nimport sys, json\ntry:\n    app(" + repr(args) + ", prog_name='interp')\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "print(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules} & set("
+            + repr(LIBRARIES[:-1])
+            + "))]))"
+        )
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+        code, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert code == 2 and heavy == [], (args, heavy, proc.stderr)
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert not out.exists()
