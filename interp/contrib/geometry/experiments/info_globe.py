@@ -14,6 +14,11 @@ SmolLM2 (`smollm2-135m` through `HookedModel`, stdlib-docs, 16 x 64 tokens, posi
 each position's next-token distribution over the 1,023 most probable tokens (summed over positions)
 plus one bin for the rest; InfoGlobe (20 groups) vs PCA of log-probabilities (20 components, angles).
 Metric: Spearman between full-distribution Fisher-Rao distances and embedded distances over pairs.
+
+Strong baselines (issue 42; `info_globe_baselines.py`), in both parts: k-means of the features' Hellinger
+profiles into the same number of groups, aggregated as InfoGlobe aggregates (Fisher-Rao on the group
+proportions); and Hellinger PCA (PCA of sqrt(p), as many components, Euclidean distances). Printed with
+InfoGlobe's paired difference to each over the seeds.
 """
 
 from __future__ import annotations
@@ -31,9 +36,17 @@ from interp.contrib.geometry.info_globe import (
     modular_counts,
     to_proportions,
 )
+from interp.contrib.geometry.info_globe_baselines import group_proportions, hellinger_pca, kmeans_groups
 from interp.contrib.report import fmt, markdown_table
 
 METHODS = ("observed proportions (no reduction)", "InfoGlobe", "PCA log1p + angle", "random grouping")
+STRONG = ("k-means groups", "Hellinger PCA")
+
+
+def strong_rows(p: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The strong-baseline rows: (k-means groups [G], their group proportions [n, k], Hellinger PCA [n, k])."""
+    groups = kmeans_groups(p, k, seed=seed)
+    return groups, group_proportions(p, groups, k), hellinger_pca(p, k).float()
 
 
 def pca(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -65,11 +78,14 @@ def counts_trial(seed: int, quick: bool) -> dict[str, float]:
     rand_groups = torch.randint(k, (g,), generator=gen)
     q_rand = torch.zeros(n, k).index_add_(1, rand_groups, p)
     z = pca(torch.log1p(p * 1e4), k)
+    km_groups, q_km, z_h = strong_rows(p, k, seed)
     ds = {
         METHODS[0]: fisher_rao(p, p),
         METHODS[1]: fisher_rao(q, q),
         METHODS[2]: angle_distances(z),
         METHODS[3]: fisher_rao(q_rand, q_rand),
+        STRONG[0]: fisher_rao(q_km, q_km),
+        STRONG[1]: torch.cdist(z_h, z_h),
     }
     out = {f"cells: {m}": pair_corr(true_d, d, i, j) for m, d in ds.items()}
     cent = lambda x: torch.stack([x[ctype == c].mean(0) for c in range(t)])  # noqa: E731
@@ -79,10 +95,13 @@ def counts_trial(seed: int, quick: bool) -> dict[str, float]:
         METHODS[1]: fisher_rao(cent(q), cent(q)),
         METHODS[2]: angle_distances(cent(z)),
         METHODS[3]: fisher_rao(cent(q_rand), cent(q_rand)),
+        STRONG[0]: fisher_rao(cent(q_km), cent(q_km)),
+        STRONG[1]: torch.cdist(cent(z_h), cent(z_h)),
     }
     out.update({f"types: {m}": spearman(true_c[ti, tj], d[ti, tj]) for m, d in emb_c.items()})
     out["gene-group ARI (InfoGlobe)"] = ari(model.hard_groups(), module)
     out["gene-group ARI (random)"] = ari(rand_groups, module)
+    out[f"gene-group ARI ({STRONG[0]})"] = ari(km_groups, module)
     return out
 
 
@@ -108,11 +127,14 @@ def lm_trial(seed: int) -> dict[str, float]:
         q = globe.embed(p)
     rand_groups = torch.randint(20, (p.shape[1],), generator=gen)
     q_rand = torch.zeros(n, 20).index_add_(1, rand_groups, p)
+    _, q_km, z_h = strong_rows(p, 20, seed)
     return {
         "top-1024 proportions (no reduction)": pair_corr(true_d, fisher_rao(p, p), i, j),
         "InfoGlobe": pair_corr(true_d, fisher_rao(q, q), i, j),
         "PCA log-prob + angle": pair_corr(true_d, angle_distances(pca(p.clamp_min(1e-9).log(), 20)), i, j),
         "random grouping": pair_corr(true_d, fisher_rao(q_rand, q_rand), i, j),
+        STRONG[0]: pair_corr(true_d, fisher_rao(q_km, q_km), i, j),
+        STRONG[1]: pair_corr(true_d, torch.cdist(z_h, z_h), i, j),
     }
 
 
@@ -126,6 +148,19 @@ def main(argv=None) -> dict:
     res = {k: [p[k] for p in per] for k in per[0]}
     print(f"synthetic counts: Spearman with the true Fisher-Rao distances, ARI of gene groups ({seeds} seeds)")
     print(markdown_table(["metric", "value"], [[k, fmt(v)] for k, v in res.items()]))
+    paired = []
+    for key in ("cells", "types", "gene-group ARI"):
+        for b in STRONG + (METHODS[2],):
+            mk, bk = (
+                (f"{key}: InfoGlobe", f"{key}: {b}")
+                if key != "gene-group ARI"
+                else (f"{key} (InfoGlobe)", f"{key} ({b})")
+            )
+            if bk in res:
+                d = [x - y for x, y in zip(res[mk], res[bk], strict=True)]
+                paired.append([key, b, fmt(d), f"{sum(x > 0 for x in d)}/{len(d)}"])
+    print("\nInfoGlobe minus each baseline, paired by seed (mean ± sd; seeds where InfoGlobe is higher)")
+    print(markdown_table(["metric", "baseline", "InfoGlobe - baseline", "InfoGlobe higher"], paired))
     out = {"counts": res}
     if not (a.quick or a.no_lm):
         lm = lm_trial(0)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from interp.contrib.common.ranks import spearman
+from interp.contrib.geometry.experiments.info_globe import ari, strong_rows
 from interp.contrib.geometry.info_globe import (
     InfoGlobe,
     angle_distances,
@@ -11,6 +12,7 @@ from interp.contrib.geometry.info_globe import (
     modular_counts,
     to_proportions,
 )
+from interp.contrib.geometry.info_globe_baselines import group_proportions, hellinger_pca, kmeans
 
 
 def test_fisher_rao_closed_forms():
@@ -65,3 +67,33 @@ def test_bad_input():
         InfoGlobe(2, 1).embed(torch.zeros(3, 3))
     with pytest.raises(ValueError, match="need p"):
         fisher_rao(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+def test_kmeans_separates_obvious_clusters():
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    x = centres.repeat_interleave(20, 0) + 0.1 * torch.randn(60, 2, generator=g)
+    labels = kmeans(x, 3, seed=0)
+    # each true cluster lands in one k-means cluster, and the three are distinct
+    per = [set(labels[20 * c : 20 * (c + 1)].tolist()) for c in range(3)]
+    assert all(len(s) == 1 for s in per) and len(set.union(*per)) == 3
+
+
+def test_strong_baseline_rows_beat_a_random_grouping():
+    # tiny version of the experiment's strong-baseline rows: k-means groups of the genes' Hellinger profiles
+    # recover the modules far better than a random grouping, and both baselines keep the Fisher-Rao geometry
+    counts, probs, _, module = modular_counts(200, 60, 6, 4, depth=2000, seed=0)
+    p = to_proportions(counts)
+    groups, q_km, z_h = strong_rows(p, 6, seed=0)
+    rand = torch.randint(6, (60,), generator=torch.Generator().manual_seed(0))
+    assert ari(groups, module) > ari(rand, module) + 0.5
+    assert torch.allclose(q_km, group_proportions(p, groups, 6)) and torch.allclose(q_km.sum(1), torch.ones(200))
+    i, j = torch.triu_indices(200, 200, 1)
+    true_d = fisher_rao(probs, probs)[i, j]
+    q_rand = group_proportions(p, rand, 6)
+    rand_corr = spearman(true_d, fisher_rao(q_rand, q_rand)[i, j])
+    assert spearman(true_d, fisher_rao(q_km, q_km)[i, j]) > rand_corr
+    assert spearman(true_d, torch.cdist(z_h, z_h)[i, j]) > 0.9
+    assert hellinger_pca(p, 6).shape == (200, 6)
+    with pytest.raises(ValueError, match="groups"):
+        group_proportions(p, groups[:-1], 6)
