@@ -84,6 +84,10 @@ class Adapter:
     """Norm in front of attention (`blocks.{l}.ln1.hook_scale|hook_normalized`); `mlp_norm` is `ln2`."""
     sandwich_norms: bool = False
     """Whether `attn_contrib` / `mlp_contrib` are norms after each sub-layer (Gemma 2/3): `ln1_post`, `ln2_post`."""
+    packs_suffixes: bool = True
+    """Whether the HF forward takes a custom 4D attention mask with explicit position ids over a key/value cache,
+    so patching sweeps may pack copies' suffixes (`interp.patching.suffix`); False where positions come from the
+    mask (Bloom's ALiBi)."""
 
     def is_parallel(self, config) -> bool:
         """Whether this model adds attention and MLP to the same residual (GPT-NeoX's parallel residual)."""

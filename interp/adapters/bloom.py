@@ -22,4 +22,5 @@ ADAPTER = Adapter(
     mlp_pre="mlp.dense_h_to_4h",
     mlp_down="mlp.dense_4h_to_h",
     attn_function=False,
+    packs_suffixes=False,  # ALiBi is built from the 2D mask
 )

@@ -16,13 +16,14 @@ Windows of one sequence share their forwards.
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from interp.wrapper.kv_cache import cache_kwarg, returned_cache
 
 
 @torch.no_grad()
@@ -54,11 +55,11 @@ def next_token_loss_deltas(
     ids = tokens[: ps[-1] + 2].long().reshape(1, -1).to(model.device)
     p0 = ps[0]
     hf = model.hf_model
-    kw = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"  # transformers 5.24
+    kw = cache_kwarg(hf)
     cache = None
     if p0 > 0:  # the clean prefix, once
         got = hf(input_ids=ids[:, :p0], use_cache=True)
-        cache = got.cache if getattr(got, "cache", None) is not None else got.past_key_values
+        cache = returned_cache(got)
     suffix = ids[:, p0:]
 
     head = hf.get_output_embeddings()

@@ -13,6 +13,12 @@ A patch in block l changes nothing before it, so each run starts at block l from
 cached residual there (`interp.wrapper.layer_range`): a full layers x positions sweep runs about half
 the blocks a from-the-embeddings sweep runs. Hooks the caller passes (`fwd_hooks`) act on that
 corrupted run too, so their effect before layer l is in the residual each run starts from.
+
+Without such hooks (and for every kind but `pattern`), a patch also changes nothing before its first
+changed position: each copy runs only its positions from there on, packed with the layer's other copies
+into one sequence over the corrupted run's key/value cache (`interp.patching.suffix`); a site whose clean
+activation equals the corrupted one (the positions before the prompts' first difference) changes nothing
+at all and scores the corrupted run's metric without a forward.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from torch import Tensor
 
 from interp.patching.result import PatchResult
 from interp.patching.sites import Metric, Sweep, make_sweep, prepare_inputs, resolve_metric, scalar, score_copies
+from interp.patching.suffix import SuffixRuns, can_pack, first_change, suffix_chunks
 
 
 def _labels(model, ids: Tensor, sweep: Sweep) -> dict[str, list[str]]:
@@ -76,12 +83,27 @@ def activation_patching(
     sweep = make_sweep(model, kind, per, layers, positions, c_ids.shape[1])
     names = [sweep.hook(l) for l in sweep.layers]
     starts = [f"blocks.{l}.hook_resid_pre" for l in sweep.layers] if start_from_cache else None
+    packed = start_from_cache and can_pack(model, sweep, fwd_hooks, c_ids.shape[1])
+    if packed:
+        starts = sorted(set(starts) | set(names))  # the corrupted activations tell which patches change nothing
     out = baseline_and_clean(model, metric, c_ids, c_mask, x_ids, x_mask, names, fwd_hooks, starts)
     base, clean_value, cache = out[:3]
     b, per_run = c_ids.shape[0], max(1, max_rows // c_ids.shape[0])
+    if packed:
+        resid = {l: out[3]["resid_pre", l] for l in sweep.layers}
+        runs = SuffixRuns(model, x_ids, x_mask, metric, resid)
+        packed = runs.complete
     values = []
     for layer in sweep.layers:
         src, sites = cache[sweep.hook(layer)], sweep.sites()
+        if packed:
+            firsts = [first_change(sweep, site, src, out[3][sweep.hook(layer)]) for site in sites]
+            live = [(site, f) for site, f in zip(sites, firsts) if f is not None]
+            scores = {}
+            for chunk in suffix_chunks(live, c_ids.shape[1], b, max_rows):
+                scores.update(zip([site for site, _ in chunk], runs.scores(layer, sweep, chunk, src)))
+            values += [scores.get(site, base) for site in sites]
+            continue
         for start in range(0, len(sites), per_run):
             chunk = sites[start : start + per_run]
 
