@@ -20,6 +20,13 @@ intercept). Applied to a probe over cached activations, FI_j says how much the p
 
     bag = BaggedRidge.fit(X, y, lam=1.0, q=0.5, n_bags=20, seed=0)
     fi = feature_instability(bag, X_test)        # [d]: FI_j for every feature
+
+Strong baseline (issue 42): bagging with q < 1 also shrinks the fit, so a referee compares it with plain
+ridge at the penalty that costs the same accuracy, not at the same λ. `ridge_at_mse` walks the penalty path
+to the λ whose test MSE equals a target (the bagged model's), on the side of more shrinkage:
+
+    lam, plain = ridge_at_mse(X, y, X_test, y_test, target_mse=mse_of_bag)
+    feature_instability(plain, X_test)          # stability at matched accuracy
 """
 
 from __future__ import annotations
@@ -128,3 +135,44 @@ def instance_instability(
         pred = torch.stack([x_test[:, m.feats].double() @ m.drop_sample(x, y, i) for m in model.learners]).mean(0)
         out.append((pred - base).abs().mean())
     return torch.stack(out)
+
+
+def _mse(model: BaggedRidge, x: Tensor, y: Tensor) -> float:
+    return float(((model.predict(x) - y.double()) ** 2).mean())
+
+
+def ridge_at_mse(
+    x: Tensor,
+    y: Tensor,
+    x_test: Tensor,
+    y_test: Tensor,
+    target_mse: float,
+    lam_range: tuple[float, float] = (1e-3, 1e7),
+    steps: int = 60,
+) -> tuple[float, BaggedRidge]:
+    """Plain ridge (B = 1, q = 1) at the penalty whose test MSE equals `target_mse`: (λ, model).
+
+    The path's best λ on a log grid over `lam_range` is found first; from there λ grows (more shrinkage) and
+    the crossing of `target_mse` is refined by bisection in log λ. A target below the path's best MSE cannot
+    be matched: the best λ is returned (the plain model is then the more accurate one, by the gap); a target
+    above the MSE at the largest λ returns that λ."""
+    lo_lam, hi_lam = lam_range
+    if not 0 < lo_lam < hi_lam or steps < 2:
+        raise ValueError(f"need 0 < lam_range[0] < lam_range[1] and steps >= 2; got {lam_range}, {steps}")
+    grid = torch.logspace(math.log10(lo_lam), math.log10(hi_lam), steps, dtype=torch.float64).tolist()
+
+    def fit(lam: float) -> BaggedRidge:
+        return BaggedRidge([Ridge.fit(x, y, lam)], x.shape[1])
+
+    errs = [_mse(fit(lam), x_test, y_test) for lam in grid]
+    best = min(range(steps), key=errs.__getitem__)
+    if target_mse <= errs[best]:
+        return grid[best], fit(grid[best])
+    above = next((i for i in range(best + 1, steps) if errs[i] >= target_mse), None)
+    if above is None:
+        return grid[-1], fit(grid[-1])
+    lo, hi = math.log(grid[above - 1]), math.log(grid[above])  # MSE(lo) < target <= MSE(hi)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _mse(fit(math.exp(mid)), x_test, y_test) < target_mse else (lo, mid)
+    return math.exp(hi), fit(math.exp(hi))

@@ -11,6 +11,10 @@ Synthetic: n = 200 train, 200 test, d = 50 equicorrelated features (ρ = 0.5), y
 SmolLM2 (`smollm2-135m`, stdlib-docs vs stdlib, 48 x 64 tokens each, position 0 dropped, from
 `../../lm_features.py`): a ridge probe (λ = 10) on the 576 standardised neurons of
 `blocks.12.hook_resid_post` predicting the corpus (±1); 1,000 train rows, 1,000 test rows; B = 20.
+
+Strong baseline (issue 42), for every bagged row (q < 1) and split: plain ridge (B = 1, q = 1) at the penalty
+whose test MSE equals the bagged model's (`ridge_at_mse`, on the path's side of more shrinkage), with its FI
+and II; printed paired by split (bagged minus matched ridge, and the splits where bagging is more stable).
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ import json
 
 import torch
 
-from interp.contrib.causal_stats.feature_bagging import BaggedRidge, feature_instability, instance_instability
+from interp.contrib.causal_stats.feature_bagging import (
+    BaggedRidge,
+    feature_instability,
+    instance_instability,
+    ridge_at_mse,
+)
 from interp.contrib.common.datasets import diabetes, standardise_columns
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.report import fmt, markdown_table
@@ -49,6 +58,18 @@ def evaluate(x, y, seeds: int, grid, lam: float, n_train: int, ii_rows: int = 30
             r["FI mean"].append(float(fi.mean()))
             r["II max"].append(float(ii.max()))
             r["test MSE"].append(float(((m.predict(x[te]) - y[te]) ** 2).mean()))
+            if q < 1:  # the strong baseline: plain ridge at the same test MSE
+                lam_eq, plain = ridge_at_mse(x[tr], y[tr], x[te], y[te], r["test MSE"][-1])
+                fi_eq = feature_instability(plain, x[te])
+                ii_eq = instance_instability(plain, x[tr], y[tr], x[te], torch.arange(min(ii_rows, n_train)))
+                for k, v in (
+                    ("FI max", float(fi_eq.max())),
+                    ("FI mean", float(fi_eq.mean())),
+                    ("II max", float(ii_eq.max())),
+                    ("test MSE", float(((plain.predict(x[te]) - y[te]) ** 2).mean())),
+                    ("λ", lam_eq),
+                ):
+                    r.setdefault(f"ridge@MSE {k}", []).append(v)
         rows.append(r)
     return rows
 
@@ -79,6 +100,48 @@ def _print(title: str, rows: list[dict]) -> None:
     )
 
 
+def _paired(a: list[float], b: list[float]) -> str:
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    return f"{fmt(d)} ({sum(v < 0 for v in d)}/{len(d)})"
+
+
+def _print_matched(title: str, rows: list[dict]) -> None:
+    """The strong-baseline table: each bagged row against plain ridge at its test MSE."""
+    print(title)
+    print(
+        markdown_table(
+            [
+                "q",
+                "B",
+                "FI max bagged",
+                "FI max ridge@MSE",
+                "bagged - ridge (bagging lower)",
+                "II max bagged",
+                "II max ridge@MSE",
+                "MSE bagged",
+                "MSE ridge@MSE",
+                "ridge λ",
+            ],
+            [
+                [
+                    r["q"],
+                    r["B"],
+                    fmt(r["FI max"]),
+                    fmt(r["ridge@MSE FI max"]),
+                    _paired(r["FI max"], r["ridge@MSE FI max"]),
+                    fmt(r["II max"]),
+                    fmt(r["ridge@MSE II max"]),
+                    fmt(r["test MSE"]),
+                    fmt(r["ridge@MSE test MSE"]),
+                    fmt(r["ridge@MSE λ"], 1),
+                ]
+                for r in rows
+                if "ridge@MSE FI max" in r
+            ],
+        )
+    )
+
+
 def main(argv=None) -> dict:
     ap = experiment_parser(__doc__, seeds=3, quick="1 seed, B <= 5, diabetes only", no_lm="skip the SmolLM2 probe run")
     a = parse(ap, argv)
@@ -89,6 +152,7 @@ def main(argv=None) -> dict:
     x, y = diabetes()
     out = {"diabetes": evaluate(x, y, seeds, grid, 1.0, 300)}
     _print(f"diabetes (d = 10, 300 train / 142 test, {seeds} splits)", out["diabetes"])
+    _print_matched("\ndiabetes: bagged vs plain ridge at equal test MSE (strong baseline)", out["diabetes"])
     if not a.quick:
         syn = [evaluate(*synthetic(s), 1, grid, 1.0, 200) for s in range(seeds)]
         out["synthetic"] = [
@@ -99,9 +163,11 @@ def main(argv=None) -> dict:
             for i in range(len(grid))
         ]
         _print(f"\nsynthetic (d = 50, equicorrelated ρ = 0.5, {seeds} data seeds)", out["synthetic"])
+        _print_matched("\nsynthetic: bagged vs plain ridge at equal test MSE", out["synthetic"])
     if not (a.quick or a.no_lm):
         out["smollm2"] = smollm(seeds, a.quick)
         _print(f"\nsmollm2-135m probe on 576 layer-12 neurons (corpus ±1, {seeds} splits)", out["smollm2"])
+        _print_matched("\nsmollm2: bagged vs plain ridge at equal test MSE", out["smollm2"])
     return json.loads(json.dumps(out))
 
 

@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from interp.contrib.causal_stats.experiments.feature_bagging import main
-from interp.contrib.causal_stats.feature_bagging import BaggedRidge, Ridge, feature_instability, instance_instability
+from interp.contrib.causal_stats.feature_bagging import (
+    BaggedRidge,
+    Ridge,
+    feature_instability,
+    instance_instability,
+    ridge_at_mse,
+)
 
 
 def _data(n=30, d=6, seed=0):
@@ -54,6 +60,29 @@ def test_bagging_shapes_and_stability():
     assert instance_instability(one, x, y, x, torch.arange(3)).shape == (3,)
 
 
+def _mse(m, x, y):
+    return float(((m.predict(x) - y) ** 2).mean())
+
+
+def test_ridge_at_mse_matches_the_target_on_the_shrinkage_side():
+    x, y = _data(n=120, d=12, seed=2)
+    tr, te = slice(0, 60), slice(60, None)
+    bag = BaggedRidge.fit(x[tr], y[tr], 1.0, q=0.25, n_bags=20, seed=0)
+    target = _mse(bag, x[te], y[te])
+    lam, plain = ridge_at_mse(x[tr], y[tr], x[te], y[te], target)
+    assert len(plain.learners) == 1 and len(plain.learners[0].feats) == 12
+    assert _mse(plain, x[te], y[te]) == pytest.approx(target, rel=1e-6)
+    # more shrinkage than the best ridge: a slightly larger λ is less accurate, and the unbagged ridge at
+    # the bag's own λ is more accurate than the bag, so matching needed a larger penalty
+    assert _mse(BaggedRidge.fit(x[tr], y[tr], lam * 1.5), x[te], y[te]) > target
+    assert _mse(BaggedRidge.fit(x[tr], y[tr], 1.0), x[te], y[te]) < target and lam > 1.0
+    # a target below the path's best cannot be matched: the best λ comes back, more accurate than asked
+    lam_best, best = ridge_at_mse(x[tr], y[tr], x[te], y[te], 0.0)
+    assert _mse(best, x[te], y[te]) < target and lam_best < lam
+    with pytest.raises(ValueError, match="lam_range"):
+        ridge_at_mse(x[tr], y[tr], x[te], y[te], target, lam_range=(1.0, 0.5))
+
+
 def test_bad_input():
     x, y = _data()
     with pytest.raises(ValueError, match="q=0"):
@@ -71,3 +100,7 @@ def test_bad_input():
 def test_quick_experiment_runs():
     out = main(["--quick"])
     assert out["diabetes"][0]["q"] == 1.0
+    # every bagged row carries its strong baseline, plain ridge at the same test MSE
+    for r in out["diabetes"][1:]:
+        assert r["ridge@MSE test MSE"] == pytest.approx(r["test MSE"], rel=1e-4)
+        assert r["ridge@MSE λ"][0] > 1.0
