@@ -97,10 +97,12 @@ def collect(source: Any, n_features: int, cfg: StatsConfig | None = None, progre
     from interp.infra.logs import progress as progress_bar
 
     stats = FeatureStats(n_features, cfg)
+    limit = getattr(source, "max_kept", None)  # then the total counts ordinary rows, and so does the bar
     with progress_bar(total=source.n_rows, unit="row", desc="dashboard pass", enabled=progress is not False) as bar:
         for ch in source.chunks():
             stats.update(ch.z, ch.rows, ch.seq, ch.pos, ch.keep)
-            bar.update(len(ch.rows))
+            kept = len(ch.rows) if limit is None or ch.keep is None else int(ch.keep.sum())
+            bar.update(min(kept, source.n_rows - bar.n))
     if stats.n_rows == 0:
         raise ValueError("no rows to build a dashboard from (the store is empty or the row rule excluded every row)")
     return stats

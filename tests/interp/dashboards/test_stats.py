@@ -113,3 +113,22 @@ def test_special_rows_are_left_out():
     assert st.n_rows == int(keep.sum())
     assert torch.equal(st.count, (z[keep] > 0).sum(0))
     assert int(st.pos_counts[:, 0].sum()) == 0 and int(st.pos_rows[0]) == 0
+
+
+def test_the_pass_counts_what_its_total_counts(caplog):
+    """With a cap on ordinary rows the total counts those, and so does the end line (was 'done, 8064/4096')."""
+    import logging
+    from types import SimpleNamespace
+
+    from interp.dashboards.build import collect
+
+    def chunk(start):
+        rows = torch.arange(start, start + 8)
+        return SimpleNamespace(
+            z=torch.rand(8, 3), rows=rows, seq=rows // 8, pos=rows % 8, keep=torch.arange(8) % 2 == 0
+        )
+
+    source = SimpleNamespace(n_rows=6, max_kept=6, chunks=lambda: iter([chunk(0), chunk(8)]))
+    with caplog.at_level(logging.INFO, logger="interp"):
+        collect(source, 3, progress=None)
+    assert "dashboard pass: done, 6/6" in caplog.text, caplog.text
