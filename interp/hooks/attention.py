@@ -53,10 +53,10 @@ def hooked_attention(module, query, key, value, attention_mask, scaling=None, dr
     if "scores" not in hooks:
         out, pattern = eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         if "pattern" in hooks:
-            new = _apply(hooks, "pattern", pattern, heads_first=False)
-            if new is not pattern:
-                pattern = new
-                out = torch.matmul(pattern, _repeat_kv(value, module)).transpose(1, 2).contiguous()
+            # recompute the output even when a hook hands back the same tensor: it may have edited it in place
+            # (TL's `patching` does), and the eager output was computed before the hook ran
+            pattern = _apply(hooks, "pattern", pattern, heads_first=False)
+            out = torch.matmul(pattern, _repeat_kv(value, module)).transpose(1, 2).contiguous()
         return out, pattern
     # Scores are requested: the same maths as HF eager, with the hooks in between.
     if scaling is None:

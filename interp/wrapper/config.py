@@ -88,7 +88,7 @@ def tl_config_view(model) -> TLConfigView:
         n_key_value_heads=model.n_kv_heads if model.n_kv_heads != model.n_heads else None,
         d_mlp=d_mlp,
         d_vocab=model.d_vocab,
-        d_vocab_out=model.unembed.weight.shape[0],
+        d_vocab_out=model.unembed_module.weight.shape[0],
         n_ctx=model.n_ctx,
         act_fn=act,
         normalization_type="RMS" if rms else "LN",

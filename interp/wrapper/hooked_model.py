@@ -27,7 +27,7 @@ from interp.hooks.install import HookFn, install_backward, install_forward
 from interp.hooks.points import HookPoint, NameFilter, absent_points, build_points, select_points
 from interp.wrapper.config import TLConfigView, tl_config_view
 from interp.wrapper.layer_range import StopForward, run_from_layer, stop_before_layer
-from interp.wrapper.tl_surface import TLSurfaceMixin
+from interp.wrapper.tl_surface import TLSurfaceMixin, explain_head_index, tl_aliases
 from interp.wrapper.tokens import TokensMixin, next_token_loss, per_token_loss
 from interp.wrapper.weights import WeightsMixin
 
@@ -109,6 +109,8 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
         """Hook points chosen by names, glob patterns or a predicate (None: all), in forward order."""
         if names is None and self._use_attn_result:  # TL's set_use_attn_result(True): hook_result is in "all"
             return list(self.points)
+        if isinstance(names, str) or (names is not None and not callable(names)):
+            names = tl_aliases(names)
         return select_points(self.points, names, self._absent)
 
     # ------------------------------------------------------------------ inputs
@@ -258,7 +260,11 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
     def _install(self, names, fn: HookFn, direction: Literal["fwd", "bwd"]) -> list[Callable[[], None]]:
         """Install `fn` at every hook point `names` selects; the removal callables."""
         installer = install_forward if direction == "fwd" else install_backward
-        return [remove for point in self.hook_points(names) for remove in installer(self.hf_model, point, fn)]
+        return [
+            remove
+            for point in self.hook_points(names)
+            for remove in installer(self.hf_model, point, explain_head_index(self, point, fn))
+        ]
 
     def run_with_hooks(
         self,
@@ -272,10 +278,14 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
     ):
         """One `forward` with the given hooks (`forward_kwargs` as in `forward`: `return_type`, ...).
 
-        Hooks never outlive the call here, so TransformerLens's `reset_hooks_end` is accepted and ignored.
+        The given hooks never outlive the call; `reset_hooks_end` (TL's) takes off, at the end, the hooks kept
+        by `add_hook(..., level=1)` (see `add_hook`).
         """
-        with self.hooks(fwd_hooks, bwd_hooks):
-            return self.forward(inputs, truncate=truncate, prepend_bos=prepend_bos, **forward_kwargs)
+        try:
+            with self.hooks(fwd_hooks, bwd_hooks):
+                return self.forward(inputs, truncate=truncate, prepend_bos=prepend_bos, **forward_kwargs)
+        finally:
+            self._end_run(reset_hooks_end)
 
     def run_with_cache(
         self,
@@ -288,6 +298,8 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
         names_filter: NameFilter = None,
         remove_batch_dim: bool = False,
         return_type: ReturnType = "logits",
+        stop_at_layer: int | None = None,
+        reset_hooks_end: bool = True,
     ) -> tuple[Tensor | None, ActivationCache]:
         """(logits, cache) of one forward. `names`: names, globs or a predicate; None caches everything
         except the on-demand points (`attn.hook_result`: name it). `names_filter` is TransformerLens's
@@ -298,6 +310,9 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
         `remove_batch_dim=True` (a batch of one) drops the batch axis of every cached tensor, as in
         TransformerLens. `return_type` "loss" or "both" returns the loss (or (logits, loss)) in place of
         the logits; None returns no logits (but runs the whole forward, unlike `return_logits=False`).
+        `stop_at_layer=l` stops at the input of block l, as `forward(stop_at_layer=l)`, and returns the
+        residual stream there in place of the logits (hooks of later layers do not fire).
+        `reset_hooks_end` as in `run_with_hooks`.
         """
         points = self.hook_points(_names(names, names_filter))
         ids, mask = self._ids_and_mask(inputs, truncate, prepend_bos)
@@ -309,21 +324,27 @@ class HookedModel(WeightsMixin, TokensMixin, TLSurfaceMixin):
             store[hook.name] = t.detach() if device is None else t.detach().to(device)
 
         logits = None
-        with ExitStack() as stack, torch.no_grad():
-            stack.enter_context(self.hooks([(p.name, save) for p in points]))
-            if not return_logits and points:
-                stack.enter_context(self._stop_after(points[-1]))
-            try:
-                logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-            except StopForward:
-                pass
+        seen: dict[str, Tensor] = {}
+        try:
+            with ExitStack() as stack, torch.no_grad():
+                stack.enter_context(self.hooks([(p.name, save) for p in points]))
+                if stop_at_layer is not None:
+                    stack.enter_context(stop_before_layer(self, stop_at_layer, seen))
+                elif not return_logits and points:
+                    stack.enter_context(self._stop_after(points[-1]))
+                try:
+                    logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+                except StopForward:
+                    logits = seen.get("resid")
+        finally:
+            self._end_run(reset_hooks_end)
         ordered = {p.name: store[p.name] for p in points if p.name in store}
         cache = ActivationCache(ordered, ids, mask, self)
         if remove_batch_dim:
             cache = cache.remove_batch_dim()
         if not return_logits or return_type is None:
             return None, cache
-        if return_type == "logits":
+        if return_type == "logits" or stop_at_layer is not None:
             return logits, cache
         loss = next_token_loss(logits, ids, mask)
         return (loss if return_type == "loss" else (logits, loss)), cache

@@ -25,12 +25,13 @@ class TokensMixin:
     def to_str_tokens(self, inputs, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
         """Each token of a text (or of ids) as its own string; a list of lists for a batch of texts.
 
-        Padding is dropped. Token ids may be an int, a [pos] or a [batch, pos] tensor.
+        Padding is dropped. Token ids may be an int, a [pos] or a [batch, pos] tensor; a [1, pos] tensor gives
+        one flat list, as in TransformerLens (`model.to_str_tokens(model.to_tokens(text))`).
         """
         tok = self._need_tokenizer()
         if isinstance(inputs, int):
             return [tok.decode([inputs])]
-        if isinstance(inputs, Tensor) and inputs.ndim <= 1:
+        if isinstance(inputs, Tensor) and (inputs.ndim <= 1 or (inputs.ndim == 2 and inputs.shape[0] == 1)):
             return [tok.decode([int(t)]) for t in inputs.reshape(-1)]
         ids, mask = self.to_tokens(inputs, prepend_bos=prepend_bos, return_mask=True)
         rows = [[tok.decode([int(t)]) for t, m in zip(r, mk) if m] for r, mk in zip(ids, mask)]

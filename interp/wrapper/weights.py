@@ -63,8 +63,8 @@ class WeightsMixin:
         return module, norms.norm_spec(module)
 
     @property
-    def unembed(self) -> nn.Module:
-        """The HF output projection (lm_head / embed_out)."""
+    def unembed_module(self) -> nn.Module:
+        """The HF output projection (lm_head / embed_out); `model.unembed` is TL's view of it."""
         return self.hf_model.get_output_embeddings()
 
     # ------------------------------------------------------------------ per layer
@@ -162,12 +162,12 @@ class WeightsMixin:
     @property
     def W_U(self) -> Tensor:
         """[d_model, d_vocab] unembedding (the final norm's weight is *not* folded in)."""
-        return self.unembed.weight.detach().t()
+        return self.unembed_module.weight.detach().t()
 
     @property
     def b_U(self) -> Tensor:
         """[d_vocab] unembedding bias (zeros when the model has none)."""
-        return _bias(self.unembed, self.unembed.weight.shape[0])
+        return _bias(self.unembed_module, self.unembed_module.weight.shape[0])
 
     @property
     def OV(self):
