@@ -19,6 +19,10 @@ The paper's exact estimator inside GRPO is not public; "ips" is the form whose f
 baseline b does not vanish under IPS (E[b/π ∇log π] = b Σ_o ∇log π(o) ≠ 0), which is why the raw reward
 is scaled, not the centred advantage.
 
+Strong baseline (issue 42): `entropy_coef` of `train_bandit` / `train_sum_policy` adds an entropy bonus
+-β H(π) to any method's loss; GRPO with it (fixed point π ∝ exp(r/β) for the plain expected return) is what a
+referee tries first against collapse.
+
     w = sample_weights(rewards, probs_of_samples, "ips", outcomes)     # [G]
     loss = -(w * logp_of_samples).mean()
 """
@@ -108,12 +112,21 @@ def coverage(p: Tensor, rewards: Tensor, good: float, min_mass: float = 0.05) ->
 
 
 def train_bandit(
-    rewards: Tensor, method: str, group: int = 16, steps: int = 3000, lr: float = 0.05, seed: int = 0
+    rewards: Tensor,
+    method: str,
+    group: int = 16,
+    steps: int = 3000,
+    lr: float = 0.05,
+    seed: int = 0,
+    entropy_coef: float = 0.0,
 ) -> Tensor:
     """Train a softmax policy over len(rewards) terminal outcomes (logits start at 0) with GRPO-style
-    groups of `group` samples and SGD on -mean_i w_i log π(o_i); returns the final distribution."""
-    if group < 2 or steps < 0 or lr <= 0:
-        raise ValueError(f"need group >= 2, steps >= 0, lr > 0; got {group}, {steps}, {lr}")
+    groups of `group` samples and SGD on -mean_i w_i log π(o_i) - entropy_coef H(π) (the entropy bonus of
+    the strong baseline, exact over the outcomes; 0 = none); returns the final distribution."""
+    if group < 2 or steps < 0 or lr <= 0 or entropy_coef < 0:
+        raise ValueError(
+            f"need group >= 2, steps >= 0, lr > 0, entropy_coef >= 0; got {group}, {steps}, {lr}, {entropy_coef}"
+        )
     g = torch.Generator().manual_seed(seed)
     theta = torch.zeros(len(rewards), dtype=torch.float64, requires_grad=True)
     opt = torch.optim.SGD([theta], lr=lr)
@@ -125,7 +138,7 @@ def train_bandit(
         w = sample_weights(r_all[o], logp.exp()[o], method, o)
         if not torch.isfinite(w).all():
             break
-        loss = -(w * logp[o]).mean()
+        loss = -(w * logp[o]).mean() + entropy_coef * (logp.exp() * logp).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -177,10 +190,15 @@ def train_sum_policy(
     lr: float = 0.05,
     seed: int = 0,
     ips_floor: float = 1e-3,
+    entropy_coef: float = 0.0,
 ) -> tuple[SumPolicy, Tensor]:
     """Train SumPolicy with groups of `group` answers per prompt (every prompt each step, Adam).
     π in the IPS weights is floored at `ips_floor` (a rare sample would otherwise get a weight of 1/π ~ 1e4
-    and one Adam step would blow the logits up; our safeguard, reported). Returns (policy, rewards table)."""
+    and one Adam step would blow the logits up; our safeguard, reported). `entropy_coef` adds the strong
+    baseline's entropy bonus -entropy_coef H(π(·|s)) (exact over the answers, mean over prompts; 0 = none).
+    Returns (policy, rewards table)."""
+    if entropy_coef < 0:
+        raise ValueError(f"entropy_coef must be >= 0; got {entropy_coef}")
     pol = SumPolicy(int(sums.numel()), seed=seed)
     table = sum_rewards(sums)
     opt = torch.optim.Adam(pol.parameters(), lr=lr)
@@ -193,7 +211,7 @@ def train_sum_policy(
         lp = logp.gather(1, o)
         r = table.gather(1, o)
         w = sample_weights(r, lp.exp().clamp_min(ips_floor), method, o)
-        loss = -(w * lp).mean()
+        loss = -(w * lp).mean() + entropy_coef * (logp.exp() * logp).sum(-1).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from interp.contrib.post_training.experiments.ips_grpo import main
+from interp.contrib.post_training.experiments.ips_grpo import ENT, main, tune_task_beta
 from interp.contrib.post_training.ips_grpo import (
     SumPolicy,
     answer_diversity,
@@ -15,6 +15,7 @@ from interp.contrib.post_training.ips_grpo import (
     sum_rewards,
     target_distribution,
     train_bandit,
+    train_sum_policy,
 )
 
 
@@ -73,7 +74,30 @@ def test_bad_input():
     assert math.isfinite(kl(torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5])))
 
 
+def test_entropy_bonus_baseline_ends_the_bandit_collapse_but_not_at_pi_proportional_to_r():
+    # the strong baseline's fixed point is π ∝ exp(r/β): all good modes kept, yet not π ∝ r as IPS reaches
+    r = torch.tensor([1.0, 1.0, 0.5, 0.05])
+    target = target_distribution(r)
+    p = train_bandit(r, "grpo", steps=1500, seed=0, entropy_coef=1.5)
+    assert float(p[2]) > 0.1 and kl(target, p) < 0.1  # the r=0.5 outcome that plain GRPO drops is kept
+    assert kl(target, train_bandit(r, "ips", steps=1500, seed=0)) < kl(target, p) / 10
+    with pytest.raises(ValueError, match="entropy_coef"):
+        train_bandit(r, "grpo", entropy_coef=-1.0)
+
+
+def test_equal_accuracy_tuning_picks_a_beta_that_keeps_ips_accuracy():
+    # tiny version of the task row: 3 prompts, 60 steps, 2 tuning seeds, 3 coefficients
+    sums = torch.tensor([6, 9, 12])
+    beta, floor, grid = tune_task_beta(sums, 60, betas=(0.0, 0.5, 5.0), tune_seeds=(100, 101))
+    assert grid[5.0]["accuracy"] < floor  # a huge bonus spreads mass onto wrong answers and is excluded
+    assert beta in (0.0, 0.5) and grid[beta]["accuracy"] >= floor
+    assert grid[0.5]["modes_covered"] > grid[0.0]["modes_covered"]  # the bonus widens coverage
+    d = answer_diversity(train_sum_policy("grpo", sums, steps=60, seed=0, entropy_coef=beta)[0], sums)
+    assert 0 <= d["accuracy"] <= 1
+
+
 def test_quick_experiment_runs():
     out = main(["--quick"])
-    assert set(out["bandit"]) == {"grpo", "ips", "ips-group", "ips-adv"}
-    assert set(out["task"]) == {"grpo", "ips", "ips-group", "ips-adv"}  # both controls on the sums task too
+    assert set(out["bandit"]) == {"grpo", "ips", "ips-group", "ips-adv", ENT}
+    assert set(out["task"]) == {"grpo", "ips", "ips-group", "ips-adv", ENT}  # both controls on the sums task too
+    assert out["strong_baseline"]["bandit_beta"] > 0
