@@ -497,14 +497,17 @@ PAPERS: tuple[Paper, ...] = (
         "MIPO",
         "post_training",
         "post_training/mipo.py",
-        Status.REPRODUCED,
-        "toy policy; SmolLM2 PMI from its logits only (no LM training)",
+        Status.PARTIAL,
+        "toy policy, 3 seeds; SmolLM2 PMI from its logits only (no LM training): ahead of a tuned training-free "
+        "PMI reranking of the base model on π(T|x) and PMI on every seed, not on greedy accuracy",
         "context-following π(T|x) 0.32 -> 0.54, greedy accuracy 0.67 -> 0.79, PMI 1.22 -> 2.72 nats (max 2.77), "
-        "generic responses 0.46 -> 0; self-SFT on the same samples changes nothing; SmolLM2 PMI from its logits: own "
-        "prompt likeliest for 13/16 responses (no LM training)",
+        "generic responses 0.46 -> 0; self-SFT on the same samples changes nothing; PMI reweighting of the base "
+        "model (no training): π(T|x) 0.37, greedy accuracy 0.92; SmolLM2 PMI from its logits: own prompt likeliest "
+        "for 13/16 responses (no LM training)",
         "interp.contrib.post_training.experiments.mipo",
         ("--quick",),
-        control="self-SFT on the same samples without the negatives (the ingredient is the random-prompt contrast)",
+        control="self-SFT on the same samples without the negatives (the ingredient is the random-prompt contrast); "
+        "strong baseline: PMI reweighting of the base model at inference, λ tuned on separate seeds",
         seeds="3 seeds, each a fresh pretrained base policy and fine-tuning run",
     ),
     Paper(

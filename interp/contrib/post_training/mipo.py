@@ -13,6 +13,10 @@ from an LM's logits.
 
     pairs = mipo_pairs(base, contexts, g)        # (x, y⁺, y⁻)
     loss = dpo_loss(policy.logprob(x, y⁺), policy.logprob(x, y⁻), base.logprob(x, y⁺), base.logprob(x, y⁻))
+
+Strong baseline (issue 42): PMI reweighting of the base model at inference, no training:
+π_λ(y|x) ∝ π(y|x) π̄(y)^-λ with π̄(y) = mean_x' π(y|x'), exact over every response (`pmi_reweighted`);
+λ = 1 ranks responses by PMI itself (what contrastive decoding / best-of-N by PMI approximate).
 """
 
 from __future__ import annotations
@@ -150,3 +154,47 @@ def pmi_from_cross(cross: Tensor) -> tuple[float, float]:
     own = cross.diagonal()
     marg = torch.logsumexp(cross, 1) - math.log(cross.shape[1])
     return float((own - marg).mean()), float((cross.argmax(1) == torch.arange(len(cross))).float().mean())
+
+
+def all_responses(vocab: int, length: int) -> Tensor:
+    """Every response [vocab**length, length] in lexicographic order."""
+    if vocab < 1 or length < 1 or vocab**length > 2_000_000:
+        raise ValueError(f"need vocab, length >= 1 and vocab**length <= 2e6; got {vocab}, {length}")
+    idx = torch.arange(vocab**length)
+    return torch.stack([(idx // vocab ** (length - 1 - t)) % vocab for t in range(length)], 1)
+
+
+@torch.no_grad()
+def response_logprobs(policy: ContextPolicy) -> Tensor:
+    """log π(y | x) for every context x and every response y: [K, vocab**length] (rows sum to one in prob)."""
+    ys = all_responses(policy.vocab, policy.length)
+    return torch.stack([policy.logprob(torch.full((len(ys),), c), ys) for c in range(policy.k)])
+
+
+def pmi_reweighted(logp: Tensor, lam: float) -> Tensor:
+    """The strong baseline: log π_λ(y|x) = log π(y|x) - λ log π̄(y) - log Z_x, π̄(y) = mean_x π(y|x).
+    logp: [K, Y] exact log-probabilities of every response (`response_logprobs`); λ = 0 returns logp."""
+    if lam < 0 or logp.ndim != 2:
+        raise ValueError(f"need lam >= 0 and logp [K, Y]; got {lam}, {tuple(logp.shape)}")
+    marg = torch.logsumexp(logp, 0) - math.log(len(logp))
+    s = logp - lam * marg
+    return s - torch.logsumexp(s, 1, keepdim=True)
+
+
+def table_metrics(logp: Tensor, targets: Tensor, generic: Tensor, g: torch.Generator, n_per_context: int = 32):
+    """The experiment's metrics for a policy given as its table log π(y|x) [K, Y] over every response (in
+    `all_responses` order): π(T(x)|x), greedy (argmax) accuracy, generic mass, and PMI estimated as `pmi`
+    does, from `n_per_context` samples per context."""
+    k, n_y = logp.shape
+    vocab = int(round(n_y ** (1 / targets.shape[1])))
+    code = lambda y: (y * vocab ** torch.arange(y.shape[-1] - 1, -1, -1)).sum(-1)  # noqa: E731
+    x = torch.arange(k)
+    t_idx, g_idx = code(targets), code(generic)
+    y = torch.multinomial(logp.exp(), n_per_context, replacement=True, generator=g)  # [K, n]
+    marg = torch.logsumexp(logp, 0) - math.log(k)
+    return {
+        "π(T|x)": float(logp[x, t_idx].exp().mean()),
+        "greedy acc": float((logp.argmax(1) == t_idx).float().mean()),
+        "generic mass": float(logp[:, g_idx].exp().sum(1).mean()),
+        "PMI": float((logp.gather(1, y) - marg[y]).mean()),
+    }

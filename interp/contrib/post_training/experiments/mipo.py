@@ -10,6 +10,12 @@ the base model, fresh pairs from the base each step, batch 64) or of SFT on y⁺
 samples without the negatives). Metrics: π(T(x)|x) (context-following), greedy accuracy, mass on the
 generic responses, PMI (exact prompt-response mutual information under the policy), and the share of
 the parameter update in the context embedding (what changes inside the model).
+
+Strong baseline (issue 42): PMI reweighting of the base model at inference, no training (`pmi_reweighted`):
+π_λ(y|x) ∝ π_base(y|x) π̄_base(y)^-λ, exact over all 12^4 responses (the limit of best-of-N reranking by
+PMI); its greedy accuracy is the argmax response. λ is chosen on a grid by π(T|x) on 3 separate tuning
+seeds (100-102: their own targets and base models), never the reported ones; MIPO's β = 0.1 is the
+catalog's, untuned. Printed as a row, with its paired difference to MIPO.
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from interp.contrib.post_training.mipo import (
     make_base_data,
     mipo_pairs,
     pmi,
+    pmi_reweighted,
+    response_logprobs,
     sft_loss,
+    table_metrics,
     target_responses,
     update_share,
 )
@@ -36,6 +45,9 @@ from interp.contrib.post_training.preference import dpo_loss
 from interp.contrib.report import fmt, markdown_table
 
 K, VOCAB, LENGTH = 16, 12, 4
+LAMBDAS = (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0)
+TUNE_SEEDS = (100, 101, 102)
+RW = "PMI reweighting"
 
 
 def metrics(pol: ContextPolicy, targets: torch.Tensor, generic: torch.Tensor, seed: int) -> dict:
@@ -52,7 +64,8 @@ def metrics(pol: ContextPolicy, targets: torch.Tensor, generic: torch.Tensor, se
     }
 
 
-def run(seed: int, steps: int, pre_steps: int) -> dict:
+def pretrain(seed: int, pre_steps: int):
+    """(base model, targets, generic responses, the generator in its post-pretraining state)."""
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     targets = target_responses(K + 3, VOCAB, LENGTH, g)
@@ -63,7 +76,30 @@ def run(seed: int, steps: int, pre_steps: int) -> dict:
         lambda _: sft_loss(base, *make_base_data(targets, generic, 0.4, 128, g)),
         range(pre_steps),
     )
+    return base, targets, generic, g
+
+
+def reweighting_metrics(base: ContextPolicy, targets, generic, seed: int, lams=LAMBDAS) -> dict[float, dict]:
+    """The strong baseline's metrics at each λ, from the base model's exact response table."""
+    logp = response_logprobs(base)
+    return {
+        lam: table_metrics(pmi_reweighted(logp, lam), targets, generic, torch.Generator().manual_seed(20_000 + seed))
+        for lam in lams
+    }
+
+
+def tune_lambda(pre_steps: int, lams=LAMBDAS, tune_seeds=TUNE_SEEDS) -> tuple[float, dict[float, float]]:
+    """λ with the highest mean π(T|x) on the tuning seeds' base models, and each λ's mean."""
+    per = [reweighting_metrics(*pretrain(s, pre_steps)[:3], s, lams) for s in tune_seeds]
+    score = {lam: sum(p[lam]["π(T|x)"] for p in per) / len(per) for lam in lams}
+    return max(score, key=score.get), score
+
+
+def run(seed: int, steps: int, pre_steps: int, lam: float | None = None) -> dict:
+    base, targets, generic, g = pretrain(seed, pre_steps)
     out = {"base": metrics(base, targets, generic, seed)}
+    if lam is not None:
+        out[RW] = reweighting_metrics(base, targets, generic, seed, (lam,))[lam]
     before = {n: p.detach().clone() for n, p in base.named_parameters()}
     for method in ("self-SFT", "MIPO"):
         pol = copy.deepcopy(base)
@@ -78,6 +114,9 @@ def run(seed: int, steps: int, pre_steps: int) -> dict:
 
         fit(make_optimizer(pol.parameters(), lr=1e-3), loss_fn, range(steps))
         out[method] = {**metrics(pol, targets, generic, seed), "ctx-embedding share": update_share(before, pol, "ctx.")}
+        if lam is not None and method == "MIPO":  # MIPO measured as the baseline is: exact table, argmax response
+            g_tab = torch.Generator().manual_seed(20_000 + seed)
+            out["MIPO (table)"] = table_metrics(response_logprobs(pol), targets, generic, g_tab)
     return out
 
 
@@ -93,14 +132,26 @@ def main(argv=None) -> dict:
     if a.seeds < 1 or a.steps < 1:
         ap.error("--seeds and --steps must be positive")
     seeds, steps, pre = (1, 30, 100) if a.quick else (a.seeds, a.steps, 300)
-    runs = [run(s, steps, pre) for s in range(seeds)]
+    lam, lam_scores = tune_lambda(pre)
+    runs = [run(s, steps, pre, lam) for s in range(seeds)]
     cols = ["π(T|x)", "greedy acc", "generic mass", "PMI", "ctx-embedding share"]
     rows = []
-    for m in ("base", "self-SFT", "MIPO"):
+    for m in ("base", "self-SFT", "MIPO", RW):
         rows.append([m] + [fmt([r[m][c] for r in runs]) if c in runs[0][m] else "-" for c in cols])
     print(f"context-following after {steps} steps ({seeds} seeds; PMI in nats, max log 16 = 2.77)")
     print(markdown_table(["model", *cols], rows))
-    out = {"toy": runs}
+    print(
+        f"{RW} (strong baseline, no training): λ = {lam}, chosen by π(T|x) on tuning seeds {list(TUNE_SEEDS)} ("
+        + ", ".join(f"{k}: {v:.3f}" for k, v in lam_scores.items())
+        + "); greedy = the argmax response"
+    )
+    paired = []
+    for c in cols[:4]:
+        d = [r["MIPO (table)"][c] - r[RW][c] for r in runs]
+        paired.append([c, fmt([r["MIPO (table)"][c] for r in runs]), fmt(d), f"{sum(x > 0 for x in d)}/{len(d)}"])
+    print("MIPO measured as the baseline is (exact over every response, greedy = the argmax response):")
+    print(markdown_table(["metric", "MIPO (table)", f"MIPO - {RW}, paired by seed", "MIPO higher"], paired))
+    out = {"toy": runs, "lambda": lam, "lambda_tuning": lam_scores}
     if not (a.quick or a.no_lm):
         out["smollm2"] = smollm_pmi()
         lm = out["smollm2"]

@@ -57,7 +57,8 @@ def test_bad_input():
 
 def test_quick_experiment_runs():
     out = main(["--quick"])
-    assert set(out["toy"][0]) == {"base", "self-SFT", "MIPO"}
+    assert set(out["toy"][0]) == {"base", "self-SFT", "MIPO", "MIPO (table)", "PMI reweighting"}
+    assert str(out["lambda"]) in out["lambda_tuning"]
 
 
 def test_cross_logprobs_with_a_uniform_and_a_copying_lm():
@@ -78,3 +79,36 @@ def test_cross_logprobs_with_a_uniform_and_a_copying_lm():
     assert own == 1.0 and pmi_val > 0  # each response repeats its own prompt's last token
     with pytest.raises(ValueError, match="P >= 2"):
         cross_logprobs(uniform, prompts[:1], responses[:1])
+
+
+def test_pmi_reweighting_table_matches_the_policy_and_raises_pmi():
+    # the strong baseline's pieces on a tiny policy: the exact table agrees with the policy's own metrics,
+    # λ = 0 is the base model, and reweighting moves mass off a context-free response
+    from interp.contrib.post_training.mipo import (
+        all_responses,
+        context_accuracy,
+        pmi_reweighted,
+        response_logprobs,
+        table_metrics,
+    )
+
+    assert all_responses(3, 2).tolist()[:4] == [[0, 0], [0, 1], [0, 2], [1, 0]]
+    g = torch.Generator().manual_seed(0)
+    targets = target_responses(6, 4, 3, g)
+    targets, generic = targets[:4], targets[4:]
+    torch.manual_seed(0)
+    pol = ContextPolicy(4, 4, 3, d=8, hidden=16)
+    opt = torch.optim.Adam(pol.parameters(), lr=1e-2)
+    for _ in range(200):  # follows its context half the time, else a generic response
+        x, y = make_base_data(targets, generic, 0.5, 64, g)
+        loss = -pol.logprob(x, y).mean()
+        opt.zero_grad(), loss.backward(), opt.step()
+    logp = response_logprobs(pol)
+    assert logp.shape == (4, 64) and torch.allclose(logp.exp().sum(1), torch.ones(4), atol=1e-5)
+    base = table_metrics(logp, targets, generic, torch.Generator().manual_seed(1))
+    assert base["π(T|x)"] == pytest.approx(context_accuracy(pol, targets), abs=1e-6)
+    assert torch.allclose(pmi_reweighted(logp, 0.0), logp, atol=1e-6)
+    rw = table_metrics(pmi_reweighted(logp, 0.5), targets, generic, torch.Generator().manual_seed(1))
+    assert rw["generic mass"] < base["generic mass"] - 0.05 and rw["PMI"] > base["PMI"]
+    with pytest.raises(ValueError, match="lam"):
+        pmi_reweighted(logp, -1.0)
