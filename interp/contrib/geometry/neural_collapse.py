@@ -218,6 +218,22 @@ def class_mean_subspace(means: Tensor) -> Tensor:
     return torch.kron(ones_perp.contiguous(), u[:, :r].contiguous())
 
 
+def kfac_subspace(feats: Tensor, W: Tensor, b: Tensor | None, r: int) -> Tensor:
+    """The strong baseline's prediction (issue 42): orthonormal basis [K*d, r] of the top-r eigenvectors of the
+    Kronecker-factored Gauss-Newton A (x) B, A = mean_i (diag p_i - p_i p_i^T), B = mean_i h_i h_i^T (K-FAC);
+    its eigenvectors are a_i (x) b_j with eigenvalues alpha_i beta_j, the r largest kept. Uses no labels."""
+    h, W = feats.double(), W.double()
+    p = (h @ W.T + (b.double() if b is not None else 0.0)).softmax(-1)
+    a = torch.diag(p.mean(0)) - p.T @ p / len(p)
+    alpha, ua = torch.linalg.eigh(a)
+    beta, ub = torch.linalg.eigh(h.T @ h / len(h))
+    k, d = len(alpha), len(beta)
+    if not 1 <= r <= k * d:
+        raise ValueError(f"r={r} must lie in 1..{k * d}")
+    top = torch.argsort((alpha[:, None] * beta[None, :]).flatten(), descending=True)[:r]
+    return torch.stack([torch.kron(ua[:, int(t) // d], ub[:, int(t) % d]) for t in top], 1)
+
+
 def subspace_overlap(u: Tensor, basis: Tensor) -> float:
     """Mean squared projection of the orthonormal columns of u onto span(basis): 1 = inside, r/D = random."""
     return float((basis.T @ u).pow(2).sum() / u.shape[1])
@@ -233,8 +249,9 @@ def spectrum_check(feats: Tensor, labels: Tensor, W: Tensor, b: Tensor | None = 
     """Bulk-outlier check: top eigenvectors of the last-layer Gauss-Newton vs the class-mean prediction.
 
     Returns the overlap of the top-r eigenvectors (r = predicted dimension) with the predicted subspace,
-    the random-subspace baseline r / (K*d), the eigengap outlier count, and the fraction of the trace in
-    the predicted subspace.
+    the random-subspace baseline r / (K*d), the eigengap outlier count, the fraction of the trace in
+    the predicted subspace, and (strong baseline) the overlap of the same eigenvectors with the top-r
+    eigenspace of the K-FAC approximation (`kfac_subspace`).
     """
     means, _ = class_means(feats, labels)
     if W.shape[0] != means.shape[0]:
@@ -251,6 +268,7 @@ def spectrum_check(feats: Tensor, labels: Tensor, W: Tensor, b: Tensor | None = 
         "overlap_top": subspace_overlap(evecs[:, :r], basis),
         "random_baseline": r / g.shape[0],
         "trace_in_subspace": float(torch.trace(basis.T @ g @ basis) / torch.trace(g).clamp_min(1e-300)),
+        "overlap_kfac": subspace_overlap(evecs[:, :r], kfac_subspace(feats, W, b, r)),
         "outliers": outlier_count(evals, min(k * k + k, g.shape[0] - 1)),
         "top_eigs": evals[: min(2 * r, len(evals))].tolist(),
     }

@@ -17,6 +17,10 @@ subspace predicted from the class means, against the random-subspace baseline.
     python -m interp.contrib.geometry.experiments.collapse [--quick] [--spectra-seeds N]
 
 `--spectra-seeds N` runs Part B alone over N MLP trainings (data draw and init; seed 0 is the default run's).
+
+Strong baseline for Part B (issue 42; `kfac_subspace`): the top-r eigenspace of the Kronecker-factored
+Gauss-Newton A (x) B (K-FAC: A the mean softmax Hessian, B the feature second moment), the same dimension r,
+no labels and nothing to tune. Printed as a column beside the class-mean overlap, with the paired difference.
 """
 
 from __future__ import annotations
@@ -101,15 +105,18 @@ def spectra_seeds(seeds: int) -> None:
     print(json.dumps(runs, indent=1))
     print(
         f"\n| checkpoint ({seeds} MLP seeds) | train acc | NC1 | overlap of top-r GN eigvecs with class-mean subspace"
-        " | random baseline | GN trace in subspace | eigengap outliers |"
+        " | random baseline | GN trace in subspace | eigengap outliers | strong baseline: overlap with K-FAC top-r |"
+        " class-mean - K-FAC, paired |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for key in runs[0]:
         rs = [r[key] for r in runs]
         col = {k: fmt([r[k] for r in rs]) for k in ("train_acc", "nc1", "overlap_top", "random_baseline")}
+        diff = [r["overlap_top"] - r["overlap_kfac"] for r in rs]
         print(
             f"| {key} | {col['train_acc']} | {col['nc1']} | {col['overlap_top']} (r={rs[0]['predicted_dim']}) | "
-            f"{col['random_baseline']} | {fmt([r['trace_in_subspace'] for r in rs])} | {[r['outliers'] for r in rs]} |"
+            f"{col['random_baseline']} | {fmt([r['trace_in_subspace'] for r in rs])} | {[r['outliers'] for r in rs]} | "
+            f"{fmt([r['overlap_kfac'] for r in rs])} | {fmt(diff)} ({sum(d > 0 for d in diff)}/{len(diff)} higher) |"
         )
 
 
@@ -133,13 +140,13 @@ def main(argv=None) -> None:
         print(f"| {key} | {r['eff_rank']:.2f} | {r['rank']:.1f} | {r['nc2']:.3f} | {r['loss']:.1e} |")
     print(
         "\n| checkpoint | train acc | NC1 | overlap of top-r GN eigvecs with class-mean subspace | random baseline | "
-        "GN trace in subspace | eigengap outliers |"
+        "GN trace in subspace | eigengap outliers | strong baseline: overlap with K-FAC top-r |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for key, r in spec.items():
         print(
             f"| {key} | {r['train_acc']:.3f} | {r['nc1']:.3f} | {r['overlap_top']:.3f} (r={r['predicted_dim']}) | "
-            f"{r['random_baseline']:.3f} | {r['trace_in_subspace']:.3f} | {r['outliers']} |"
+            f"{r['random_baseline']:.3f} | {r['trace_in_subspace']:.3f} | {r['outliers']} | {r['overlap_kfac']:.3f} |"
         )
 
 

@@ -8,6 +8,7 @@ from interp.contrib.geometry.neural_collapse import (
     class_mean_subspace,
     effective_rank,
     gauss_newton_last_layer,
+    kfac_subspace,
     nc_metrics,
     spectrum_check,
     train_deep_ufm,
@@ -70,6 +71,23 @@ def test_spectrum_check_at_collapse_lies_in_the_predicted_subspace():
     assert out["random_baseline"] == pytest.approx(6 / 15)
     basis = class_mean_subspace(means + 0.7)
     assert torch.allclose(basis.T @ basis, torch.eye(6, dtype=torch.float64), atol=1e-10)
+
+
+def test_kfac_baseline_is_exact_when_the_softmax_hessian_is_shared_and_beats_class_means_there():
+    # W = 0: every sample has the same softmax Hessian A, so the Gauss-Newton is exactly A (x) B and the K-FAC
+    # prediction (the strong baseline) holds its top eigenspace; the class means, far from collapse, do not
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(3).repeat_interleave(40)
+    feats = torch.randn(120, 5, generator=g) * torch.tensor([3.0, 2.0, 1.5, 0.5, 0.2]) + 0.1 * labels[:, None]
+    W = torch.zeros(3, 5)
+    basis = kfac_subspace(feats, W, None, 6)
+    assert torch.allclose(basis.T @ basis, torch.eye(6, dtype=torch.float64), atol=1e-10)
+    out = spectrum_check(feats, labels, W)
+    assert out["predicted_dim"] == 6
+    assert out["overlap_kfac"] == pytest.approx(1.0, abs=1e-8)
+    assert out["overlap_top"] < 0.9
+    with pytest.raises(ValueError, match="r="):
+        kfac_subspace(feats, W, None, 16)
 
 
 def test_deep_ufm_trains_and_records():
