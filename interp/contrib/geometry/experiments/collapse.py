@@ -18,6 +18,11 @@ subspace predicted from the class means, against the random-subspace baseline.
 
 `--spectra-seeds N` runs Part B alone over N MLP trainings (data draw and init; seed 0 is the default run's).
 
+`--equal-loss N` runs the DeepUFM equal-loss comparison alone over N seeds (issue 42; the paper proposes no
+method, so the referee's first alternative is the account "deeper models only train faster": depth 1 trained
+at lr 1.0 until its loss reaches depth 4's final loss, and depth 4 read at the first checkpoint where its loss
+is at most depth 1's final loss; effective rank of the class-mean logits at equal loss).
+
 Strong baseline for Part B (issue 42; `kfac_subspace`): the top-r eigenspace of the Kronecker-factored
 Gauss-Newton A (x) B (K-FAC: A the mean softmax Hessian, B the feature second moment), the same dimension r,
 no labels and nothing to tune. Printed as a column beside the class-mean overlap, with the paired difference.
@@ -120,14 +125,50 @@ def spectra_seeds(seeds: int) -> None:
         )
 
 
+def first_at_or_below(hist: dict, loss: float) -> dict:
+    """The first recorded checkpoint of a `train_deep_ufm` history with loss <= `loss` (else the last)."""
+    i = next((i for i, v in enumerate(hist["loss"]) if v <= loss), len(hist["loss"]) - 1)
+    return {"step": hist["step"][i], "loss": hist["loss"][i], "eff_rank": hist["eff_rank"][i]}
+
+
+def equal_loss(seeds: int, steps: int = 4000, long_steps: int = 40_000, depth: int = 4) -> dict:
+    """DeepUFM at equal loss (random init 0.1, width 32): per seed, depth 1 and `depth` after `steps` (lr 0.2),
+    depth 1 continued at lr 1.0 for up to `long_steps` until it reaches the deep model's final loss, and the
+    deep model at the first checkpoint (every 10 steps) where its loss is at most depth 1's final loss."""
+    rows = {f"depth 1, {steps} steps": [], f"depth {depth}, {steps} steps": [], "depth 1 at the deep loss": []}
+    rows[f"depth {depth} at the depth-1 loss"] = []
+    for s in range(seeds):
+        cfg = dict(width=32, init="random", init_scale=0.1, seed=s)
+        h1 = train_deep_ufm(UFMConfig(depth=1, steps=steps, **cfg), record_every=steps)
+        hd = train_deep_ufm(UFMConfig(depth=depth, steps=steps, **cfg), record_every=10)
+        hl = train_deep_ufm(UFMConfig(depth=1, steps=long_steps, lr=1.0, **cfg), record_every=1000)
+        last = lambda h: {"step": h["step"][-1], "loss": h["loss"][-1], "eff_rank": h["eff_rank"][-1]}  # noqa: E731
+        rows[f"depth 1, {steps} steps"].append(last(h1))
+        rows[f"depth {depth}, {steps} steps"].append(last(hd))
+        rows["depth 1 at the deep loss"].append(first_at_or_below(hl, hd["loss"][-1]))
+        rows[f"depth {depth} at the depth-1 loss"].append(first_at_or_below(hd, h1["loss"][-1]))
+    print(f"\n| DeepUFM at equal loss ({seeds} seeds; K = 6, width 32, random init 0.1) | step | loss | eff. rank |")
+    print("|---|---|---|---|")
+    for name, rs in rows.items():
+        print(
+            f"| {name} | {fmt([r['step'] for r in rs], 0)} | {fmt([r['loss'] for r in rs], 6)} | "
+            f"{fmt([r['eff_rank'] for r in rs], 2)} |"
+        )
+    return rows
+
+
 def main(argv=None) -> None:
     ap = experiment_parser(__doc__, seeds=None, quick="1 seed, 800 UFM steps, 600 MLP steps")
     ap.add_argument(
         "--spectra-seeds", type=int, default=0, help="run Part B alone over this many MLP seeds (mean ± sd)"
     )
+    ap.add_argument("--equal-loss", type=int, default=0, help="run the DeepUFM equal-loss comparison alone, N seeds")
     a = parse(ap, argv)
-    if a.spectra_seeds < 0:
-        ap.error("--spectra-seeds must be non-negative")
+    if a.spectra_seeds < 0 or a.equal_loss < 0:
+        ap.error("--spectra-seeds and --equal-loss must be non-negative")
+    if a.equal_loss:
+        equal_loss(a.equal_loss, *((400, 4000) if a.quick else ()))
+        return
     if a.spectra_seeds:
         spectra_seeds(a.spectra_seeds)
         return

@@ -110,3 +110,17 @@ def test_bad_inputs():
         nc_metrics(torch.randn(4, 2), torch.tensor([0.0, 0, 1, 1]))
     with pytest.raises(ValueError, match="init"):
         UFMConfig(init="orthogonal")
+
+
+def test_deep_ufm_equal_loss_row_keeps_the_depth_gap():
+    # tiny version of the equal-loss comparison (issue 42): depth 1 trained on to the deep model's loss stays
+    # near rank K-1, the deep model read at depth 1's loss is already low-rank
+    from interp.contrib.geometry.experiments.collapse import equal_loss, first_at_or_below
+
+    hist = {"step": [0, 10, 20], "loss": [1.0, 0.5, 0.1], "eff_rank": [5.0, 4.0, 3.0]}
+    assert first_at_or_below(hist, 0.5) == {"step": 10, "loss": 0.5, "eff_rank": 4.0}
+    assert first_at_or_below(hist, 0.01)["step"] == 20  # never reached: the last checkpoint
+    rows = equal_loss(1, steps=400, long_steps=4000)
+    d1, d4 = rows["depth 1 at the deep loss"][0], rows["depth 4 at the depth-1 loss"][0]
+    assert d1["loss"] <= rows["depth 4, 400 steps"][0]["loss"]  # depth 1 really reached the deep loss
+    assert d1["eff_rank"] > 4.5 and d4["eff_rank"] < 3.5
