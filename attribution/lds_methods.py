@@ -15,9 +15,12 @@ checkpoints, the training and query tokens, and returns scores whose sign is the
 | | Kronecker block per module, damped 0.1 x mean eigenvalue per module (`attribution.ekfac_linear`) |
 | `dra` | DRA's representation similarity: cosine of centred mean-pooled hidden states (middle layer) |
 | `kronfluence` | Kronfluence 1.0.1's EK-FAC over every Linear in the layers, its per-module heuristic damping |
+| `dattri_trak` | dattri 0.3.0's TRAK (`TRAKAttributor`) on the final model with its defaults: every parameter, the |
+| | margin log p / (1 - p) of the sequence's mean-token probability, projection to 512, one model |
 
 Gradients cover the Linear modules inside the layers (for the looped GPT: the shared block's), the same
 parameter set for TracIn, gradient similarity, TRAK and `ekfac_linear`; `ekfac` covers the attention heads' only.
+The two anchors (`kronfluence`, `dattri_trak`) run only when their packages are importable (`ANCHORS` says why not).
 """
 
 from __future__ import annotations
@@ -200,6 +203,47 @@ def kronfluence_available() -> str | None:
     except ImportError as e:
         return f"kronfluence is not importable ({e}); install it outside the project (attribution/README.md, LDS)"
     return None
+
+
+def dattri_available() -> str | None:
+    """None when dattri imports, else why not (shown when its row is skipped)."""
+    try:
+        import dattri.algorithm.trak  # noqa: F401
+    except ImportError as e:
+        return f"dattri is not importable ({e}); install it outside the project (attribution/README.md, LDS)"
+    return None
+
+
+ANCHORS: dict[str, Callable[[], str | None]] = {"kronfluence": kronfluence_available, "dattri_trak": dattri_available}
+"""The methods that come from other projects' packages: name -> why it cannot run here (None: it can)."""
+
+
+@method("dattri_trak")
+def dattri_trak_scores(model, checkpoints, train, queries, seed: int = 0, proj_dim: int = 512, **_) -> Tensor:
+    """dattri's TRAK on the final model, its defaults: gradients of every parameter, TRAK's output function
+    (the margin log p / (1 - p), p = exp(-mean token loss) as in dattri's GPT-2 example), its `1 - p` weights,
+    Gaussian projection to `proj_dim` (seeded), the kernel inverse without regularisation, one model."""
+    from dattri.algorithm.trak import TRAKAttributor
+    from dattri.task import AttributionTask
+    from torch.func import functional_call
+    from torch.utils.data import DataLoader
+
+    hf = model.hf_model.eval()
+
+    def log_p(params, ids):
+        ids = ids.unsqueeze(0)
+        return -functional_call(hf, params, (ids,), {"labels": ids}).loss
+
+    def margin(params, ids):
+        lp = log_p(params, ids)
+        return lp - torch.log1p(-torch.exp(lp))
+
+    task = AttributionTask(loss_func=margin, model=hf, checkpoints=hf.state_dict())
+    proj = {"proj_dim": proj_dim, "proj_seed": seed, "device": "cpu"}
+    trak = TRAKAttributor(task, lambda p, d: torch.exp(log_p(p, d)), projector_kwargs=proj, device="cpu")
+    with torch.no_grad():  # dattri's own examples call it so; its gradients come from torch.func
+        trak.cache(DataLoader(train, batch_size=64))
+        return trak.attribute(DataLoader(queries, batch_size=64)).double()
 
 
 @method("kronfluence")

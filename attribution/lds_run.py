@@ -44,6 +44,7 @@ NEOX_METHODS = (
     "ekfac_module",
     "dra",
     "kronfluence",
+    "dattri_trak",
 )
 LOOPED_METHODS = ("tracin", "sdi", "grad_dot", "grad_cos", "trak", "dra")
 
@@ -281,7 +282,7 @@ def run_lds(cfg: LDSConfig, progress: bool | str = "auto", log=print) -> dict:
 
 
 def _run(cfg: LDSConfig, task: LMTask, masks: torch.Tensor, progress: bool | str, log) -> dict:
-    from attribution.lds_methods import kronfluence_available
+    from attribution.lds_methods import ANCHORS
 
     t0 = time.perf_counter()
     out = Path(cfg.out)
@@ -293,7 +294,7 @@ def _run(cfg: LDSConfig, task: LMTask, masks: torch.Tensor, progress: bool | str
     results: dict = {}
     skipped: dict[str, str] = {}
     for name in methods:
-        why = kronfluence_available() if name == "kronfluence" else None
+        why = ANCHORS[name]() if name in ANCHORS else None
         if why:
             skipped[name] = why
             log(f"{name:<13} skipped: {why}")
