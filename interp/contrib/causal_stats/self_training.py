@@ -105,6 +105,27 @@ def self_train(x0: Tensor, y: Tensor, fresh: Sequence[Tensor], lam: float) -> Se
     return SelfTrainTrajectory(betas, gcv, dof)
 
 
+def ridge_gcv_path(x0: Tensor, y: Tensor, lams: Sequence[float]) -> SelfTrainTrajectory:
+    """The strong baseline (issue 42): plain ridge on the labelled rows over a grid of penalties, each with its
+    ordinary GCV (the t = 0 formula of `self_train`); `.t_gcv` is the index of the penalty GCV picks. No fresh
+    covariates are used."""
+    _check_rows(x0, "X0")
+    n = len(x0)
+    if y.shape != (n,) or len(lams) == 0:
+        raise ValueError(f"y must be [{n}] and lams non-empty; got {tuple(y.shape)}, {len(lams)} penalties")
+    x0, y = x0.double(), y.double()
+    betas, gcv, dof = [], [], []
+    for lam in lams:
+        lin = ridge_operator(x0, lam)
+        s = x0 @ lin
+        tr = float(torch.trace(s))
+        resid = y - s @ y
+        betas.append(lin @ y)
+        dof.append(tr)
+        gcv.append(float(resid @ resid / n) / (1 - tr / n) ** 2)
+    return SelfTrainTrajectory(betas, gcv, dof)
+
+
 def excess_risk(beta: Tensor, beta_star: Tensor, cov: Tensor) -> float:
     """(β - β*)ᵀ Σ (β - β*): the test risk above the noise floor for covariance Σ."""
     if beta.shape != beta_star.shape or cov.shape != (beta.numel(), beta.numel()):

@@ -5,6 +5,7 @@ from interp.contrib.causal_stats.experiments.self_training import main
 from interp.contrib.causal_stats.self_training import (
     excess_risk,
     ridge,
+    ridge_gcv_path,
     self_train,
     shrinkage,
     spiked_covariance,
@@ -35,6 +36,24 @@ def test_trajectory_matches_explicit_loop_and_ridge_gcv():
     r = y - h @ y
     assert traj.gcv[0] == pytest.approx(float(r @ r / 20) / (1 - float(torch.trace(h)) / 20) ** 2)
     assert traj.dof[0] > traj.dof[1] > traj.dof[2] > traj.dof[3]  # every step shrinks
+
+
+def test_ridge_gcv_baseline_matches_self_train_gcv_and_picks_a_large_penalty_for_noisy_labels():
+    # the strong baseline's path: at λ its GCV equals self_train's t = 0 GCV; with pure-noise labels GCV picks
+    # a large penalty (not the two smallest), with half the risk of the smallest or less
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(60, 10, generator=g, dtype=torch.float64)
+    y = torch.randn(60, generator=g, dtype=torch.float64)
+    lams = (0.01, 0.1, 1.0, 10.0, 100.0)
+    path = ridge_gcv_path(x0, y, lams)
+    assert path.gcv[0] == pytest.approx(self_train(x0, y, [], 0.01).gcv[0])
+    torch.testing.assert_close(path.betas[2], ridge(x0, y, 1.0))
+    assert lams[path.t_gcv] >= 1.0 and path.dof == sorted(path.dof, reverse=True)
+    zero = torch.zeros(10, dtype=torch.float64)
+    cov = torch.eye(10, dtype=torch.float64)
+    assert excess_risk(path.betas[path.t_gcv], zero, cov) < 0.5 * excess_risk(path.betas[0], zero, cov)
+    with pytest.raises(ValueError, match="lams"):
+        ridge_gcv_path(x0, y, ())
 
 
 def test_weak_directions_forgotten_first_and_risk_limit():
