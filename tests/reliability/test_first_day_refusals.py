@@ -32,3 +32,11 @@ def test_query_on_a_folder_that_is_no_store_says_gradient_store(tmp_path):
     )
     assert_refused(r, "is not a gradient store", "interp attribute build --out DIR")
     assert snapshot(tmp_path) == before
+
+
+def test_build_into_a_file_says_out_takes_a_folder(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    before = snapshot(tmp_path)
+    r = invoke(["attribute", "build", "--model", "pythia-14m-init", "--train", "t", "--out", tmp_path / "afile"])
+    assert_refused(r, "--out", "is a file", "takes a folder")
+    assert snapshot(tmp_path) == before
