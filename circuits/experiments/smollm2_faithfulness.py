@@ -245,7 +245,7 @@ def plot(results: dict, path: Path) -> None:
         height=500,
         width=1200,
     )
-    fig.write_html(path, include_plotlyjs=True)
+    fig.write_html(path, include_plotlyjs="directory")
 
 
 def table(results: dict) -> str:

@@ -88,5 +88,5 @@ def curve_figure(curve: dict):
 def write_curve_html(curve: dict, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    curve_figure(curve).write_html(path, include_plotlyjs=True)
+    curve_figure(curve).write_html(path, include_plotlyjs="directory")
     return path

@@ -277,3 +277,10 @@ def test_a_task_the_model_cannot_do_is_refused_with_its_number_and_nothing_writt
 def test_curve_quick_refuses_cuda_without_cuda(tmp_path):
     r = CliRunner().invoke(app, ["curve", "--out", str(tmp_path / "c"), "--quick", "--device", "cuda"])
     assert r.exit_code == 2 and "without CUDA" in r.output and not (tmp_path / "c").exists(), r.output
+
+
+def test_graph_pages_share_one_plotly_js_per_folder(tmp_path):
+    c = Circuit([Node(0, "head", 1), Node(1, "neuron", 3)], [], {"n_nodes": 2}, {"task": "t", "method": "prune"})
+    pages = [write_html(c, tmp_path / f"g{i}.html").read_text() for i in range(2)]
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000  # once, beside the pages
+    assert all(len(p) < 200_000 and 'src="plotly.min.js"' in p for p in pages)
