@@ -31,6 +31,13 @@ Equal L0: TopK-family archs take k = the target; penalty archs (relu, jumprelu, 
 coefficient calibrated per side (`calibrate`: up to five full-length probes on seed 0, secant in log-log
 space); our variants of them (c2r_relu, poly_relu, coh / c2r_jumprelu) take their base's calibrated coefficient.
 The achieved L0 is reported.
+
+Absorption (sae-lens's synthetic evals have none): on the generator's hierarchy, how often a parent's own latent
+is silent while another latent carrying the parent's direction fires (`hierarchy_absorption`). L0 sweep:
+`--l0 x0.5,x1,x2` (multiples of the true L0). Variants against their bases (`PAIRS`: c2r - batchtopk,
+poly - topk, coh_topk - topk, coh - relu), same seed and target L0, are the output's `paired` rows:
+
+    python -m sae.experiments.synthbench --sides ours --archs topk,batchtopk,c2r,poly,coh_topk --l0 x0.5,x1,x2
 """
 
 from __future__ import annotations
@@ -102,9 +109,15 @@ FIELDS = (
     "explained_variance",
     "fvu",
     "true_l0",
+    "absorption",
+    "parent_latent_silent",
+    "child_parent_cos",
     "seconds",
 )
 """The columns of every row."""
+
+PAIRS = {"c2r": "batchtopk", "poly": "topk", "coh_topk": "topk", "coh": "relu"}
+"""Variant -> the base it is paired with (same seed, same target L0) in `paired`."""
 
 
 def bench_config(num_features: int, hidden_dim: int, seed: int = 42, hierarchy: bool = True) -> SyntheticModelConfig:
@@ -251,6 +264,69 @@ class _Atoms(torch.nn.Module):
         return self.sae.decode(z)
 
 
+def hierarchy_parents(model: SyntheticModel) -> list[tuple[int, list[int]]]:
+    """(parent feature, its direct children's features) for every node of the generator's hierarchy that has
+    children; [] without a hierarchy."""
+    out: list[tuple[int, list[int]]] = []
+
+    def walk(node: Any) -> None:
+        kids = [c.feature_index for c in node.children if c.feature_index is not None]
+        if node.feature_index is not None and kids:
+            out.append((node.feature_index, kids))
+        for c in node.children:
+            walk(c)
+
+    for root in model.hierarchy.roots if model.hierarchy is not None else []:
+        walk(root)
+    return out
+
+
+@torch.no_grad()
+def hierarchy_absorption(
+    z: torch.Tensor,
+    active: torch.Tensor,
+    features: torch.Tensor,
+    decoder: torch.Tensor,
+    parents: list[tuple[int, list[int]]],
+    cos_min: float = 0.4,
+) -> dict[str, float]:
+    """Absorption of parents into their children on the generator's hierarchy (sae-lens's synthetic evals have
+    none). z: [n, d_sae] codes; active: [n, num_features] bool, which true features are on; features /
+    decoder: unit true directions / unit decoder directions. A parent's latent is the one whose decoder is
+    closest to the parent's direction; another latent with decoder cosine >= `cos_min` to it is one that
+    carries the parent's direction.
+
+    - absorption: mean over parents of P(the parent's latent is silent and a latent carrying the parent's
+      direction fires | parent on), i.e. the parent is still written, by another latent (a child's); 0 for the
+      true dictionary.
+    - parent_latent_silent: mean over parents of P(parent's latent silent | parent on) (absorbed or missed).
+    - child_parent_cos: threshold-free, mean over (parent, child) of the cosine between the child's best
+      latent's decoder and the parent's direction (about the true directions' own cosine when nothing is
+      absorbed; about 0.7 when a child latent writes parent + child at equal magnitude)."""
+    if not parents:
+        return {"absorption": float("nan"), "parent_latent_silent": float("nan"), "child_parent_cos": float("nan")}
+    fired = z != 0
+    absorbed, silent, cc = [], [], []
+    for p, kids in parents:
+        cos = decoder @ features[p]
+        lat = int(cos.argmax())
+        carriers = (cos >= cos_min).clone()
+        carriers[lat] = False
+        on = active[:, p]
+        if not bool(on.any()):
+            continue
+        off = ~fired[on, lat]
+        silent.append(float(off.float().mean()))
+        absorbed.append(float((off & fired[on][:, carriers].any(1)).float().mean()))
+        for c in kids:
+            cc.append(float(features[p] @ decoder[int((decoder @ features[c]).argmax())]))
+    return {
+        "absorption": statistics.mean(absorbed),
+        "parent_latent_silent": statistics.mean(silent),
+        "child_parent_cos": statistics.mean(cc),
+    }
+
+
 @torch.no_grad()
 def score(sae: Any, bench: Bench, cos_min: float = 0.9) -> dict[str, Any]:
     """sae-lens's own synthetic metrics of an (inference) SAE on the evaluation set (MCC, classification
@@ -261,8 +337,11 @@ def score(sae: Any, bench: Bench, cos_min: float = 0.9) -> dict[str, Any]:
     view = _Atoms(sae) if hasattr(sae, "linear_atoms") else sae
     r = eval_sae_on_synthetic_data(view, bench.model.feature_dict, bench.eval.fresh(), bench.eval.n, batch_size=4096)
     true = torch.nn.functional.normalize(bench.model.feature_dict.feature_vectors, dim=-1)
-    best = (true @ M.decoder_directions(sae).T).max(1).values
+    dec = M.decoder_directions(sae)
+    best = (true @ dec.T).max(1).values
     fvu = M.reconstruction(sae, bench.x_eval.split(4096))["fvu"]
+    active = bench.eval.rows(0, bench.eval.n) > 0
+    absorption = hierarchy_absorption(M.encode(sae, bench.x_eval), active, true, dec, hierarchy_parents(bench.model))
     return {
         "recovery": float((best > cos_min).float().mean()),
         "recovery_top": float((best[bench.top] > cos_min).float().mean()),
@@ -277,6 +356,7 @@ def score(sae: Any, bench: Bench, cos_min: float = 0.9) -> dict[str, Any]:
         "explained_variance": r.explained_variance,
         "fvu": fvu,
         "true_l0": r.true_l0,
+        **absorption,
     }
 
 
@@ -367,7 +447,7 @@ def run_bench(
     return rows
 
 
-SUMMARY_COLS = ("recovery", "recovery_top", "mcc", "f1", "fvu", "l0", "dead")
+SUMMARY_COLS = ("recovery", "recovery_top", "mcc", "f1", "fvu", "l0", "dead", "absorption", "child_parent_cos")
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -385,11 +465,40 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def paired(rows: list[dict[str, Any]], pairs: dict[str, str] = PAIRS) -> list[dict[str, Any]]:
+    """Variant minus base on the same seed and target L0 (same side), mean ± std over seeds, per
+    (l0_target, side, variant) whose base is in the rows too; `n` is the number of seed pairs."""
+    at = {(r["l0_target"], r["side"], r["arch"], r["seed"]): r for r in rows}
+    groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for (l0, side, arch, seed), r in at.items():
+        base = at.get((l0, side, pairs.get(arch), seed))
+        if base is not None:
+            groups.setdefault((l0, side, arch), []).append((r, base))
+    out = []
+    for (l0, side, arch), rs in groups.items():
+        row: dict[str, Any] = {"l0_target": l0, "side": side, "arch": arch, "base": pairs[arch], "n": len(rs)}
+        for col in SUMMARY_COLS:
+            d = [float(v[col]) - float(b[col]) for v, b in rs]
+            row[col] = f"{statistics.mean(d):+.3f} ± {statistics.stdev(d) if len(d) > 1 else 0.0:.3f}"
+        out.append(row)
+    return out
+
+
+def parse_l0s(spec: str | None, true_l0: float) -> list[float]:
+    """Target L0s from `--l0`: numbers, or `xM` for M times the generator's true L0 (of the top d_sae features);
+    none given: the true L0 itself."""
+    if not spec:
+        return [round(true_l0, 2)]
+    return [round(float(v[1:]) * true_l0, 2) if v.startswith("x") else float(v) for v in spec.split(",")]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny generator, 1 seed, 4 archs")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--l0", default=None, help="comma-separated target L0s (default: true L0 of the top-d_sae)")
+    ap.add_argument(
+        "--l0", default=None, help="comma-separated target L0s, xM = M times the true L0 (default: the true L0)"
+    )
     ap.add_argument("--archs", default=None, help="comma-separated subset of sae.ARCHS (default all)")
     ap.add_argument("--sides", default="ours,sae_lens")
     ap.add_argument("--num-features", type=int, default=512)
@@ -412,7 +521,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     d_sae = a.d_sae or a.num_features
     t0 = time.perf_counter()
     bench = make_bench(a.num_features, a.hidden_dim, d_sae, a.steps * 1024, a.n_eval, hierarchy=not a.no_hierarchy)
-    l0s = [float(v) for v in a.l0.split(",")] if a.l0 else [round(bench.true_l0_top, 2)]
+    l0s = parse_l0s(a.l0, bench.true_l0_top)
     settings = {
         **{k: v for k, v in vars(a).items() if k != "out"},
         "d_sae": d_sae,
@@ -426,10 +535,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(json.dumps({"settings": settings}), flush=True)
     rows = run_bench(bench, archs, a.sides.split(","), list(range(a.seeds)), l0s, d_sae, a.steps)
     settings["total_seconds"] = round(time.perf_counter() - t0, 1)
-    res = {"settings": settings, "rows": rows, "summary": summarise(rows)}
+    res = {"settings": settings, "rows": rows, "summary": summarise(rows), "paired": paired(rows)}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps({"summary": res["summary"], "total_seconds": settings["total_seconds"]}, indent=1))
+    print(
+        json.dumps({k: res[k] for k in ("summary", "paired")} | {"total_seconds": settings["total_seconds"]}, indent=1)
+    )
     return res
 
 

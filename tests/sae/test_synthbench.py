@@ -43,6 +43,7 @@ def test_true_dictionary_scores_perfectly_and_random_does_not(bench):
     assert bad["recovery"] == 0.0 and bad["mcc"] < good["mcc"] - 0.3
     assert good["f1"] > bad["f1"] + 0.1  # 64 features in 32 dimensions: the true encoder still confuses some
     assert good["fvu"] < bad["fvu"]
+    assert good["absorption"] == 0.0 and 0 < bad["absorption"]  # random latents carry parents by chance
 
 
 def test_rows_have_every_field(bench):
@@ -61,3 +62,48 @@ def test_rows_have_every_field(bench):
     assert rows[0]["coef"] is None and rows[1]["coef"] is not None  # k for topk, a calibrated L1 for relu
     summary = S.summarise(rows)
     assert len(summary) == 4 and all(set(S.SUMMARY_COLS) <= set(s) for s in summary)
+
+
+def test_hierarchy_absorption_is_zero_for_separate_latents_and_counts_a_child_writing_its_parent():
+    e = torch.eye(4)
+    parents = [(0, [1, 2])]
+    active = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 1]]).bool()
+    clean = S.hierarchy_absorption(active.float(), active, e, e, parents)
+    assert clean == {"absorption": 0.0, "parent_latent_silent": 0.0, "child_parent_cos": 0.0}
+    # no parent latent: each child's latent writes parent + child, and fires exactly when its child is on
+    dec = torch.nn.functional.normalize(torch.stack([e[0] + e[1], e[0] + e[2], e[3]]), dim=-1)
+    z = torch.stack([active[:, 1], active[:, 2], active[:, 3]], 1).float()
+    got = S.hierarchy_absorption(z, active, e, dec, parents)
+    # the parent's latent is child 1's (first of the two tied at cos 0.707): silent, with child 2's firing,
+    # on the half of the parent's rows where child 2 is on
+    assert got["absorption"] == 0.5 and got["parent_latent_silent"] == 0.5
+    assert abs(got["child_parent_cos"] - 2**-0.5) < 1e-6
+    assert S.hierarchy_absorption(z, active, e, dec, parents, cos_min=0.8)["absorption"] == 0.0  # no carrier
+    assert math.isnan(S.hierarchy_absorption(z, active, e, dec, [])["absorption"])
+
+
+def test_the_true_dictionary_absorbs_nothing_on_the_generator(bench):
+    parents = S.hierarchy_parents(bench.model)
+    assert parents and all(len(kids) >= 2 for _, kids in parents)
+    F = torch.nn.functional.normalize(bench.model.feature_dict.feature_vectors.detach(), dim=-1)
+    active = bench.eval.rows(0, bench.eval.n) > 0
+    got = S.hierarchy_absorption(active.float(), active, F, F, parents)
+    assert got["absorption"] == 0.0 and got["parent_latent_silent"] == 0.0
+    assert abs(got["child_parent_cos"]) < 0.5
+
+
+def test_paired_differences_are_per_seed_and_l0():
+    def row(arch, seed, l0, v):
+        return {"l0_target": l0, "side": "ours", "arch": arch, "seed": seed} | {c: v for c in S.SUMMARY_COLS}
+
+    rows = [row("batchtopk", 0, 2.0, 1.0), row("batchtopk", 1, 2.0, 2.0), row("c2r", 0, 2.0, 1.5)]
+    rows += [row("c2r", 1, 2.0, 2.5), row("c2r", 0, 4.0, 9.0), row("topk", 0, 2.0, 0.0)]
+    got = S.paired(rows)
+    assert len(got) == 1  # c2r at L0 4 has no base; topk is no variant
+    assert got[0]["arch"] == "c2r" and got[0]["base"] == "batchtopk" and got[0]["n"] == 2
+    assert got[0]["fvu"] == "+0.500 ± 0.000"
+
+
+def test_parse_l0s_takes_numbers_and_multiples_of_the_true_l0():
+    assert S.parse_l0s(None, 4.666) == [4.67]
+    assert S.parse_l0s("x0.5,x1,3", 4.666) == [2.33, 4.67, 3.0]
