@@ -484,6 +484,45 @@ def paired(rows: list[dict[str, Any]], pairs: dict[str, str] = PAIRS) -> list[di
     return out
 
 
+TABLE_COLS = ("l0", "recovery", "mcc", "f1", "fvu", "dead", "absorption", "child_parent_cos")
+"""The columns of `table` (dead as a fraction of d_sae there)."""
+
+
+def table(res: dict[str, Any]) -> str:
+    """Markdown tables of a result: mean ± std over seeds per (target L0, side, arch), then variant minus base
+    per seed (`PAIRS`), mean ± std of the differences and how many seed pairs went each way."""
+    d_sae = res["settings"]["d_sae"]
+
+    def val(r: dict[str, Any], c: str) -> float:
+        return float(r[c]) / d_sae if c == "dead" else float(r[c])
+
+    def ms(v: list[float]) -> str:
+        return f"{statistics.mean(v):.3f} ± {statistics.stdev(v) if len(v) > 1 else 0.0:.3f}"
+
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in res["rows"]:
+        groups.setdefault((r["l0_target"], r["side"], r["arch"]), []).append(r)
+    head = "| target L0 | side | arch | seeds | " + " | ".join(TABLE_COLS) + " |"
+    lines = [head, "|" + "---|" * (4 + len(TABLE_COLS))]
+    for (l0, side, arch), rs in groups.items():
+        cells = [ms([val(r, c) for r in rs]) for c in TABLE_COLS]
+        lines.append(f"| {l0} | {side} | {arch} | {len(rs)} | " + " | ".join(cells) + " |")
+    lines += ["", "| target L0 | side | variant - base | pairs | " + " | ".join(TABLE_COLS) + " |"]
+    lines.append("|" + "---|" * (4 + len(TABLE_COLS)))
+    for (l0, side, arch), rs in groups.items():
+        base = {r["seed"]: r for r in groups.get((l0, side, PAIRS.get(arch, "")), [])}
+        pairs = [(r, base[r["seed"]]) for r in rs if r["seed"] in base]
+        if not pairs:
+            continue
+        cells = []
+        for c in TABLE_COLS:
+            d = [val(v, c) - val(b, c) for v, b in pairs]
+            cells.append(f"{ms(d)} ({sum(x > 0 for x in d)}+/{sum(x < 0 for x in d)}-)")
+        cells = [c if c.startswith("-") else "+" + c for c in cells]
+        lines.append(f"| {l0} | {side} | {arch} - {PAIRS[arch]} | {len(pairs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def parse_l0s(spec: str | None, true_l0: float) -> list[float]:
     """Target L0s from `--l0`: numbers, or `xM` for M times the generator's true L0 (of the top d_sae features);
     none given: the true L0 itself."""
@@ -509,7 +548,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default="runs/sae/synthbench.json")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-hierarchy", action="store_true", help="ablation: the generator without its hierarchy")
+    ap.add_argument("--table", default=None, help="print the markdown tables of a result JSON and stop")
     a = ap.parse_args(argv)
+    if a.table:
+        res = json.loads(Path(a.table).read_text())
+        print(table(res))
+        return res
     torch.set_num_threads(a.threads)
     if a.quick:
         a.num_features, a.hidden_dim, a.steps, a.n_eval, a.seeds = 128, 32, 300, 4096, 1

@@ -102,6 +102,20 @@ def test_paired_differences_are_per_seed_and_l0():
     assert len(got) == 1  # c2r at L0 4 has no base; topk is no variant
     assert got[0]["arch"] == "c2r" and got[0]["base"] == "batchtopk" and got[0]["n"] == 2
     assert got[0]["fvu"] == "+0.500 ± 0.000"
+    md = S.table({"settings": {"d_sae": 4}, "rows": rows}).splitlines()
+    assert "| 2.0 | ours | c2r - batchtopk | 2 | +0.500 ± 0.000 (2+/0-) |" in "\n".join(md)
+    assert "| 2.0 | ours | batchtopk | 2 | 1.500 ± 0.707 |" in "\n".join(md)
+    assert (
+        md.count(
+            "| 2.0 | ours | c2r - batchtopk | 2 | "
+            + " | ".join(["+0.500 ± 0.000 (2+/0-)"] * 5)
+            + " | "
+            + "+0.125 ± 0.000 (2+/0-) | "
+            + " | ".join(["+0.500 ± 0.000 (2+/0-)"] * 2)
+            + " |"
+        )
+        == 1
+    )
 
 
 def test_parse_l0s_takes_numbers_and_multiples_of_the_true_l0():
