@@ -139,6 +139,30 @@ def lds(
     )
 
 
+def lds_difference(
+    a: Tensor, b: Tensor, masks: Tensor, losses: Tensor, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> LDSResult:
+    """LDS(a) - LDS(b) of two methods' scores on the same subsets, with a *paired* percentile bootstrap: each
+    resample draws the subsets and queries once and scores both methods on them, so what the two share (which
+    queries are hard, which subsets are odd) cancels. `per_query`: the per-query differences."""
+    ra, rb = lds(a, masks, losses, n_boot=0), lds(b, masks, losses, n_boot=0)
+    target = -losses.to(torch.float64).numpy()
+    pa, pb = subset_predictions(a, masks).numpy(), subset_predictions(b, masks).numpy()
+    rng = np.random.default_rng(seed)
+    m, q = target.shape
+    boots = []
+    for _ in range(n_boot):
+        rows, cols = rng.integers(0, m, m), rng.integers(0, q, q)
+        t = target[rows][:, cols]
+        da, db = spearman_columns(pa[rows][:, cols], t), spearman_columns(pb[rows][:, cols], t)
+        if not (np.isnan(da).all() or np.isnan(db).all()):
+            boots.append(np.nanmean(da) - np.nanmean(db))
+    tail = (1 - level) / 2
+    low, high = np.quantile(boots, [tail, 1 - tail]) if boots else (np.nan, np.nan)
+    diff = [None if x is None or y is None else round(x - y, 4) for x, y in zip(ra.per_query, rb.per_query)]
+    return LDSResult(ra.mean - rb.mean, float(low), float(high), diff)
+
+
 # ----------------------------------------------------------------------------------------- retraining
 
 

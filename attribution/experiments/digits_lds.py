@@ -14,7 +14,8 @@ model trained on every training row, scores with the harness's sign (positive = 
 - `dattri_trak` (dattri 0.3.0's `TRAKAttributor` on the same final model, its defaults: the margin log p/(1-p) as
   output function, Gaussian projection to 512, no regularisation, one model; skipped with the reason when dattri
   is not importable).
-Prints a JSON table: LDS mean and 95% interval per method, and the time each took.
+Prints a JSON table: LDS mean and 95% interval per method, and the time each took; each method's scores go to
+`OUT/scores/<method>.safetensors`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from attribution.ekfac_linear import EKFAC, per_example_gradients
 from attribution.lds import lds, random_subsets, retrain_subsets
@@ -164,6 +166,8 @@ def main(argv: list[str] | None = None) -> dict:
             rows[name] = {"skipped": f"not importable: {exc}"}
             continue
         r = lds(scores, masks, losses)
+        (out / "scores").mkdir(parents=True, exist_ok=True)  # for paired differences (experiments.lds_table)
+        save_file({"scores": scores.float().contiguous()}, str(out / "scores" / f"{name}.safetensors"))
         ci = [round(r.low, 4), round(r.high, 4)]
         rows[name] = {"lds": round(r.mean, 4), "ci95": ci, "seconds": round(time.perf_counter() - t0, 1)}
     res = {"task": digits.identity(), "subsets": a.subsets, "alpha": a.alpha, "retrain_seconds": round(retrain_s, 1),

@@ -38,6 +38,8 @@ def test_the_llama_task_runs_through_the_public_path_and_module_groups_split_ekf
     from safetensors.torch import load_file
 
     from attribution.cli import app
+    from attribution.experiments import lds_table
+    from attribution.lds import lds
 
     model = write_tiny_llama(tmp_path / "model", ctx=16, d_model=32, layers=2)
     out = tmp_path / "lds"
@@ -50,6 +52,10 @@ def test_the_llama_task_runs_through_the_public_path_and_module_groups_split_ekf
     assert set(summary["methods"]) == set(methods.split(","))
     assert all(math.isfinite(m["lds"]) for m in summary["methods"].values()), summary["methods"]
     scores = {m: load_file(str(out / "scores" / f"{m}.safetensors"))["scores"].double() for m in methods.split(",")}
+    table = lds_table.markdown(lds_table.collect({"llama": out}))  # the README's table reads the folder back
+    assert "| EK-FAC, ours, MLP Linears | " in table and "heads (q" in table and "Kronfluence" not in table
+    rebuilt = lds(scores["ekfac_linear"], lds_table._masks(summary), lds_table._losses(out)).mean
+    assert rebuilt == pytest.approx(summary["methods"]["ekfac_linear"]["lds"], abs=1e-3)  # its subsets and losses
     both = scores["ekfac_linear_attn"] + scores["ekfac_linear_mlp"]
     assert torch.allclose(both, scores["ekfac_linear"], rtol=1e-4, atol=1e-6 * scores["ekfac_linear"].abs().max())
     assert not torch.allclose(scores["ekfac_linear_attn"], scores["ekfac_linear"], rtol=1e-2)
@@ -92,3 +98,23 @@ def test_dattri_trak_runs_on_a_language_model_when_installed(tmp_path):
     train, queries = torch.randint(0, 256, (24, 16), generator=g), torch.randint(0, 256, (3, 16), generator=g)
     scores = METHODS["dattri_trak"](model, [], train, queries, proj_dim=16)
     assert scores.shape == (24, 3) and torch.isfinite(scores).all() and scores.abs().max() > 0
+
+
+def test_paired_difference_is_the_difference_of_lds_and_resolves_overlapping_intervals(tmp_path):
+    from attribution.lds import lds, lds_difference, random_subsets, retrain_subsets
+    from tests.attribution.lds_tasks import RidgeTask
+
+    task = RidgeTask()
+    masks = random_subsets(task.n_train, 40, 0.5, seed=1)
+    losses = retrain_subsets(task, masks, tmp_path / "retrain", progress=False)
+    exact = task.influence()
+    noisy = exact + 0.2 * exact.std() * torch.randn(
+        exact.shape, generator=torch.Generator().manual_seed(0), dtype=exact.dtype
+    )
+    d, a, b = lds_difference(exact, noisy, masks, losses), lds(exact, masks, losses), lds(noisy, masks, losses)
+    assert d.mean == pytest.approx(a.mean - b.mean, abs=1e-12)
+    assert d.low > 0 and a.low < b.high  # paired: the gap is resolved where the two intervals overlap
+    assert d.high - d.low < b.high - b.low
+    same = lds_difference(exact, exact, masks, losses)
+    assert (same.mean, same.low, same.high) == (0.0, 0.0, 0.0)
+    assert lds_difference(noisy, exact, masks, losses).high < 0
