@@ -61,7 +61,8 @@ def test_extract_ablate_show_end_to_end(ckpt, tmp_path):
     assert report["n_nodes"] == len(c.nodes) and report["ablation"] == "mean"  # the ablation the circuit was found with
     assert len(report["random_necessity"]["runs"]) == 2 and "metric_quantiles" in report["random_necessity"]
     r = runner.invoke(app, ["show", str(out), "--out-file", str(tmp_path / "g.html")])
-    assert r.exit_code == 0 and (tmp_path / "g.html").stat().st_size > 1_000_000  # plotly.js embedded
+    assert r.exit_code == 0 and 'src="plotly.min.js"' in (tmp_path / "g.html").read_text()
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000  # plotly.js beside the page, offline
 
 
 def test_extract_safeseek_from_a_safetensors_file(ckpt, tmp_path):
