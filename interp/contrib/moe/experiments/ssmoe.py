@@ -1,6 +1,6 @@
 """SSMoE demo: a collapsed router in a small MoE, replaced (mixed) training-free with the spectral router.
 
-    python -m interp.contrib.moe.experiments.ssmoe [--seeds 3] [--steps 1000]
+    python -m interp.contrib.moe.experiments.ssmoe [--seeds 10] [--steps 1000]
 
 Task: tokens x in R^32 drawn around 8 cluster centres; each cluster has its own linear 4-class rule.
 Model: logits = head(x + MoE(x)), MoE = 8 SwiGLU experts (hidden 64), top-2, trained with Adam and *no*
@@ -116,7 +116,7 @@ def run(seeds: int, steps: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, steps=1000, threads=1)
+    ap = experiment_parser(__doc__, seeds=10, steps=1000, threads=1)
     args = parse(ap, argv)
     t0 = time.time()
     res = {"config": vars(args), "results": run(args.seeds, args.steps)}
