@@ -6,10 +6,12 @@ from interp.contrib.causal_stats.causal_feature_learning import (
     cross_covariance,
     detection_rates,
     env_mean_covariance,
+    loeo_ridge_penalty,
     pls_directions,
     rayleigh_quotient,
+    within_env_ridge,
 )
-from interp.contrib.causal_stats.experiments.causal_feature_learning import main
+from interp.contrib.causal_stats.experiments.causal_feature_learning import BASELINE, main
 
 
 def test_env_mean_covariance_hand_computed():
@@ -70,6 +72,26 @@ def test_bad_input():
         CFL.fit(x, np.zeros((10, 1)), np.arange(10) % 2, 1, lam=-1)
 
 
+def test_within_env_ridge_ignores_the_confounded_shift_and_cv_prefers_small_penalty_on_clean_data():
+    # y = x0 plus an environment offset that also shifts x1: pooled OLS leans on x1, the within-environment
+    # fit does not; at λ = 0 it is OLS on the centred rows; with little noise CV picks the smallest penalty
+    rng = np.random.default_rng(2)
+    env = np.repeat([0, 1, 2], 200)
+    off = np.array([-3.0, 0.0, 3.0])[env]
+    x = rng.normal(size=(600, 2))
+    x[:, 1] += off
+    y = (x[:, 0] + off + 0.01 * rng.normal(size=600))[:, None]
+    b = within_env_ridge(x, y, env, 0.0)[:, 0]
+    assert abs(b[0] - 1) < 0.01 and abs(b[1]) < 0.01
+    pooled = np.linalg.lstsq(np.c_[x, np.ones(600)], y, rcond=None)[0][:2, 0]
+    assert abs(pooled[1]) > 0.5
+    lam, errs = loeo_ridge_penalty(x, y, env, (10.0, 1.0, 1e-3))
+    assert lam == 1e-3 and errs[0] > errs[1] > errs[2]
+    with pytest.raises(ValueError, match="environments"):
+        loeo_ridge_penalty(x, y, np.zeros(600), (1.0,))
+
+
 def test_quick_experiment_runs():
     out = main(["--quick"])
     assert "CFL λ=10" in out["synthetic_rank1"]
+    assert out["synthetic_rank1"][BASELINE]["FDR"][0] > out["synthetic_rank1"]["PCA-T²"]["FDR"][0]
