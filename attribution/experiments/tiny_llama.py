@@ -64,7 +64,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ctx-len", type=int, default=64, help="longest sequence (max_position_embeddings)")
     a = ap.parse_args(argv)
     out = write_tiny_llama(a.out, a.seed, a.ctx_len)
-    print(f"wrote {out}: interp attribute lds --out runs/lds_llama --model {out} --data pydoc-topics --ctx-len 64")
+    import torch
+    from transformers import LlamaForCausalLM
+
+    hf = LlamaForCausalLM.from_pretrained(out)
+    n_all = sum(p.numel() for p in hf.parameters())
+    n_lin = sum(m.weight.numel() for n, m in hf.named_modules() if isinstance(m, torch.nn.Linear) and ".layers." in n)
+    print(f"wrote {out}: {n_all:,} parameters, {n_lin:,} in the layers' Linears (what TracIn and EK-FAC score)")
+    print(f"next: interp attribute lds --out runs/lds_llama --model {out} --data pydoc-topics --ctx-len {a.ctx_len}")
 
 
 if __name__ == "__main__":
