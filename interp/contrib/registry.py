@@ -647,13 +647,14 @@ PAPERS: tuple[Paper, ...] = (
         "security",
         "security/orch_jail.py",
         Status.PARTIAL,
-        "benign toy, our reconstruction: the guided fuzzer wins at 1,000 queries, not at 300",
-        "10 simulated agents, 1,000 queries: all broken vs 6/10 for random mutation, first success 425 vs 676 "
-        "queries, 74 vs 0.6 successes per 1,000; at 300 queries both 2/10",
+        "benign toy, our reconstruction: the guided fuzzer wins at 300 and 1,000 queries; the image-fidelity and "
+        "defence claims do not apply",
+        "100 simulated agents, 1,000 queries: 99/100 broken vs 38/100 for random mutation, first success 384 vs 828 "
+        "queries, 82 vs 0.4 successes per 1,000; at 300 queries 35/100 vs 9/100 (95% intervals disjoint)",
         "interp.contrib.security.experiments.orch_jail",
         ("--quick",),
         control="random mutation with the same query budget per agent",
-        seeds="10 simulated agents, each with its own fuzzing seed (no trained model)",
+        seeds="100 simulated agents, each with its own fuzzing seed (no trained model)",
     ),
     Paper(
         "HMH",

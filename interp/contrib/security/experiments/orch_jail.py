@@ -1,12 +1,13 @@
 """OrchJail demo: pattern-model-guided fuzzing vs random mutation against simulated tool-calling agents
 (benign placeholders only).
 
-    python -m interp.contrib.security.experiments.orch_jail [--agents 10] [--budget 1000] [--quick]
+    python -m interp.contrib.security.experiments.orch_jail [--agents 100] [--budget 1000] [--quick]
 
 Each agent (`ToolAgent(seed)`) has its own random keyword map and filter; both fuzzers get the same
 query budget and a fuzzing seed per agent. Reported: queries to the first success (budget + 1 when
-none), the fraction of agents broken within the budget, and distinct successful prompts per 1,000
-queries; mean ± sd over agents.
+none), the fraction of agents broken within the budget with its 95% Wilson interval, and distinct successful
+prompts per 1,000 queries; mean ± sd over agents. 100 agents by default: with 10 (the first version) the two
+fuzzers' broken fractions at 300 queries (2 of 10 each) had intervals too wide to tell them apart.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from interp.contrib.security.orch_jail import ToolAgent, orchestration_fuzz, ran
 FUZZERS = {"random mutation": random_fuzz, "orchestration-guided (ours)": orchestration_fuzz}
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion k / n."""
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / d
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=None, agents=10, budget=1000, quick="3 agents, budget 300")
+    ap = experiment_parser(__doc__, seeds=None, agents=100, budget=1000, quick="3 agents, budget 300")
     a = ap.parse_args(argv)
     agents, budget = (3, 300) if a.quick else (a.agents, a.budget)
     out, rows = {}, []
@@ -32,10 +40,12 @@ def main(argv=None) -> dict:
         first = [float(r.first_success or budget + 1) for r in res]
         broken = [float(r.first_success is not None) for r in res]
         rate = [1000.0 * r.successes / budget for r in res]
-        out[name] = {"first_success": first, "broken": broken, "successes_per_1000": rate}
-        rows.append([name, fmt(first, 0), fmt(float(np.mean(broken)), 2), fmt(rate, 1)])
+        lo, hi = wilson(int(sum(broken)), agents)
+        out[name] = {"first_success": first, "broken": broken, "broken_ci95": [lo, hi], "successes_per_1000": rate}
+        rows.append([name, fmt(first, 0), f"{np.mean(broken):.2f} [{lo:.2f}, {hi:.2f}]", fmt(rate, 1)])
     print(f"{agents} simulated agents, budget {budget} queries each (mean ± sd over agents)")
-    print(markdown_table(["fuzzer", "queries to first success", "agents broken", "successes per 1,000 queries"], rows))
+    head = ["fuzzer", "queries to first success", "agents broken [95% CI]", "successes per 1,000 queries"]
+    print(markdown_table(head, rows))
     return json.loads(json.dumps(out))
 
 

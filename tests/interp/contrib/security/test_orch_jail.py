@@ -43,3 +43,14 @@ def test_bad_input():
         ToolAgent(vocab_size=10)
     with pytest.raises(ValueError, match="words_per_tool"):
         ToolAgent(words_per_tool=0)
+
+
+def test_the_wilson_interval_covers_the_proportion_and_narrows_with_agents():
+    from interp.contrib.security.experiments.orch_jail import wilson
+
+    lo10, hi10 = wilson(2, 10)
+    lo100, hi100 = wilson(20, 100)
+    assert lo10 < 0.2 < hi10 and lo100 < 0.2 < hi100
+    assert hi100 - lo100 < (hi10 - lo10) / 2
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+    assert abs(wilson(35, 100)[0] - 0.264) < 0.005  # a textbook value
