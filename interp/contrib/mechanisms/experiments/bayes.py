@@ -11,6 +11,11 @@ mu_true||^2,
 and for 1 head the cosine between the learned metric and the Fisher information (the precision for the
 Gaussian; the prior-averaged diagonal Fisher for Bernoulli / Poisson).
 Claim: Gaussian excess -> 0 and cosine ~ 1; Bernoulli keeps a single-head gap that shrinks with heads.
+Strong baseline (issue 42), beside every 1-head row: the same head with an isotropic metric M = c I (a
+Euclidean soft nearest neighbour over the candidates, temperature tuned), c chosen from `ISO_GRID` (25 values
+0.01-100) by MSE to the posterior mean on 20 tuning batches of 256 sequences drawn as in training (n uniform in
+[4, 64]; generator seed 1000 + training seed): 25 candidates instead of 1500 gradient steps. It asks whether
+learning the metric (the Fisher geometry) is what brings the head to the oracle.
 
 Part B (real model, `--lm`). For each layer of smollm2-135m: the Frobenius cosine between each head's
 symmetric pre-rotary QK metric (in RMS-normalised residual space) and the precision of the cached
@@ -30,6 +35,7 @@ from tqdm import tqdm
 
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.bayes_attention import (
+    MetricHeads,
     default_family,
     fisher_alignment,
     make_task,
@@ -45,6 +51,35 @@ def _prior_fisher(fam, d: int, g: torch.Generator) -> torch.Tensor:
         return fam.precision
     t = make_task(fam, 8, 1, 4096, d, g)
     return torch.stack([fam.fisher(m) for m in t["mus"].reshape(-1, d)[:4096]]).mean(0)
+
+
+ISO_GRID = tuple(float(v) for v in torch.logspace(-2, 2, 25))
+"""The isotropic baseline's metric scales c (M = c I)."""
+
+
+def isotropic_head(fam, d: int, c: float) -> MetricHeads:
+    """One head with metric M = c I (W = sqrt(c) I, output projection I)."""
+    model = MetricHeads(d, 1)
+    with torch.no_grad():
+        model.W.copy_(c**0.5 * torch.eye(d)[None])
+    return model
+
+
+def tune_isotropic(fam, d: int, seed: int, n_symbols: int = 8, batches: int = 20, batch: int = 256) -> float:
+    """The strong baseline's c: lowest MSE to the posterior mean over `ISO_GRID`, on tuning batches drawn as in
+    training (n uniform in [4, 64])."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    tasks = []
+    for _ in range(batches):
+        n = int(torch.randint(4, 65, (1,), generator=g))
+        tasks.append(make_task(fam, n_symbols, n, batch, d, g))
+
+    def loss(c: float) -> float:
+        m = isotropic_head(fam, d, c)
+        with torch.no_grad():
+            return sum(float((m(t["x"], t["mus"]).double() - t["target"]).pow(2).sum(1).mean()) for t in tasks)
+
+    return min(ISO_GRID, key=loss)
 
 
 def synthetic(
@@ -65,23 +100,32 @@ def synthetic(
             row: dict = {}
             for seed in range(seeds):
                 model = train_heads(fam, h, d=d, steps=steps, seed=seed)
+                iso = None
+                if h == 1:
+                    c = tune_isotropic(fam, d, seed)
+                    iso = isotropic_head(fam, d, c)
+                    row.setdefault("iso_c", []).append(c)
                 g = torch.Generator().manual_seed(123)
                 for n in ns:
                     t = make_task(fam, 8, n, eval_batch, d, g)
                     with torch.no_grad():
                         pred = model(t["x"], t["mus"]).double()
+                        iso_pred = None if iso is None else iso(t["x"], t["mus"]).double()
                     truth = t["mus"][torch.arange(eval_batch), t["k"]]
                     oracle = float((t["target"] - truth).pow(2).sum(1).mean())
                     excess = float((pred - t["target"]).pow(2).sum(1).mean())
                     xbar = float((t["x"].mean(1) - t["target"]).pow(2).sum(1).mean())
                     cell = row.setdefault(f"n={n}", {})
-                    for k, v in (
+                    vals = [
                         ("excess", excess),
                         ("oracle_risk", oracle),
                         ("rel_excess", excess / oracle),
                         ("xbar_excess", xbar),
                         ("xbar_rel_excess", xbar / oracle),
-                    ):
+                    ]
+                    if iso_pred is not None:
+                        vals.append(("iso_rel_excess", float((iso_pred - t["target"]).pow(2).sum(1).mean()) / oracle))
+                    for k, v in vals:
                         cell.setdefault(k, []).append(v)
                 if h == 1:
                     fa = fisher_alignment(model.metric(0), _prior_fisher(fam, d, torch.Generator().manual_seed(7)))
@@ -142,6 +186,14 @@ def main(argv=None) -> dict:
         if key.endswith("/1 head"):
             cells = " | ".join(fmt(row[n]["xbar_rel_excess"][0], 4) for n in ns)
             print(f"| {key.split('/')[0]}/sample mean | {cells} |  |")
+            cells = " | ".join(fmt(row[n]["iso_rel_excess"], 4) for n in ns)
+            cs = ", ".join(f"{c:.3g}" for c in row["iso_c"])
+            print(f"| {key.split('/')[0]}/isotropic c·I, tuned c (strong baseline) | {cells} | c = {cs} |")
+            diff = [a - b for a, b in zip(row[ns[-1]]["rel_excess"], row[ns[-1]]["iso_rel_excess"])]
+            lower = sum(v < 0 for v in diff)
+            fam_name = key.split("/")[0]
+            cells = f"|  |  | {fmt(diff, 4)} | lower {lower}/{n_seeds} |"
+            print(f"| {fam_name}/learned - isotropic, {ns[-1]}, paired {cells}")
     for key, row in syn.items():
         if n_seeds > 1:
             print(f"{key}, {ns[-1]} per seed: " + ", ".join(f"{v:.4f}" for v in row[ns[-1]]["rel_excess"]))
