@@ -548,10 +548,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default="runs/sae/synthbench.json")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-hierarchy", action="store_true", help="ablation: the generator without its hierarchy")
-    ap.add_argument("--table", default=None, help="print the markdown tables of a result JSON and stop")
+    ap.add_argument(
+        "--table", default=None, help="print the markdown tables of result JSONs (comma-separated) and stop"
+    )
     a = ap.parse_args(argv)
-    if a.table:
-        res = json.loads(Path(a.table).read_text())
+    if a.table:  # several results (the same d_sae) print as one: their rows together
+        parts = [json.loads(Path(f).read_text()) for f in a.table.split(",")]
+        res = {"settings": parts[0]["settings"], "rows": [r for part in parts for r in part["rows"]]}
         print(table(res))
         return res
     torch.set_num_threads(a.threads)

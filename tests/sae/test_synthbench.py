@@ -3,6 +3,7 @@ dictionary scores MCC 1 and recovery 1, a random one does not, and every row has
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -121,3 +122,15 @@ def test_paired_differences_are_per_seed_and_l0():
 def test_parse_l0s_takes_numbers_and_multiples_of_the_true_l0():
     assert S.parse_l0s(None, 4.666) == [4.67]
     assert S.parse_l0s("x0.5,x1,3", 4.666) == [2.33, 4.67, 3.0]
+
+
+def test_table_reads_several_results_as_one(tmp_path, capsys):
+    def row(arch, seed, l0):
+        return {"l0_target": l0, "side": "ours", "arch": arch, "seed": seed} | {c: 1.0 for c in S.SUMMARY_COLS}
+
+    for name, l0 in (("a", 2.0), ("b", 4.0)):
+        res = {"settings": {"d_sae": 8}, "rows": [row("topk", 0, l0), row("poly", 0, l0)]}
+        (tmp_path / f"{name}.json").write_text(json.dumps(res))
+    S.main(["--table", f"{tmp_path / 'a.json'},{tmp_path / 'b.json'}"])
+    out = capsys.readouterr().out
+    assert "| 2.0 | ours | poly - topk | 1 |" in out and "| 4.0 | ours | poly - topk | 1 |" in out
