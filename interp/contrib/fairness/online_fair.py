@@ -15,6 +15,10 @@ Implemented here (our reconstructions; the paper's exact rules were not availabl
 - `normalised_deficit` (knows T_i, or a noisy prediction of it): among agents still below their
   proportional share (u_i / T_i < 1/n), the good goes to the one with the largest normalised value
   V[i, g] / T_i; when every agent has reached its share, to the largest normalised value overall.
+- `running_quantile` (no information; the strong baseline of issue 42): the frequency-informed rule with each
+  agent's multiset replaced by the goods seen so far and its target by the running proportional share
+  (u_i < seen_i / n): the good goes to the agent below target for whom it ranks highest among its own values so
+  far, else to the highest such quantile overall.
 - `frequency_informed` (knows each agent's multiset of values, or a noisy one): each agent's target is
   its MMS computed offline from the multiset (the "share-based" guarantee being lifted online); the
   good goes to the agent still below target for whom it ranks highest among its own future values
@@ -93,6 +97,22 @@ def running_normalised(v: np.ndarray) -> np.ndarray:
         score = v[:, g] / tot
         below = u / tot < 1.0 / n
         i = int(np.argmax(np.where(below, score, -np.inf))) if below.any() else int(np.argmax(score))
+        alloc[g], u[i] = i, u[i] + v[i, g]
+    return alloc
+
+
+def running_quantile(v: np.ndarray) -> np.ndarray:
+    """No information: the frequency-informed rule on the empirical multiset of the goods seen so far, with the
+    running proportional share seen_i / n as each agent's target (see the module docstring)."""
+    v = _check(v)
+    n, m = v.shape
+    u, seen = np.zeros(n), np.zeros(n)
+    alloc = np.zeros(m, dtype=int)
+    for g in range(m):
+        seen += v[:, g]
+        q = (v[:, : g + 1] <= v[:, g : g + 1]).mean(1)  # each agent's quantile of this good among those seen
+        below = u < seen / n
+        i = int(np.argmax(np.where(below, q, -np.inf))) if below.any() else int(np.argmax(q))
         alloc[g], u[i] = i, u[i] + v[i, g]
     return alloc
 

@@ -7,6 +7,11 @@ n = 3 agents, m = 60 goods (`valuations`: agent scales 1..10, shared popularity)
 random, increasing total value (the big goods come last) and decreasing. Noise s: each predicted
 total is T_i·exp(s·N(0,1)); each predicted multiset value is V[i, g]·exp(s·N(0,1)). A seed is a batch
 of independent instances; the table shows mean ± sd over seeds of the per-batch fraction.
+
+Strong baseline (issue 42): `running_quantile`, the frequency-informed rule with no information at all (each
+agent's multiset = the goods seen so far, target = the running proportional share); nothing to tune on either
+side, so this is the information ablation of the frequency rule. Printed after each order: frequency-informed
+minus running-quantile, paired by seed, PROP fraction.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from interp.contrib.fairness.online_fair import (
     mms,
     normalised_deficit,
     running_normalised,
+    running_quantile,
     utilities,
     valuations,
 )
@@ -30,6 +36,7 @@ from interp.contrib.report import fmt, markdown_table
 METHODS = (
     "max value (no info)",
     "running-normalised (no info)",
+    "running-quantile (no info, strong baseline)",
     "normalised deficit (totals)",
     "frequency-informed (multisets)",
 )
@@ -49,7 +56,13 @@ def batch(order: str, noise: float, instances: int, seed: int) -> dict[str, tupl
         share_m = np.array([mms(v[i], 3) for i in range(3)])
         for k, alloc in zip(
             METHODS,
-            (max_value(v), running_normalised(v), normalised_deficit(v, totals), frequency_informed(v, multisets)),
+            (
+                max_value(v),
+                running_normalised(v),
+                running_quantile(v),
+                normalised_deficit(v, totals),
+                frequency_informed(v, multisets),
+            ),
         ):
             u = utilities(v, alloc)
             hits[k][0] += int((u >= share_p - 1e-12).sum())
@@ -76,6 +89,13 @@ def main(argv=None) -> dict:
             "instances)"
         )
         print(markdown_table(["noise s", *METHODS], rows))
+        freq, base = METHODS[-1], METHODS[2]
+        diffs = []
+        for s in noises:
+            cell = out[f"{order}/{s}"]
+            d = [a - b for a, b in zip(cell[freq][0], cell[base][0])]
+            diffs.append(f"s={s:g}: {fmt(d, 3)} (higher {sum(x > 0 for x in d)}/{seeds})")
+        print("frequency-informed - running-quantile (PROP, paired by seed):", "; ".join(diffs))
     return json.loads(json.dumps(out))
 
 

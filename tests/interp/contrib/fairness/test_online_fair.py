@@ -9,6 +9,7 @@ from interp.contrib.fairness.online_fair import (
     normalised_deficit,
     prop_fraction,
     running_normalised,
+    running_quantile,
     utilities,
     valuations,
 )
@@ -47,6 +48,22 @@ def test_informed_rules_reach_shares_on_random_instances():
             assert len(alloc) == 30 and set(alloc.tolist()) <= {0, 1, 2}
         assert prop_fraction(v, normalised_deficit(v, v.sum(1))) >= 2 / 3
         assert mms_fraction(v, frequency_informed(v)) >= 2 / 3
+
+
+def test_running_quantile_by_hand_and_when_big_goods_come_first():
+    # good 0: both agents below their running share seen/2, quantiles tie (1, 1) -> agent 0; good 1: agent 0 has
+    # u = 1 = seen/2, only agent 1 is below; and so on, alternating
+    v = np.array([[1.0, 1.0, 1.0, 1.0], [10.0, 10.0, 10.0, 10.0]])
+    assert running_quantile(v).tolist() == [0, 1, 0, 1]
+    # the strong baseline (no information) reaches every share when the big goods come first, where the
+    # running-normalised rule misses some
+    rng = np.random.default_rng(3)
+    rq = rn = 0.0
+    for _ in range(10):
+        w = valuations(3, 60, rng)
+        w = w[:, np.argsort(-w.sum(0))]
+        rq, rn = rq + prop_fraction(w, running_quantile(w)), rn + prop_fraction(w, running_normalised(w))
+    assert rq == 10.0 and rn < 9.0
 
 
 def test_bad_input():
