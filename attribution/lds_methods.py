@@ -218,13 +218,29 @@ ANCHORS: dict[str, Callable[[], str | None]] = {"kronfluence": kronfluence_avail
 """The methods that come from other projects' packages: name -> why it cannot run here (None: it can)."""
 
 
-@method("dattri_trak")
-def dattri_trak_scores(model, checkpoints, train, queries, seed: int = 0, proj_dim: int = 512, **_) -> Tensor:
-    """dattri's TRAK on the final model, its defaults: gradients of every parameter, TRAK's output function
-    (the margin log p / (1 - p), p = exp(-mean token loss) as in dattri's GPT-2 example), its `1 - p` weights,
-    Gaussian projection to `proj_dim` (seeded), the kernel inverse without regularisation, one model."""
+def dattri_trak_run(model, log_p, train_loader, query_loader, proj_dim: int = 512, seed: int = 0) -> Tensor:
+    """dattri's TRAK [n_train, n_query] (positive = helpful) over `log_p(params, example)`, the log-probability of
+    an example's answer: TRAK's output function, the margin log p / (1 - p), for training rows and queries alike,
+    its `1 - p` weights, its projection to `proj_dim` (seeded) and its kernel inverse without regularisation."""
     from dattri.algorithm.trak import TRAKAttributor
     from dattri.task import AttributionTask
+
+    def margin(params, data):
+        lp = log_p(params, data)
+        return lp - torch.log1p(-torch.exp(lp))
+
+    task = AttributionTask(loss_func=margin, model=model, checkpoints=model.state_dict())
+    proj = {"proj_dim": proj_dim, "proj_seed": seed, "device": "cpu"}
+    trak = TRAKAttributor(task, lambda p, d: torch.exp(log_p(p, d)), projector_kwargs=proj, device="cpu")
+    with torch.no_grad():  # dattri's own examples call it so; its gradients come from torch.func
+        trak.cache(train_loader)
+        return trak.attribute(query_loader).double()
+
+
+@method("dattri_trak")
+def dattri_trak_scores(model, checkpoints, train, queries, seed: int = 0, proj_dim: int = 512, **_) -> Tensor:
+    """dattri's TRAK on the final model, its defaults: gradients of every parameter, p = exp(-mean token loss) as
+    in dattri's GPT-2 example (`dattri_trak_run`), one model."""
     from torch.func import functional_call
     from torch.utils.data import DataLoader
 
@@ -234,16 +250,8 @@ def dattri_trak_scores(model, checkpoints, train, queries, seed: int = 0, proj_d
         ids = ids.unsqueeze(0)
         return -functional_call(hf, params, (ids,), {"labels": ids}).loss
 
-    def margin(params, ids):
-        lp = log_p(params, ids)
-        return lp - torch.log1p(-torch.exp(lp))
-
-    task = AttributionTask(loss_func=margin, model=hf, checkpoints=hf.state_dict())
-    proj = {"proj_dim": proj_dim, "proj_seed": seed, "device": "cpu"}
-    trak = TRAKAttributor(task, lambda p, d: torch.exp(log_p(p, d)), projector_kwargs=proj, device="cpu")
-    with torch.no_grad():  # dattri's own examples call it so; its gradients come from torch.func
-        trak.cache(DataLoader(train, batch_size=64))
-        return trak.attribute(DataLoader(queries, batch_size=64)).double()
+    batches = [DataLoader(rows, batch_size=64) for rows in (train, queries)]
+    return dattri_trak_run(hf, log_p, *batches, proj_dim, seed)
 
 
 @method("kronfluence")

@@ -95,29 +95,21 @@ def kronfluence_scores(model, digits: DigitsTask, workdir: Path, repeats: int = 
 
 
 def dattri_trak(model, digits: DigitsTask, proj_dim: int = 512, seed: int = 0) -> torch.Tensor:
-    """dattri's TRAK [n_train, n_query] on the final model (positive = helpful): TRAK's output function, the
-    margin log p / (1 - p) of the true class, for both the training rows and the queries, its `1 - p` weights,
-    its projection (`proj_dim`, seeded) and its kernel inverse without regularisation (its default)."""
+    """dattri's TRAK [n_train, n_query] on the final model (`attribution.lds_methods.dattri_trak_run`), p the
+    probability of the true class."""
     import torch.nn.functional as F
-    from dattri.algorithm.trak import TRAKAttributor
-    from dattri.task import AttributionTask
     from torch.func import functional_call
     from torch.utils.data import DataLoader, TensorDataset
+
+    from attribution.lds_methods import dattri_trak_run
 
     def log_p(params, data):
         x, y = data
         return -F.cross_entropy(functional_call(model, params, (x.unsqueeze(0),)), y.unsqueeze(0))
 
-    def margin(params, data):
-        lp = log_p(params, data)
-        return lp - torch.log1p(-torch.exp(lp))
-
-    task = AttributionTask(loss_func=margin, model=model, checkpoints=model.state_dict())
-    proj = {"proj_dim": proj_dim, "proj_seed": seed, "device": "cpu"}
-    trak = TRAKAttributor(task, lambda p, d: torch.exp(log_p(p, d)), projector_kwargs=proj, device="cpu")
     x, y, xq, yq = digits.data()
-    trak.cache(DataLoader(TensorDataset(x, y), batch_size=digits.batch))
-    return trak.attribute(DataLoader(TensorDataset(xq, yq), batch_size=digits.batch)).double()
+    batches = [DataLoader(TensorDataset(a, b), batch_size=digits.batch) for a, b in ((x, y), (xq, yq))]
+    return dattri_trak_run(model, log_p, *batches, proj_dim, seed)
 
 
 def main(argv: list[str] | None = None) -> dict:
