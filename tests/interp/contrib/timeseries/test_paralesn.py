@@ -105,3 +105,20 @@ def test_bad_inputs():
         esn.features(torch.randn(10, 2), parallel="gpu")
     with pytest.raises(ValueError, match="same T"):
         ridge_readout(torch.randn(5, 2), torch.randn(4, 1))
+
+
+def test_tuning_picks_the_validation_best_setting_and_the_quick_baseline_runs():
+    # a huge ridge α flattens the readout (validation NRMSE near 1): the search must choose the small one, and
+    # of two reservoirs the one whose own validation error is lower
+    from interp.contrib.timeseries.experiments.paralesn import TUNED, TUNED_PARAL, esn_factory, main, tune
+
+    s = mackey_glass(900, seed=0)
+    s = s - s.mean()
+    best = tune(esn_factory(30, 0), {"rho": (0.9,), "input_scaling": (0.5,), "leak": (1.0,)}, s, 500, 10, (1e-7, 1e6))
+    assert best["alpha"] == 1e-7 and best["val_nrmse"] < 0.5
+    grid = {"rho": (0.9,), "input_scaling": (0.5,), "leak": (0.1, 1.0)}
+    own = [tune(esn_factory(30, 0), {**grid, "leak": (lk,)}, s, 500, 10)["val_nrmse"] for lk in grid["leak"]]
+    assert tune(esn_factory(30, 0), grid, s, 500, 10)["val_nrmse"] == pytest.approx(min(own))
+    out = main(["--tuned-esn", "--quick"])
+    run = out["forecast"][0]
+    assert set(run["settings"]) == {TUNED, TUNED_PARAL} and 0 < run[TUNED]["84"] < 1
