@@ -20,7 +20,10 @@ the exponential mechanism:
    over the 2T + 1 choices (basic composition), T = ⌊B / c_min⌋ (data-independent, as privacy needs).
 
 Baselines: the same algorithm with ε = ∞ (exact argmax: the non-private greedy+), and the naive DP
-greedy (exponential mechanism on raw marginal gains, no cost normalisation, no augmentation).
+greedy (exponential mechanism on raw marginal gains, no cost normalisation, no augmentation). Strong baseline
+(issue 42): `dp_density_greedy`, the exponential mechanism on the cost-normalised gains alone (no augmentation,
+no final pick) stopped after at most k picks, so each pick gets ε/k; k is its one setting, tuned on separate
+instances (the experiment's `--tune-seeds`).
 
     from interp.contrib.privacy.dp_smk import FacilityLocation, dp_greedy_plus, knapsack_optimum
     f = FacilityLocation(W)                    # W: [users, items] in [0, 1]
@@ -172,6 +175,34 @@ def naive_dp_greedy(f: FacilityLocation, costs, budget: float, eps: float, rng: 
         if len(fits) == 0:
             break
         j = fits[exponential_mechanism(f.gains(cover)[fits], eps / steps, f.sensitivity, rng)]
+        chosen.append(int(j))
+        spent += costs[j]
+        cover = np.maximum(cover, f.w[:, j])
+    return Selection(chosen, float(cover.mean()), spent, f.queries)
+
+
+def dp_density_greedy(
+    f: FacilityLocation, costs, budget: float, eps: float, rng: np.random.Generator, steps: int | None = None
+) -> Selection:
+    """Strong baseline: the exponential mechanism on cost-normalised gains Δf_j · c_min / c_j (sensitivity 1/n)
+    among the items that fit, for at most `steps` picks with ε/steps each (basic composition); `steps` = None
+    means T = ⌊B / c_min⌋. Stops early when nothing fits. No augmentation, no final selection."""
+    costs = _check(f, costs, budget, eps)
+    f.queries = 0
+    c_min = costs.min()
+    cap = max(1, int(budget // c_min))
+    steps = cap if steps is None else int(steps)
+    if steps < 1:
+        raise ValueError(f"steps={steps} must be at least 1")
+    chosen: list[int] = []
+    cover, spent = np.zeros(f.n_users), 0.0
+    for _ in range(min(steps, cap)):
+        fits = np.flatnonzero(costs + spent <= budget + 1e-12)
+        fits = fits[~np.isin(fits, chosen)]
+        if len(fits) == 0:
+            break
+        dens = f.gains(cover)[fits] * c_min / costs[fits]
+        j = fits[exponential_mechanism(dens, eps / steps, f.sensitivity, rng)]
         chosen.append(int(j))
         spent += costs[j]
         cover = np.maximum(cover, f.w[:, j])
