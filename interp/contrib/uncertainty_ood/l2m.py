@@ -159,6 +159,36 @@ def acquire(
     return taken
 
 
+def forward_selection_order(
+    model: GaussianLogisticModel, x: Tensor, observed: Tensor, y: Tensor, labeled: Tensor, budget: int
+) -> list[int]:
+    """Strong baseline (issue 42): one global order chosen on the task's own labelled retrospective rows by greedy
+    forward selection: at each step the feature whose addition gives the highest mean log-likelihood of the labels
+    under `model.predict` (each row uses only its observed values among the chosen features)."""
+    d = x.shape[1]
+    if not 0 <= budget <= d:
+        raise ValueError(f"budget={budget} must be between 0 and the number of features {d}")
+    rows = torch.nonzero(labeled).flatten()
+    if len(rows) == 0:
+        raise ValueError("forward selection needs labelled rows")
+    chosen: list[int] = []
+    for _ in range(budget):
+        best, best_ll = -1, -math.inf
+        for j in range(d):
+            if j in chosen:
+                continue
+            cols = torch.zeros(d, dtype=torch.bool)
+            cols[chosen + [j]] = True
+            ll = 0.0
+            for i in rows.tolist():
+                p = min(max(model.predict(x[i], cols & observed[i]), 1e-9), 1 - 1e-9)
+                ll += math.log(p if int(y[i]) == 1 else 1 - p)
+            if ll > best_ll:
+                best, best_ll = j, ll
+        chosen.append(best)
+    return chosen
+
+
 def global_importance_order(model: GaussianLogisticModel) -> list[int]:
     """A fixed order by |w_j| sd_j (the baseline 'global feature importance')."""
     return torch.argsort(model.w.abs() * model.cov.diagonal().sqrt(), descending=True).tolist()

@@ -3,7 +3,13 @@ import math
 import pytest
 import torch
 
-from interp.contrib.uncertainty_ood.l2m import GaussianLogisticModel, acquire, binary_entropy, global_importance_order
+from interp.contrib.uncertainty_ood.l2m import (
+    GaussianLogisticModel,
+    acquire,
+    binary_entropy,
+    forward_selection_order,
+    global_importance_order,
+)
 
 
 def _model(rho=0.8):
@@ -85,3 +91,23 @@ def test_bad_input():
         GaussianLogisticModel.fit(
             torch.zeros(4, 2), torch.ones(4, 2, dtype=torch.bool), torch.zeros(4), torch.zeros(4, dtype=torch.bool)
         )
+
+
+def test_forward_selection_order_follows_the_labels_and_the_missingness():
+    # independent features, y depends on feature 2 strongly and on feature 0 a little
+    d = 4
+    m = GaussianLogisticModel(
+        torch.zeros(d, dtype=torch.float64),
+        torch.eye(d, dtype=torch.float64),
+        torch.tensor([1.0, 0.0, 3.0, 0.0], dtype=torch.float64),
+        0.0,
+    )
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, d, generator=g, dtype=torch.float64)
+    y = (torch.rand(200, generator=g, dtype=torch.float64) < torch.sigmoid(x @ m.w)).long()
+    seen, labeled = torch.ones(200, d, dtype=torch.bool), torch.ones(200, dtype=torch.bool)
+    assert forward_selection_order(m, x, seen, y, labeled, 2) == [2, 0]
+    seen[:, 2] = False  # feature 2 never observed in the retrospective rows: it cannot help there
+    assert forward_selection_order(m, x, seen, y, labeled, 1) == [0]
+    with pytest.raises(ValueError, match="budget"):
+        forward_selection_order(m, x, seen, y, labeled, d + 1)
