@@ -94,16 +94,20 @@ def activation_patching(
         runs = SuffixRuns(model, x_ids, x_mask, metric, resid)
         packed = runs.complete
     values = []
-    for layer in sweep.layers:
+    if packed:
+        srcs = {layer: cache[sweep.hook(layer)] for layer in sweep.layers}
+        live = [
+            (layer, site, f)
+            for layer in sorted(set(sweep.layers))
+            for site in sweep.sites()
+            if (f := first_change(sweep, site, srcs[layer], out[3][sweep.hook(layer)])) is not None
+        ]
+        scores = {}
+        for chunk in suffix_chunks(live, c_ids.shape[1], b, max_rows):
+            scores.update(zip([(layer, site) for layer, site, _ in chunk], runs.scores(sweep, chunk, srcs)))
+        values = [scores.get((layer, site), base) for layer in sweep.layers for site in sweep.sites()]
+    for layer in [] if packed else sweep.layers:
         src, sites = cache[sweep.hook(layer)], sweep.sites()
-        if packed:
-            firsts = [first_change(sweep, site, src, out[3][sweep.hook(layer)]) for site in sites]
-            live = [(site, f) for site, f in zip(sites, firsts) if f is not None]
-            scores = {}
-            for chunk in suffix_chunks(live, c_ids.shape[1], b, max_rows):
-                scores.update(zip([site for site, _ in chunk], runs.scores(layer, sweep, chunk, src)))
-            values += [scores.get(site, base) for site in sites]
-            continue
         for start in range(0, len(sites), per_run):
             chunk = sites[start : start + per_run]
 

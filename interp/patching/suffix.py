@@ -45,15 +45,24 @@ def first_change(sweep: Sweep, site: tuple, src: Tensor, corrupted: Tensor) -> i
     return int(moved[0]) if len(moved) else None
 
 
-def suffix_chunks(live: list[tuple[tuple, int]], n_pos: int, batch: int, max_rows: int) -> list[list]:
-    """(site, first position) pairs in sweep order, cut so that one packed forward holds at most
-    max(4 * max_rows, n_pos) rows per batch row (the mask and the attention scores grow with the rows' square)."""
+LAYERS_PER_RUN = 4
+"""Copies of up to this many consecutive layers share one packed forward, which starts at the lowest of them:
+a later layer's copies run the blocks before their own unpatched (as the corrupted run did), and in exchange the
+weights and the unembedding are read once for all of them (a few rows per layer leave the matrix products
+memory-bound)."""
+
+
+def suffix_chunks(live: list[tuple[int, tuple, int]], n_pos: int, batch: int, max_rows: int) -> list[list]:
+    """(layer, site, first position) triples in sweep order, cut so that one packed forward holds at most
+    max(4 * max_rows, n_pos) rows per batch row (the mask and the attention scores grow with the rows' square)
+    and copies of layers at most `LAYERS_PER_RUN` apart (`live` is in ascending layer order)."""
     cap, chunks, rows = max(4 * max_rows // batch, n_pos), [[]], 0
-    for site, first in live:
-        if chunks[-1] and rows + n_pos - first > cap:
+    for layer, site, first in live:
+        lowest = min([c[0] for c in chunks[-1]] + [layer])
+        if chunks[-1] and (rows + n_pos - first > cap or layer - lowest >= LAYERS_PER_RUN):
             chunks.append([])
             rows = 0
-        chunks[-1].append((site, first))
+        chunks[-1].append((layer, site, first))
         rows += n_pos - first
     return [c for c in chunks if c]
 
@@ -83,33 +92,39 @@ class SuffixRuns:
         zero = torch.zeros((), dtype=dtype)
         return torch.where(allowed, zero, torch.finfo(dtype).min)[:, None].to(self.ids.device)
 
-    def scores(self, layer: int, sweep: Sweep, chunk: list[tuple[tuple, int]], src: Tensor) -> list[float]:
-        """Metric of each copy patching `src` at `sweep`'s hook of `layer` from its first changed position on
-        (`chunk`: (site, first position)), in one packed forward."""
+    def scores(self, sweep: Sweep, chunk: list[tuple[int, tuple, int]], srcs: dict[int, Tensor]) -> list[float]:
+        """Metric of each copy (layer, site, first position) patching `srcs[layer]` at `sweep`'s hook of its layer
+        from its first changed position on, in one packed forward from the chunk's lowest layer."""
         from transformers import DynamicCache
 
         n, b = self.ids.shape[1], self.ids.shape[0]
-        first = torch.tensor([f for _, f in chunk])
+        first = torch.tensor([f for _, _, f in chunk])
         lengths = n - first
         offsets = torch.cumsum(lengths, 0) - lengths
         copy_of_row = torch.repeat_interleave(torch.arange(len(chunk)), lengths)
         pos_of_row = first[copy_of_row] + torch.arange(int(lengths.sum())) - offsets[copy_of_row]
         dev = self.ids.device
-        resid = self.resid[layer][:, pos_of_row.to(dev)]
+        start = min(layer for layer, _, _ in chunk)
+        resid = self.resid[start][:, pos_of_row.to(dev)]
         mask = self._mask(pos_of_row, copy_of_row, first, resid.dtype)
         one_position = sweep.per in ("pos", "pos_head")
 
-        def patch(t, hook_point):
-            t = t.clone()
-            for (site, f), offset in zip(chunk, offsets.tolist()):
-                source = list(sweep.index(site)) + [slice(None)] * (sweep.per == "layer")
-                target = list(source)
-                if one_position:
-                    target[1] = offset
-                else:  # the site's whole span of positions: rows offset.. hold positions f..n-1
-                    source[1], target[1] = slice(f, None), slice(offset, offset + n - f)
-                t[tuple(target)] = src[tuple(source)]
-            return t
+        def patcher(layer: int):
+            def patch(t, hook_point):
+                t = t.clone()
+                for (at_layer, site, f), offset in zip(chunk, offsets.tolist()):
+                    if at_layer != layer:
+                        continue
+                    source = list(sweep.index(site)) + [slice(None)] * (sweep.per == "layer")
+                    target = list(source)
+                    if one_position:
+                        target[1] = offset
+                    else:  # the site's whole span of positions: rows offset.. hold positions f..n-1
+                        source[1], target[1] = slice(f, None), slice(offset, offset + n - f)
+                    t[tuple(target)] = srcs[layer][tuple(source)]
+                return t
+
+            return patch
 
         kw = {}
         if isinstance(self.metric, LogitDiff):  # the rows of each copy's kept positions that it recomputes
@@ -118,8 +133,8 @@ class SuffixRuns:
             rows = torch.nonzero(mine).flatten()
             kw["logits_to_keep"] = rows.to(dev)
         cache = DynamicCache(ddp_cache_data=self.kv)
-        hooks = [(sweep.hook(layer), patch)]
-        with torch.no_grad(), run_from_layer(self.model, layer, resid), self.model.hooks(hooks):
+        hooks = [(sweep.hook(layer), patcher(layer)) for layer in sorted({c[0] for c in chunk})]
+        with torch.no_grad(), run_from_layer(self.model, start, resid), self.model.hooks(hooks):
             logits = self.model.hf_model(
                 input_ids=self.ids[:, pos_of_row.to(dev)],
                 attention_mask=mask,

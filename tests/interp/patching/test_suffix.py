@@ -8,7 +8,7 @@ import interp.patching.activation as activation
 from interp.data import byte_tokenizer
 from interp.patching import activation_patching
 from interp.patching.sites import make_sweep
-from interp.patching.suffix import can_pack, suffix_chunks
+from interp.patching.suffix import LAYERS_PER_RUN, can_pack, suffix_chunks
 from tests.tiny import FAMILIES, tiny_family
 
 SWEEPS = [("resid_pre", None), ("mlp_out", None), ("z", "head"), ("v", "pos_head"), ("resid_post", "layer")]
@@ -72,9 +72,9 @@ def test_sites_before_the_first_difference_score_the_corrupted_run_without_a_for
     rows = []
     original = activation.SuffixRuns.scores
 
-    def counting(self, layer, sweep, chunk, src):
-        rows.extend(10 - first for _, first in chunk)
-        return original(self, layer, sweep, chunk, src)
+    def counting(self, sweep, chunk, srcs):
+        rows.extend(10 - first for _, _, first in chunk)
+        return original(self, sweep, chunk, srcs)
 
     monkeypatch.setattr(activation.SuffixRuns, "scores", counting)
     res = activation_patching(model, clean, corrupted, "resid_pre", answer=5, wrong=7)
@@ -94,11 +94,14 @@ def test_what_sees_the_stacked_copies_keeps_them():
     assert can_pack(model, sweep, (), 9)
 
 
-def test_chunks_hold_at_most_the_row_cap():
-    live = [((p,), p) for p in range(20)]
+def test_chunks_hold_at_most_the_row_cap_and_a_few_layers():
+    live = [(layer, (p,), p) for layer in range(6) for p in range(18, 20)]
     chunks = suffix_chunks(live, 20, 1, 16)
     assert [s for c in chunks for s in c] == live
-    assert all(sum(20 - f for _, f in c) <= 64 for c in chunks)
+    assert all(sum(20 - f for _, _, f in c) <= 64 for c in chunks)
+    assert all(max(c)[0] - min(c)[0] < LAYERS_PER_RUN for c in chunks) and len(chunks) == 2
+    long = [(0, (p,), p) for p in range(20)]
+    assert all(sum(20 - f for _, _, f in c) <= 64 for c in suffix_chunks(long, 20, 1, 16))
 
 
 def test_a_prompt_past_the_sliding_window_runs_the_stacked_copies():
@@ -107,3 +110,12 @@ def test_a_prompt_past_the_sliding_window_runs_the_stacked_copies():
     assert not can_pack(model, make_sweep(model, "resid_pre", None, None, None, 10), (), 10)
     fast = activation_patching(model, clean, corrupted, "resid_pre", answer=5, wrong=7).values
     assert (fast - reference(model, clean, corrupted, "resid_pre", None, answer=5, wrong=7)).abs().max() < 1e-4
+
+
+def test_a_subset_of_layers_in_any_order_keeps_the_sweep_order():
+    model = interp.HookedModel(tiny_family("llama", num_hidden_layers=4), byte_tokenizer())
+    clean, corrupted = pair(seed=5)
+    kw = dict(answer=5, wrong=7, layers=[3, 0, 2])
+    fast = activation_patching(model, clean, corrupted, "resid_pre", **kw).values
+    slow = activation_patching(model, clean, corrupted, "resid_pre", start_from_cache=False, **kw).values
+    assert fast.shape == (3, 9) and (fast - slow).abs().max() < 1e-4
