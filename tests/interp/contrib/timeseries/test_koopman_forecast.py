@@ -72,3 +72,13 @@ def test_koopman_residual_runs_and_bad_inputs():
         moving_average(w, 4)
     with pytest.raises(ValueError, match="same non-zero length"):
         DLinear().fit(w, fut[:3])
+
+
+def test_tuned_global_operator_stays_behind_the_input_dependent_one():
+    # issue 42's strong baseline, on the quick series (2,000 steps, stride 16): settings tuned on validation
+    from interp.contrib.timeseries.experiments.koopman_forecast import TUNED, tuned_trial
+
+    out, best = tuned_trial(0, 2000, 16)
+    assert set(best) == set(TUNED) and all(len(v) in (1, 2) for v in best.values())
+    assert out[TUNED[2]]["all"] < 0.8 * out[TUNED[1]]["all"]
+    assert out[TUNED[2]]["after switch"] < out[TUNED[1]]["after switch"]
