@@ -16,6 +16,10 @@ sources bring: a source's moment noise grows with its head norm), or a fixed fra
 true heads; empirical screening uses heads from a pilot
 fit (full-pool B̂, then per-source least squares).
 
+Strong baseline (issue 42): `ridge_pca_subspace`, the standard multi-task estimate: per-source ridge regression
+vectors β̂_s [d], stacked, and the top-k left singular vectors of the stack; the penalty by `cv_ridge_penalty`
+(K-fold CV of the held-out squared error, summed over all sources, one grid).
+
     B_hat = mom_subspace(xs, ys, k)                 # lists of [n_s, d] and [n_s]
     keep = screen_sources(heads, k)                 # indices of the kept sources
     sin_theta(B_hat, B)                             # subspace error (0 = exact)
@@ -127,6 +131,42 @@ def screen_sources(
     scores = [screening_score(heads, order[:m], k, noise_var) for m in range(lo, len(order) + 1)]
     best = lo + int(torch.tensor(scores).argmax())
     return sorted(order[:best])
+
+
+def ridge_pca_subspace(
+    xs: Sequence[Tensor], ys: Sequence[Tensor], k: int, lam: float, subset: Sequence[int] | None = None
+) -> Tensor:
+    """Top-k left singular vectors [d, k] of the stacked per-source ridge vectors β̂_s = ridge(x_s, y_s, lam)."""
+    d = _check_sources(xs, ys)
+    if not 1 <= k <= d:
+        raise ValueError(f"k={k} must be between 1 and d={d}")
+    idx = list(range(len(xs))) if subset is None else list(subset)
+    if len(idx) < k:
+        raise ValueError(f"need at least k={k} sources; got {len(idx)}")
+    betas = torch.stack([ridge_weights(xs[s].double(), ys[s].double(), lam) for s in idx], 1)  # [d, sources]
+    u, _, _ = torch.linalg.svd(betas, full_matrices=False)
+    return u[:, :k]
+
+
+def cv_ridge_penalty(xs: Sequence[Tensor], ys: Sequence[Tensor], grid: Sequence[float], folds: int = 5) -> float:
+    """The penalty in `grid` with the lowest K-fold held-out squared error, summed over every source (each source
+    fits its own ridge vector; rows split into `folds` contiguous blocks)."""
+    _check_sources(xs, ys)
+    if not grid or folds < 2:
+        raise ValueError("need a non-empty grid and at least 2 folds")
+    err = {lam: 0.0 for lam in grid}
+    for x, y in zip(xs, ys):
+        x, y = x.double(), y.double()
+        n = len(y)
+        for f in range(folds):
+            test = torch.zeros(n, dtype=torch.bool)
+            test[f * n // folds : (f + 1) * n // folds] = True
+            if test.all() or not test.any():
+                continue
+            for lam in grid:
+                w = ridge_weights(x[~test], y[~test], lam)
+                err[lam] += float((y[test] - x[test] @ w).pow(2).sum())
+    return min(grid, key=lambda lam: err[lam])
 
 
 def pilot_heads(xs: Sequence[Tensor], ys: Sequence[Tensor], b_hat: Tensor, ridge: float = 1e-6) -> Tensor:

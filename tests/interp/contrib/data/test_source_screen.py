@@ -4,10 +4,12 @@ import pytest
 import torch
 
 from interp.contrib.data.source_screen import (
+    cv_ridge_penalty,
     diversity_spectrum,
     greedy_order,
     mom_subspace,
     pilot_heads,
+    ridge_pca_subspace,
     screen_sources,
     screening_score,
     sin_theta,
@@ -76,3 +78,20 @@ def test_bad_input():
         screen_sources(torch.eye(3), 3, min_sources=5)
     with pytest.raises(ValueError, match="same shape"):
         sin_theta(torch.zeros(3, 1), torch.zeros(3, 2))
+
+
+def test_ridge_pca_baseline_recovers_the_subspace_and_cv_picks_a_sane_penalty():
+    # noiseless, one head per axis direction: the stacked exact β_s = B θ_s span B exactly
+    g = torch.Generator().manual_seed(0)
+    d, k = 6, 2
+    b, _ = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))
+    heads = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], dtype=torch.float64)
+    xs = [torch.randn(40, d, generator=g, dtype=torch.float64) for _ in heads]
+    ys = [x @ (b @ h) for x, h in zip(xs, heads)]
+    assert sin_theta(ridge_pca_subspace(xs, ys, k, 1e-9), b) < 1e-6
+    with pytest.raises(ValueError, match="at least k"):
+        ridge_pca_subspace(xs, ys, k, 1.0, subset=[0])
+    # noiseless data: CV prefers the smallest penalty; pure noise targets: the largest
+    assert cv_ridge_penalty(xs, ys, [1e-6, 1.0, 1e4]) == 1e-6
+    noise = [torch.randn(40, generator=g, dtype=torch.float64) for _ in heads]
+    assert cv_ridge_penalty(xs, noise, [1e-6, 1.0, 1e4]) == 1e4
