@@ -78,3 +78,20 @@ def test_bad_inputs():
         best_path(torch.zeros(3, 3), 3)
     with pytest.raises(ValueError, match="states"):
         jump_costs(const_eps(torch.zeros(1, 2)), s, torch.zeros(2, 1, 2), [0, 3, 6])
+
+
+def test_beta_warp_baseline_grid():
+    from interp.contrib.generative.experiments.trdi import beta_warped, stretched
+
+    # a = b = 1 is the uniform grid (up to rounding), b = 1 the power warp t = 999 (k/K)^a
+    assert beta_warped(4, 1.0, 1.0, 1000) == [0, 250, 500, 749, 999]
+    assert beta_warped(5, 2.0, 1.0, 1000) == stretched(5, 2.0, 1000)
+    # a = b > 1: symmetric, short jumps at both ends, long ones in the middle
+    t = beta_warped(10, 2.0, 2.0, 1000)
+    jumps = [b - a for a, b in zip(t, t[1:])]
+    assert jumps[0] < jumps[5] and jumps[-1] < jumps[5] and abs(jumps[0] - jumps[-1]) <= 1
+    # steep warps stay strictly increasing inside [0, T - 1]
+    t = beta_warped(20, 3.0, 3.0, 1000)
+    assert t[0] == 0 and t[-1] == 999 and all(a < b for a, b in zip(t, t[1:]))
+    with pytest.raises(ValueError, match="too many"):
+        beta_warped(1000, 1.0, 1.0, 1000)
