@@ -78,3 +78,21 @@ def test_bad_input():
         prototype_relabel(torch.eye(2), torch.tensor([0, 1]), torch.tensor([False, True]))
     with pytest.raises(ValueError, match="pop"):
         evolve_fusion([torch.zeros(2, 2)], torch.zeros(2, dtype=torch.long), pop=1)
+
+
+def test_early_stopping_baseline_keeps_the_best_validation_epoch_count():
+    from interp.contrib.data.experiments.gfd_emvc import EPOCHS_GRID, early_stopped, train_view
+
+    g = torch.Generator().manual_seed(0)
+    x, x_va = torch.randn(160, 6, generator=g), torch.randn(80, 6, generator=g)
+    y, y_va = (x[:, 0] > 0).long(), (x_va[:, 0] > 0).long()
+    y[:40] = 1 - y[:40]  # 25% flipped training labels
+
+    def acc(m):
+        with torch.no_grad():
+            return float((m(x_va)[0].argmax(1) == y_va).float().mean())
+
+    got = acc(early_stopped(x, y, x_va, y_va, 2, 30, seed=0))
+    # the candidates are EPOCHS_GRID (at most 30 epochs): the chosen one is the best of them, and training is seeded
+    assert got == max(acc(train_view(x, y, 2, e, 0)) for e in EPOCHS_GRID)
+    assert got > 0.8
