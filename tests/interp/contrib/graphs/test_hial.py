@@ -90,3 +90,21 @@ def test_bad_inputs():
         lazy_greedy(lambda S: float(len(S)), 4, 5)
     with pytest.raises(ValueError, match="alpha"):
         diffusion(torch.eye(2, dtype=torch.float64), 2, alpha=1.0)
+
+
+def test_kmeans_baseline_picks_one_node_per_cluster():
+    from interp.contrib.graphs.experiments.hial import kmeans_select
+
+    # three tight, far-apart clusters of 10 nodes: three picks, one in each, each nearest its cluster's centre
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]], dtype=torch.float64)
+    F = centres.repeat_interleave(10, 0) + 0.1 * torch.randn(30, 2, generator=g, dtype=torch.float64)
+    got = kmeans_select(F, 3, seed=0)
+    assert sorted(v // 10 for v in got) == [0, 1, 2]
+    for v in got:
+        members = F[(v // 10) * 10 : (v // 10 + 1) * 10]
+        assert int((members - members.mean(0)).norm(dim=1).argmin()) == v % 10
+    # as many picks as nodes: every node once
+    assert sorted(kmeans_select(F[:5], 5, seed=0)) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="budget"):
+        kmeans_select(F, 31, seed=0)
