@@ -55,3 +55,30 @@ def test_bad_inputs():
         SWMConfig(d_latent=0)
     with pytest.raises(ValueError, match="too short"):
         fit_ar(torch.zeros(1, 3, 1), p=3)
+
+
+def test_arx_baseline_features_and_its_fit_on_the_demo_world():
+    from interp.contrib.timeseries.experiments.social_world_model import (
+        ARX_LAGS,
+        H,
+        K,
+        arx_features,
+        arx_forecast,
+        fit_arx,
+        generate,
+    )
+
+    b, e, L = generate(64, 0)
+    x = arx_features(b, e, 10)
+    assert x.shape == (64, K + ARX_LAGS * K + (ARX_LAGS + H) * e.shape[2] + 1)
+    assert torch.allclose(x[:, :K], b[:, 9].double()) and torch.allclose(x[:, K : 2 * K], (b[:, 9] - b[:, 8]).double())
+    with pytest.raises(ValueError, match="t0"):
+        arx_features(b, e, ARX_LAGS)
+    # fit on the demo's world, forecast fresh sequences: far better than persistence after events
+    w, lam = fit_arx(b, e)
+    bt, et, _ = generate(64, 1000, L)
+    pred, fut = arx_forecast(bt[:, :45], et, w), bt[:, 45 : 45 + H]
+    ev = et[:, 45].abs().sum(1) > 0
+    arx = float(((pred - fut) ** 2)[ev].mean().sqrt())
+    pers = float(((persistence(bt[:, :45], H) - fut) ** 2)[ev].mean().sqrt())
+    assert pred.shape == fut.shape and arx < 0.5 * pers
