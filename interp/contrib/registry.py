@@ -284,15 +284,16 @@ PAPERS: tuple[Paper, ...] = (
         "SSMoE",
         "moe",
         "moe/ssmoe.py",
-        Status.PARTIAL,
-        "toy MoE, 10 seeds paired: on a collapsed router the clean and noisy accuracy gains are beyond seed noise, "
-        "load entropy is not in any setting; costs 1-2.4 points on a healthy router",
-        "collapsed router: clean 0.797 -> 0.821 (+0.024 ± 0.018 paired), noisy +0.022 ± 0.013, load entropy "
-        "0.953 -> 0.956 within seed noise; costs 1-2.4 points on a healthy router",
+        Status.NOT_REPRODUCED,
+        "toy MoE, 10 seeds paired: load entropy never rises beyond seed noise; the accuracy gain on a collapsed router "
+        "is a fifth of what equalising the router's row norms gives, training-free",
+        "collapsed router: SSMoE clean +0.024 ± 0.018, noisy +0.022 ± 0.013 (paired); equalised router rows +0.119 ± "
+        "0.041, +0.056 ± 0.017; anisotropic: centring the states lifts load entropy 0.715 -> 0.982, SSMoE +0.007 ± "
+        "0.057; costs 1-2.4 points on a healthy router",
         "interp.contrib.moe.experiments.ssmoe",
         ("--seeds", "1", "--steps", "5"),
         control="the original router (c = 0) and the spectral router alone (c = 1) on the same trained MoE; a "
-        "healthy-router setting",
+        "healthy-router setting; training-free router fixes (equalised rows, centred states)",
         seeds="10 model seeds (init, data draw) per setting (data and model varied together)",
     ),
     Paper(

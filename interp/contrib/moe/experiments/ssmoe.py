@@ -27,6 +27,7 @@ from torch import nn
 
 from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.moe.router_fixes import fixed_router
 from interp.contrib.moe.ssmoe import MoEBlock, SSMoERouter, expert_load, load_entropy
 from interp.contrib.report import fmt, mean_sd
 
@@ -81,6 +82,21 @@ def evaluate(net: Net, x, y, noise: float, seed: int) -> dict:
     return {"entropy": ent, "acc": acc, "acc_noisy": acc_noisy}
 
 
+FIXES = [
+    ("baseline: rows equalised", False, True),
+    ("baseline: centred", True, False),
+    ("baseline: rows equalised + centred", True, True),
+]
+"""Training-free router fixes (`interp.contrib.moe.router_fixes`): (label, centre on a calibration sample,
+equalise the rows)."""
+
+
+def record(rows: dict, setting: str, label: str, result: dict) -> None:
+    slot = rows.setdefault(setting, {}).setdefault(label, {"entropy": [], "acc": [], "acc_noisy": []})
+    for key, v in result.items():
+        slot[key].append(v)
+
+
 def run(seeds: int, steps: int) -> dict:
     settings = {"trained": 0.0, "shocked": 0.0, "anisotropic": 12.0}
     configs = (
@@ -99,10 +115,14 @@ def run(seeds: int, steps: int) -> dict:
                     net.moe.router.weight[:2] *= 10
             for label, c, k in configs:
                 net.moe.ssmoe = None if k is None else SSMoERouter.from_block(net.moe, k=k, c=c)
-                r = evaluate(net, xt, yt, noise=1.0, seed=seed)
-                slot = rows.setdefault(name, {}).setdefault(label, {"entropy": [], "acc": [], "acc_noisy": []})
-                for key, v in r.items():
-                    slot[key].append(v)
+                record(rows, name, label, evaluate(net, xt, yt, noise=1.0, seed=seed))
+            # the strong baseline (issue 42): training-free fixes of the router itself, no spectral router
+            net.moe.ssmoe, router = None, net.moe.router
+            calib, _ = sample(1024, torch.Generator().manual_seed(seed + 555))
+            for label, states, equalise in FIXES:
+                net.moe.router = fixed_router(router, calib if states else None, equalise)
+                record(rows, name, label, evaluate(net, xt, yt, noise=1.0, seed=seed))
+            net.moe.router = router
     out = {}
     for name, per in rows.items():
         out[name] = {}

@@ -94,3 +94,25 @@ def test_bad_input():
         mixed_routing(torch.zeros(1, 2), torch.zeros(1, 2), c=1.5, top_k=1)
     with pytest.raises(ValueError, match="expert ids"):
         expert_load(torch.tensor([0, 5]), 4)
+
+
+def test_router_fixes_equalise_rows_and_centre_states():
+    import torch
+    from torch import nn
+
+    from interp.contrib.moe.router_fixes import fixed_router
+
+    torch.manual_seed(0)
+    router = nn.Linear(6, 4, bias=False)
+    with torch.no_grad():
+        router.weight[:2] *= 10  # two rows grew: they win every token
+    before = router.weight.detach().clone()
+    fixed = fixed_router(router)
+    norms = fixed.weight.norm(dim=1)
+    assert torch.allclose(norms, norms.median().expand(4)) and fixed.bias is None
+    states = torch.randn(50, 6) + 5.0  # a shared component in every state
+    centred = fixed_router(router, states, equalise=False)
+    assert torch.allclose(centred(states).mean(0), torch.zeros(4), atol=1e-4)  # the mean state routes to zero logits
+    assert torch.equal(router.weight, before)  # the block's own router is unchanged
+    with pytest.raises(ValueError, match=r"states must be \[n, 6\]"):
+        fixed_router(router, torch.randn(3, 5))
