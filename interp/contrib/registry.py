@@ -646,13 +646,15 @@ PAPERS: tuple[Paper, ...] = (
         "MultiBreak",
         "security",
         "security/multibreak.py",
-        Status.PARTIAL,
-        "loop only, benign placeholders",
-        "toy judge: active learning reaches 0.82 success per round vs 0.10 for random mutation; SmolLM2 "
-        "refusal-direction judge: no success for either, mean refusal projection 10.9 -> 8.4 vs 10.6",
+        Status.NOT_REPRODUCED,
+        "loop only, benign placeholders; plain elitist search beats the active-learning loop on every toy judge",
+        "toy judge: active learning reaches 0.82 success per round vs 0.10 for random mutation, but elitist search "
+        "(elite tuned on separate judges) 1.00 (mean over rounds 0.70 vs 0.43, 5/5 judges); SmolLM2 refusal-direction "
+        "judge: no success for any loop, mean refusal projection 10.9 -> 8.4 (active) / 8.9 (elitist) vs 10.6",
         "interp.contrib.security.experiments.multibreak",
         ("--quick",),
-        control="random mutation with the same rounds, batch and judges",
+        control="random mutation with the same rounds, batch and judges; strong baseline: elitist search (uniform "
+        "mutations of the best so far), elite size tuned on separate toy judges",
         seeds="3 seeds, each its own toy judge and mutation stream",
     ),
     Paper(

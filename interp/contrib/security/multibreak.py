@@ -190,3 +190,27 @@ def random_loop(judge, rounds: int, batch: int, rng: np.random.Generator, max_tu
         pool += cands
         cands = [_mutate(pool[int(rng.integers(len(pool)))], weights, rng, max_turns) for _ in range(batch)]
     return LoopHistory(rates, len(found), judge.queries, means, bests)
+
+
+def elitist_loop(
+    judge, rounds: int, batch: int, rng: np.random.Generator, max_turns: int = 5, elite: int = 4
+) -> LoopHistory:
+    """Strong baseline (issue 42): plain elitist search, no generator update: each round mutates (uniformly) the
+    `elite` lowest-scoring candidates judged so far."""
+    _check(rounds, batch)
+    if elite < 1:
+        raise ValueError(f"elite={elite} must be >= 1")
+    weights = np.ones(len(TURNS))
+    cands, found, rates, means, bests = _initial(batch, rng), set(), [], [], []
+    seen: dict[tuple[int, ...], float] = {}
+    for _ in range(rounds):
+        s = judge.score(cands)
+        ok = s < 0
+        rates.append(float(ok.mean()))
+        means.append(float(s.mean()))
+        bests.append(min(float(s.min()), bests[-1] if bests else np.inf))
+        found.update(c for c, g in zip(cands, ok) if g)
+        seen.update(zip(cands, map(float, s)))
+        parents = sorted(seen, key=seen.get)[:elite]
+        cands = [_mutate(parents[k % len(parents)], weights, rng, max_turns) for k in range(batch)]
+    return LoopHistory(rates, len(found), judge.queries, means, bests)

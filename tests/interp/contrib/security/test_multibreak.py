@@ -9,6 +9,7 @@ from interp.contrib.security.multibreak import (
     RefusalDirectionJudge,
     active_loop,
     conversation,
+    elitist_loop,
     random_loop,
 )
 
@@ -64,3 +65,14 @@ def test_bad_input():
         random_loop(KeywordJudge(), 0, 4, np.random.default_rng(0))
     with pytest.raises(ValueError, match="at least one"):
         RefusalDirectionJudge(_FakeModel(), 0, [], ["x"])
+
+
+def test_elitist_baseline_mutates_the_best_so_far():
+    # issue 42's strong baseline on toy judges: the last round all succeed, far above random mutation
+    for s in (0, 1):
+        e = elitist_loop(KeywordJudge(seed=s), 8, 16, np.random.default_rng(0), elite=1)
+        r = random_loop(KeywordJudge(seed=s), 8, 16, np.random.default_rng(0))
+        assert e.queries == 128 and e.success_rate[-1] == 1.0 and r.success_rate[-1] < 0.3
+        assert e.best_score == sorted(e.best_score, reverse=True)  # the best score so far never rises
+    with pytest.raises(ValueError, match="elite"):
+        elitist_loop(KeywordJudge(seed=0), 2, 4, np.random.default_rng(0), elite=0)
