@@ -78,3 +78,21 @@ def test_bad_input():
         federated_train([], (torch.zeros(1, 4), torch.zeros(1)), (4, 2), FedConfig())
     with pytest.raises(ValueError, match="alpha"):
         dirichlet_split(torch.zeros(3), 2, 0.0, torch.Generator())
+
+
+def test_tuned_baseline_picks_from_its_grid_and_keeps_test_rows_out(monkeypatch):
+    from interp.contrib.common.datasets import digits
+    from interp.contrib.privacy.experiments import fedfit as exp
+
+    x, y = digits()
+    x, y = x[:500], y[:500]
+    # a one-point grid: the tuned run is exactly that setting trained on the clients, scored on the test rows
+    monkeypatch.setattr(exp, "TUNE_LR", (0.2,))
+    monkeypatch.setattr(exp, "TUNE_PRUNE", (0.3,))
+    out = exp.tuned_run(x, y, (64, 32, 10), seed=0, rounds=3, n_test=100, n_val=100)
+    assert out["magnitude / gradient, tuned settings"] == (0.2, 0.3) == out["FedFit (Fisher), tuned settings"]
+    assert all(0.0 <= out[k] <= 1.0 for k in exp.TUNED_RULES)
+    # two learning rates: the choice is the one with the better validation accuracy, so a useless lr loses
+    monkeypatch.setattr(exp, "TUNE_LR", (1e-6, 0.2))
+    out = exp.tuned_run(x, y, (64, 32, 10), seed=0, rounds=3, n_test=100, n_val=100)
+    assert out["FedFit (Fisher), tuned settings"][0] == 0.2
