@@ -664,13 +664,15 @@ PAPERS: tuple[Paper, ...] = (
         "security",
         "security/orch_jail.py",
         Status.PARTIAL,
-        "benign toy, our reconstruction: the guided fuzzer wins at 300 and 1,000 queries; the image-fidelity and "
-        "defence claims do not apply",
-        "100 simulated agents, 1,000 queries: 99/100 broken vs 38/100 for random mutation, first success 384 vs 828 "
-        "queries, 82 vs 0.4 successes per 1,000; at 300 queries 35/100 vs 9/100 (95% intervals disjoint)",
+        "benign toy, our reconstruction: the guided fuzzer beats a tuned random-mutation hill climber at 1,000 "
+        "queries, ties it at 300; the image-fidelity and defence claims do not apply",
+        "100 simulated agents, 1,000 queries: 99/100 broken vs 38/100 for random mutation (tuned: 89/100), first "
+        "success 384 vs 828 (tuned 464) queries, 82 vs 0.4 (tuned 1.9) successes per 1,000; at 300 queries 35/100 vs "
+        "9/100 (tuned 42/100)",
         "interp.contrib.security.experiments.orch_jail",
         ("--quick",),
-        control="random mutation with the same query budget per agent",
+        control="random mutation with the same query budget per agent; strong baseline: the same hill climber with "
+        "its edits per candidate and seed length tuned on separate agents",
         seeds="100 simulated agents, each with its own fuzzing seed (no trained model)",
     ),
     Paper(

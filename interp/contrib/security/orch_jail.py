@@ -114,19 +114,27 @@ def _mutate_random(prompt: list[str], words, rng) -> list[str]:
     return p[:24]
 
 
-def random_fuzz(agent: ToolAgent, budget: int, rng: np.random.Generator) -> FuzzResult:
-    """Baseline: random word mutations of the current prompt (kept when its plan got closer, else reverted)."""
+def random_fuzz(
+    agent: ToolAgent, budget: int, rng: np.random.Generator, mutations: int = 1, seed_len: int = 8
+) -> FuzzResult:
+    """Baseline: random word mutations of the current prompt (kept when its plan got closer, else reverted).
+    `mutations` edits per candidate and the seed prompts' length `seed_len` are the settings issue 42's strong
+    baseline tunes (defaults: the original control)."""
     _check(budget)
+    if mutations < 1 or seed_len < 1:
+        raise ValueError(f"mutations ({mutations}) and seed_len ({seed_len}) must be >= 1")
     agent.queries = 0
-    cur, first, hits = _seed_prompt(agent, rng), None, set()
+    cur, first, hits = _seed_prompt(agent, rng, seed_len), None, set()
     best = contains_in_order(agent.plan(cur) or [])
     for q in range(2, budget + 1):
-        cand = _mutate_random(cur, agent.words, rng)
+        cand = cur
+        for _ in range(mutations):
+            cand = _mutate_random(cand, agent.words, rng)
         plan = agent.plan(cand)
         if agent.is_unsafe(plan):
             first = first or q
             hits.add(tuple(cand))
-            cur, best = _seed_prompt(agent, rng), 0
+            cur, best = _seed_prompt(agent, rng, seed_len), 0
             continue
         score = contains_in_order(plan) if plan is not None else -1
         if score >= best:

@@ -54,3 +54,14 @@ def test_the_wilson_interval_covers_the_proportion_and_narrows_with_agents():
     assert hi100 - lo100 < (hi10 - lo10) / 2
     assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
     assert abs(wilson(35, 100)[0] - 0.264) < 0.005  # a textbook value
+
+
+def test_tuned_hill_climber_settings():
+    # defaults reproduce the original control draw for draw; 8 edits on long seeds find the composition sooner here
+    for s, (default_first, tuned_first) in enumerate([(958, 127), (400, 275)]):
+        a = random_fuzz(ToolAgent(seed=s), 1000, np.random.default_rng(s))
+        b = random_fuzz(ToolAgent(seed=s), 1000, np.random.default_rng(s), mutations=1, seed_len=8)
+        c = random_fuzz(ToolAgent(seed=s), 1000, np.random.default_rng(s), mutations=8, seed_len=24)
+        assert a.first_success == b.first_success == default_first and c.first_success == tuned_first
+    with pytest.raises(ValueError, match="mutations"):
+        random_fuzz(ToolAgent(seed=0), 10, np.random.default_rng(0), mutations=0)
