@@ -10,7 +10,10 @@ with max-softmax (MSP) rejection; nearest class-mean prototypes with an energy s
 -|x - μ_c|²/2); SAFER (rank 8, γ 1), SAFER with γ 0 (logit energy only) and SAFER without reshaping;
 the control that isolates the fingerprints: one frozen head per task on raw features, routed by the plain
 logit energy (SAFER without reshaping and with γ 0). Seeds: data seeds (graph, split; heads seeded alike),
-then head seeds on graph 0.
+then head seeds on graph 0. Strong baseline (issue 42): "Mahalanobis prototypes", the class means plus one
+within-class covariance pooled over every task seen (sufficient statistics only, nothing replayed), shrunk 10%
+towards its mean eigenvalue (fixed; SAFER's rank and γ are fixed too); nearest class by Mahalanobis distance, the
+unknown score -logsumexp(-d²/2). Printed: SAFER minus it, paired by seed (graph only).
 Metrics after the last task: accuracy on known test nodes, forgetting (task-1 accuracy just after task 1
 minus at the end), open-set AUROC (unknown vs known by the method's score).
 
@@ -36,7 +39,8 @@ from interp.contrib.uncertainty_ood.safer import SAFER, sbm_graph, sgc_features
 TASKS = ((0, 1), (2, 3), (4, 5))
 UNKNOWN = (6, 7)
 CONTROL = "control: frozen per-task heads, plain energy"
-METHODS = ("fine-tune + MSP", "prototype energy", CONTROL, "SAFER", "SAFER γ=0", "SAFER no reshape")
+MAHA = "Mahalanobis prototypes (strong baseline)"
+METHODS = ("fine-tune + MSP", "prototype energy", MAHA, CONTROL, "SAFER", "SAFER γ=0", "SAFER no reshape")
 
 
 def split(y: torch.Tensor, seed: int):
@@ -78,6 +82,31 @@ class Prototypes:
         return torch.tensor(self.cls)[d.argmin(1)], torch.logsumexp(-d, 1).neg()
 
 
+class MahalanobisPrototypes(Prototypes):
+    """Class means and a within-class covariance pooled over the tasks seen (sums only), shrunk towards its mean
+    eigenvalue by `shrink`; nearest class by Mahalanobis distance, unknown score -logsumexp(-d²/2)."""
+
+    def __init__(self, shrink: float = 0.1):
+        super().__init__()
+        self.shrink, self.scatter, self.n = shrink, None, 0
+
+    def learn_task(self, x, y, seed=0):
+        super().learn_task(x, y, seed)
+        x = x.double()
+        for c in torch.unique(y):
+            z = x[y == c] - x[y == c].mean(0)
+            self.scatter = z.T @ z if self.scatter is None else self.scatter + z.T @ z
+            self.n += len(z)
+
+    def predict(self, x):
+        cov = self.scatter / max(1, self.n - len(self.mu))
+        cov = (1 - self.shrink) * cov + self.shrink * cov.diagonal().mean() * torch.eye(len(cov), dtype=cov.dtype)
+        white = torch.linalg.cholesky(torch.linalg.inv(cov))  # d² = |(x - μ) L|²
+        mu = torch.stack(self.mu).double()
+        d = torch.cdist(x.double() @ white, mu @ white).pow(2) / 2
+        return torch.tensor(self.cls)[d.argmin(1)], torch.logsumexp(-d, 1).neg().float()
+
+
 def evaluate(make, feats, y, seed: int, model_seed: int | None = None) -> dict[str, float]:
     """One method's metrics on the split `seed` draws; `model_seed` (default `seed`) seeds the heads."""
     tr, te, unk = split(y, seed)
@@ -104,6 +133,7 @@ def run(feats, y, seeds: int, steps: int, model_seeds: bool = False) -> dict[str
     makers = {
         "fine-tune + MSP": lambda: FineTune(steps),
         "prototype energy": Prototypes,
+        MAHA: MahalanobisPrototypes,
         # the control: SAFER's frozen per-task heads and energy routing without its fingerprints
         # (heads on raw features, no residual term)
         CONTROL: lambda: SAFER(rank=8, gamma=0.0, reshape_features=False, steps=steps),
@@ -172,6 +202,7 @@ def main(argv=None) -> dict:
         out["graph"],
     )
     print(paired(out["graph"], "SAFER", CONTROL))
+    print(paired(out["graph"], "SAFER", MAHA))
     out["graph, head seeds"] = run(lambda s: data[0][0], lambda s: data[0][1], seeds, steps, model_seeds=True)
     show(f"\nthe same, graph and split 0, {seeds} head seeds", out["graph, head seeds"])
     if not (a.quick or a.no_lm):

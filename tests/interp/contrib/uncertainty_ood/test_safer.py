@@ -61,3 +61,24 @@ def test_bad_input():
         fingerprint(torch.randn(4, 3), 5)
     with pytest.raises(ValueError, match="p_out"):
         sbm_graph(10, 2, 0.1, 0.5, 2, 1.0, 0)
+
+
+def test_mahalanobis_prototypes_pool_the_covariance_across_tasks():
+    from interp.contrib.uncertainty_ood.experiments.safer import MahalanobisPrototypes, Prototypes
+
+    # two classes, one per task, elongated along axis 0: the means differ along axis 1 only
+    g = torch.Generator().manual_seed(0)
+    scale = torch.tensor([10.0, 0.5])
+    xa, xb = torch.randn(200, 2, generator=g) * scale, torch.randn(200, 2, generator=g) * scale + torch.tensor([0, 2.0])
+    m = MahalanobisPrototypes(shrink=0.0)
+    m.learn_task(xa, torch.zeros(200, dtype=torch.long))
+    m.learn_task(xb, torch.ones(200, dtype=torch.long))
+    assert m.n == 400 and torch.allclose(m.scatter / 398, torch.diag(scale**2).double(), rtol=0.25, atol=0.1)
+    # a point far out along the long axis but on class 0's side: Mahalanobis keeps it, Euclidean prototypes do not
+    probe = torch.tensor([[8.0, 0.2], [0.0, 25.0]])
+    pred, score = m.predict(probe)
+    assert pred[0] == 0 and score[1] > score[0]  # the off-manifold point is the more "unknown" one
+    e = Prototypes()
+    e.learn_task(xa, torch.zeros(200, dtype=torch.long))
+    e.learn_task(xb, torch.ones(200, dtype=torch.long))
+    assert e.predict(probe)[1][0] > score[0]  # Euclidean energy calls the first point far more unusual
