@@ -710,14 +710,17 @@ PAPERS: tuple[Paper, ...] = (
         "BRep",
         "graphs",
         "graphs/brep.py",
-        Status.PARTIAL,
-        "synthetic quadratic coupling: perfect in 1 of 3 seeds; on SmolLM2 co-activations Pearson wins",
+        Status.NOT_REPRODUCED,
+        "synthetic quadratic coupling: perfect in 1 of 3 seeds, while amplitude-envelope correlation + ridge finds "
+        "it on every seed; on SmolLM2 co-activations Pearson wins",
         "synthetic quadratic coupling invisible to Pearson: BRep perfect in 1 of 3 seeds (1.00; else 0.47, 0.48) "
-        "while Pearson + MLP stays at chance (0.43-0.56); SmolLM2 co-activation of 30 residual units, corpus from 63 "
-        "tokens: Pearson 0.944 vs BRep 0.715 ± 0.349",
+        "while Pearson + MLP stays at chance (0.43-0.56) and amplitude-envelope correlation + CV'd ridge reaches "
+        "0.997 ± 0.006; SmolLM2 co-activation of 30 residual units, corpus from 63 tokens: Pearson 0.944 vs BRep "
+        "0.715 ± 0.349",
         "interp.contrib.graphs.experiments.brep",
         ("--quick",),
-        control="Pearson connectivity + the same MLP head (the kernels are the ingredient)",
+        control="Pearson connectivity + the same MLP head (the kernels are the ingredient); strong baseline: "
+        "Pearson and amplitude-envelope correlation into a ridge classifier with a CV penalty",
         seeds="3 seeds, each a fresh train/test split and init (data and model varied together), synthetic and SmolLM2",
     ),
     Paper(

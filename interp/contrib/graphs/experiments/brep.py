@@ -12,6 +12,12 @@ SmolLM2 ([C]; `smollm2-135m`, `blocks.12.hook_resid_post` from the contrib `Acti
 stdlib-docs, stdlib and pydoc-topics, 48 sequences x 63 tokens each, position 0 dropped): tokens are time,
 the 30 residual units of largest variance (after dropping the 3 massive-activation units) are the
 "regions"; the label is the corpus (3 classes; 96 train / 48 test sequences).
+
+Strong baseline (issue 42, synthetic only): the neuroimaging connectivity measures a referee tries first, each
+into a linear ridge classifier whose penalty is chosen by 5-fold CV on the training subjects (LAMS), same splits:
+Pearson connectivity (the linear version of the control) and amplitude-envelope correlation (Pearson of the
+centred |x_t|, the standard measure of amplitude coupling). `--baselines-only` skips the BRep / Pearson + MLP
+training (6 minutes a seed) and prints these rows alone.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import json
 
 import torch
 
+from interp.contrib.common.ridge import ridge_classify
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.graphs.brep import BRep, PearsonMLP, accuracy, pearson_connectivity, train_classifier
 from interp.contrib.report import fmt, markdown_table
@@ -62,6 +69,40 @@ def smollm_series():
     return X[:, :, units], torch.tensor(ys), units.tolist()
 
 
+LAMS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)
+BASELINES = ("Pearson + ridge, CV (strong baseline)", "amplitude-envelope corr. + ridge, CV (strong baseline)")
+
+
+def upper(c: torch.Tensor) -> torch.Tensor:
+    """The strict upper triangle of connectivity matrices [n, R, R] as features [n, R(R-1)/2]."""
+    i, j = torch.triu_indices(c.shape[1], c.shape[2], 1)
+    return c[:, i, j]
+
+
+def cv_ridge_accuracy(f_tr, y_tr, f_te, y_te, n_classes, folds: int = 5) -> tuple[float, float]:
+    """Test accuracy of the ridge classifier with its penalty chosen by `folds`-fold CV on the training rows."""
+    n = len(y_tr)
+    err = dict.fromkeys(LAMS, 0)
+    for f in range(folds):
+        val = torch.zeros(n, dtype=torch.bool)
+        val[f * n // folds : (f + 1) * n // folds] = True
+        for lam in LAMS:
+            err[lam] += int((ridge_classify(f_tr[~val], y_tr[~val], f_tr[val], n_classes, lam) != y_tr[val]).sum())
+    lam = min(LAMS, key=lambda v: err[v])
+    return float((ridge_classify(f_tr, y_tr, f_te, n_classes, lam) == y_te).float().mean()), lam
+
+
+def baselines(x, y, n_train, n_classes, s: int = 0) -> dict[str, float]:
+    """The strong-baseline rows on the split `compare` draws for its seed `s`."""
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(1000 + s))
+    tr, te = perm[:n_train], perm[n_train:]
+    feats = {
+        BASELINES[0]: upper(pearson_connectivity(x)).double(),
+        BASELINES[1]: upper(pearson_connectivity(x.abs())).double(),
+    }
+    return {k: cv_ridge_accuracy(f[tr], y[tr], f[te], y[te], n_classes)[0] for k, f in feats.items()}
+
+
 def compare(x, y, n_train, n_classes, seeds, epochs):
     res = {"Pearson + MLP": [], "BRep": []}
     for s in range(seeds):
@@ -85,6 +126,7 @@ def main(argv=None) -> dict:
     )
     ap.add_argument("--lm-only", action="store_true", help="only the SmolLM2 run")
     ap.add_argument("--first-seed", type=int, default=0, help="seed of the first synthetic run (to split runs)")
+    ap.add_argument("--baselines-only", action="store_true", help="only the strong-baseline rows (synthetic, fast)")
     a = parse(ap, argv)
     if a.seeds <= 0:
         raise ValueError("--seeds must be positive")
@@ -93,8 +135,9 @@ def main(argv=None) -> dict:
     rows = []
     for s in range(a.first_seed, a.first_seed + (0 if a.lm_only else seeds)):
         x, y = synthetic(s, *((80, 60, 10) if a.quick else (400, 200, 30)))
-        r = compare(x, y, 60 if a.quick else 300, 2, 1, 8 if a.quick else 30)
-        rows.append({k: v[0] for k, v in r.items()})
+        n_train = 60 if a.quick else 300
+        r = {} if a.baselines_only else {k: v[0] for k, v in compare(x, y, n_train, 2, 1, 8 if a.quick else 30).items()}
+        rows.append({**r, **baselines(x, y, n_train, 2)})
         if s == a.first_seed:
             C = pearson_connectivity(x)
             pear = C[:, 0, 1].abs().mean().item()
@@ -105,7 +148,7 @@ def main(argv=None) -> dict:
             f"pair {pear:.3f}"
         )
         print(markdown_table(["representation", "test accuracy"], [[k, fmt([r[k] for r in rows])] for k in rows[0]]))
-    if not (a.quick or a.no_lm):
+    if not (a.quick or a.no_lm or a.baselines_only):
         x, y, units = smollm_series()
         lm = compare(x, y, 96, 3, seeds, 30)
         out["smollm2"] = {"accuracy": lm, "units": units}

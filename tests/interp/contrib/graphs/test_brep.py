@@ -56,3 +56,13 @@ def test_bad_inputs():
         PearsonMLP(1)
     with pytest.raises(ValueError, match="same non-zero length"):
         train_classifier(BRep(3), torch.randn(4, 10, 3), torch.zeros(3, dtype=torch.long))
+
+
+def test_envelope_baseline_sees_the_quadratic_coupling_pearson_misses():
+    from interp.contrib.graphs.experiments.brep import BASELINES, baselines, synthetic, upper
+
+    c = torch.arange(9.0).view(1, 3, 3)
+    assert upper(c).tolist() == [[1.0, 2.0, 5.0]]
+    x, y = synthetic(0, 80, 60, 10)  # the --quick size
+    acc = baselines(x, y, 60, 2)
+    assert acc[BASELINES[1]] == 1.0 and acc[BASELINES[0]] < 0.8
