@@ -149,29 +149,41 @@ def _initial(batch: int, rng) -> list[tuple[int, ...]]:
     return [tuple(int(t) for t in rng.choice(len(TURNS), size=2, replace=False)) for _ in range(batch)]
 
 
+def _judge_round(judge, cands: list, hist: LoopHistory, found: set) -> np.ndarray:
+    """Score one round's candidates, record the round in `hist` (success rate, mean, best so far) and the successes
+    in `found`; returns the scores."""
+    s = judge.score(cands)
+    hist.success_rate.append(float((s < 0).mean()))
+    hist.mean_score.append(float(s.mean()))
+    hist.best_score.append(min(float(s.min()), hist.best_score[-1] if hist.best_score else np.inf))
+    found.update(c for c, good in zip(cands, s < 0) if good)
+    return s
+
+
+def _finish(hist: LoopHistory, found: set, judge) -> LoopHistory:
+    hist.found, hist.queries = len(found), judge.queries
+    return hist
+
+
 def active_loop(
     judge, rounds: int, batch: int, rng: np.random.Generator, max_turns: int = 5, lr: float = 1.0
 ) -> LoopHistory:
     """Generator update on successes + refinement of the most uncertain failures."""
     _check(rounds, batch)
     weights = np.ones(len(TURNS))
-    cands, found, rates, means, bests = _initial(batch, rng), set(), [], [], []
+    cands, found, hist = _initial(batch, rng), set(), LoopHistory([], 0, 0)
     for _ in range(rounds):
-        s = judge.score(cands)
+        s = _judge_round(judge, cands, hist, found)
         ok = s < 0
-        rates.append(float(ok.mean()))
-        means.append(float(s.mean()))
-        bests.append(min(float(s.min()), bests[-1] if bests else np.inf))
         for c, good in zip(cands, ok):
             if good:
-                found.add(c)
                 for t in c:  # "fine-tune" the generator on the successful attack
                     weights[t] += lr
         # refine: successes seed new variants too, then the failures closest to the threshold
         order = np.argsort(np.where(ok, -np.inf, np.abs(s)))
         parents = [cands[i] for i in order[: max(2, batch // 2)]]
         cands = [_mutate(parents[k % len(parents)], weights, rng, max_turns) for k in range(batch)]
-    return LoopHistory(rates, len(found), judge.queries, means, bests)
+    return _finish(hist, found, judge)
 
 
 def random_loop(judge, rounds: int, batch: int, rng: np.random.Generator, max_turns: int = 5) -> LoopHistory:
@@ -179,17 +191,12 @@ def random_loop(judge, rounds: int, batch: int, rng: np.random.Generator, max_tu
     _check(rounds, batch)
     weights = np.ones(len(TURNS))
     pool = _initial(batch, rng)
-    cands, found, rates, means, bests = list(pool), set(), [], [], []
+    cands, found, hist = list(pool), set(), LoopHistory([], 0, 0)
     for _ in range(rounds):
-        s = judge.score(cands)
-        ok = s < 0
-        rates.append(float(ok.mean()))
-        means.append(float(s.mean()))
-        bests.append(min(float(s.min()), bests[-1] if bests else np.inf))
-        found.update(c for c, g in zip(cands, ok) if g)
+        _judge_round(judge, cands, hist, found)
         pool += cands
         cands = [_mutate(pool[int(rng.integers(len(pool)))], weights, rng, max_turns) for _ in range(batch)]
-    return LoopHistory(rates, len(found), judge.queries, means, bests)
+    return _finish(hist, found, judge)
 
 
 def elitist_loop(
@@ -201,16 +208,11 @@ def elitist_loop(
     if elite < 1:
         raise ValueError(f"elite={elite} must be >= 1")
     weights = np.ones(len(TURNS))
-    cands, found, rates, means, bests = _initial(batch, rng), set(), [], [], []
+    cands, found, hist = _initial(batch, rng), set(), LoopHistory([], 0, 0)
     seen: dict[tuple[int, ...], float] = {}
     for _ in range(rounds):
-        s = judge.score(cands)
-        ok = s < 0
-        rates.append(float(ok.mean()))
-        means.append(float(s.mean()))
-        bests.append(min(float(s.min()), bests[-1] if bests else np.inf))
-        found.update(c for c, g in zip(cands, ok) if g)
+        s = _judge_round(judge, cands, hist, found)
         seen.update(zip(cands, map(float, s)))
         parents = sorted(seen, key=seen.get)[:elite]
         cands = [_mutate(parents[k % len(parents)], weights, rng, max_turns) for k in range(batch)]
-    return LoopHistory(rates, len(found), judge.queries, means, bests)
+    return _finish(hist, found, judge)
