@@ -33,6 +33,7 @@ from attribution.looped import random_looped_gpt
 from attribution.sdi import looped_featurizer, sdi_from_features, step_decomposed_influence
 from attribution.tracin import features
 from attribution.train import train_lm
+from interp.infra.argtypes import positive_int
 
 
 def loglog_slope(ms: list[float], errs: list[float]) -> float | None:
@@ -45,13 +46,18 @@ def loglog_slope(ms: list[float], errs: list[float]) -> float | None:
     return sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sum((x - xm) ** 2 for x in xs)
 
 
+def sizes(text: str) -> list[int]:
+    """`--sizes 256,2048`: comma-separated whole numbers >= 1."""
+    return [positive_int(t) for t in text.split(",") if t.strip()] or [positive_int(text)]
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/sdi_exp")
-    p.add_argument("--sizes", default="256,1024,2048,4096,16384")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--bias-seeds", type=int, default=64)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sizes", type=sizes, default="256,1024,2048,4096,16384", help="sketch sizes m, e.g. 256,2048")
+    p.add_argument("--seeds", type=positive_int, default=5)
+    p.add_argument("--bias-seeds", type=positive_int, default=64)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--init", choices=("official", "torch"), default="official", help="N(0, 0.02) or torch's defaults")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -106,7 +112,7 @@ def main(argv=None) -> dict:
         return float(torch.stack(sq).mean().sqrt())
 
     rows = []
-    for m in [int(x) for x in args.sizes.split(",")]:
+    for m in args.sizes:
         errs, terrs, cons, agree = [], [], [], []
         for s in range(args.seeds):
             r = sketched(m, s)

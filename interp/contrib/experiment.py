@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from interp.infra.argtypes import positive_int
+
 THREADS_HELP = "torch threads (1 is fastest on a shared 2-core box)"
 
 
@@ -22,9 +24,10 @@ def experiment_parser(
 ) -> argparse.ArgumentParser:
     """An ArgumentParser described by the first line of `doc`, with these options in this order:
 
-    - `--seeds N` (int, default `seeds`; none when `seeds` is None);
+    - `--seeds N` (a whole number >= 1, default `seeds`; none when `seeds` is None);
     - one option a keyword of `options`, in the order given: `time_scale=3.0` is `--time-scale` with that
-      default and its type (int, float, str; False makes a flag); `steps=(4000, "DDPM training steps")`
+      default and its type (int, float, str; False makes a flag; an int default >= 1 takes whole numbers >= 1 only,
+      so `--agents -3` is argparse's one `error:` line); `steps=(4000, "DDPM training steps")`
       gives it a help text;
     - `--threads N` (default `threads`, help `THREADS_HELP`) when `threads` is given;
     - `--quick` with help `quick` when given;
@@ -34,16 +37,17 @@ def experiment_parser(
     """
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     if seeds is not None:
-        ap.add_argument("--seeds", type=int, default=seeds)
+        ap.add_argument("--seeds", type=positive_int, default=seeds)
     for name, spec in options.items():
         default, help_ = spec if isinstance(spec, tuple) else (spec, None)
         flag = "--" + name.replace("_", "-")
         if default is False:
             ap.add_argument(flag, action="store_true", help=help_)
         else:
-            ap.add_argument(flag, type=type(default), default=default, help=help_)
+            kind = positive_int if type(default) is int and default >= 1 else type(default)
+            ap.add_argument(flag, type=kind, default=default, help=help_)
     if threads is not None:
-        ap.add_argument("--threads", type=int, default=threads, help=THREADS_HELP)
+        ap.add_argument("--threads", type=positive_int, default=threads, help=THREADS_HELP)
     if quick is not None:
         ap.add_argument("--quick", action="store_true", help=quick)
     if no_lm:

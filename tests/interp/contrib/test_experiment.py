@@ -62,3 +62,12 @@ def test_importing_the_helper_does_not_import_torch():
     code = "import sys, interp.contrib.experiment; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_counts_and_seeds_refuse_values_below_one(capsys):
+    ap = experiment_parser("doc", seeds=3, threads=1, agents=100, noise=0.5)
+    for bad in (["--seeds", "0"], ["--agents", "-3"], ["--threads", "0"]):
+        with pytest.raises(SystemExit) as e:
+            ap.parse_args(bad)
+        assert e.value.code == 2 and "expected a whole number >= 1" in capsys.readouterr().err
+    assert ap.parse_args(["--noise", "-1"]).noise == -1.0  # floats keep their own range
