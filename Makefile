@@ -51,9 +51,14 @@ lint: install
 docs: install
 	$(BIN)/python docs/build_api.py --out docs/api
 
+# The suite's temporary files (pytest's tmp_path, the notebooks' folders) go under .cache/test-tmp, emptied before
+# each run and removed after a green one: a run leaves nothing in /tmp, and a red one leaves its files to look at.
+TEST_TMP := $(CURDIR)/.cache/test-tmp
+
 test: install lint
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_RUNTIME_DIR) $(MPLCONFIGDIR)
-	$(BIN)/python -m pytest -q --durations=15 tests --nbmake notebooks
+	rm -rf $(TEST_TMP) && mkdir -p $(TEST_TMP)
+	TMPDIR=$(TEST_TMP) $(BIN)/python -m pytest -q --durations=15 tests --nbmake notebooks && rm -rf $(TEST_TMP)
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
