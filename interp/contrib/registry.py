@@ -622,7 +622,8 @@ PAPERS: tuple[Paper, ...] = (
         Status.REPRODUCED,
         "simulated valuations, m up to 160 items",
         "queries for 90% envy-free success grow as m^2.50 ± 0.07 and Δ^-2.17 (paper m^2.5/Δ²); per-item baseline "
-        "m^3.44, 9-16x more at m = 80-160",
+        "m^3.44, 9-16x more at m = 80-160; the median split wins at m ≤ 40 when told the counts but scales as "
+        "m^3.36 and fails on unequal planted splits",
         "interp.contrib.fairness.experiments.ef_noisy_queries",
         ("--quick",),
         control="the per-item baseline (each good's value estimated independently) at the same budget grid",

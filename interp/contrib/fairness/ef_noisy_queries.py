@@ -54,21 +54,32 @@ def is_envy_free(values: np.ndarray, a1: np.ndarray) -> bool:
     return min(envy_margins(values, a1)) >= 0
 
 
-def planted_instance(m: int, delta: float, rng: np.random.Generator) -> Instance:
-    """Shared base values b_j ~ U[0.5, 1.5], a planted split P_1 with b(P_1) ≈ b(P_2) (greedy balancing),
-    then v_1 = b + (Δ/m)·s, v_2 = b - (Δ/m)·s with s = ±1 on P_1 / P_2: the planted allocation has both
-    margins Δ ± |b(P_1) - b(P_2)| (about Δ), and each good's preference is only 2Δ/m strong."""
+def planted_instance(m: int, delta: float, rng: np.random.Generator, share: float | None = None) -> Instance:
+    """Shared base values b_j ~ U[0.5, 1.5], a planted split P_1 with b(P_1) ≈ b(P_2), then
+    v_1 = b + (Δ/m)·s, v_2 = b - (Δ/m)·s with s = ±1 on P_1 / P_2: the planted allocation has both
+    margins Δ ± |b(P_1) - b(P_2)| (about Δ), and each good's preference is only 2Δ/m strong.
+
+    `share=None` (the default) balances by greedy (largest base value to the lighter side: about m/2 goods
+    each). `share=f` plants round(f·m) random goods in P_1 and scales their base values so that
+    b(P_1) = b(P_2) exactly: fewer, larger goods on one side, which a rule that assumes equal counts misses."""
     if m < 2:
         raise ValueError(f"m={m}: need at least two goods")
     if not 0 < delta <= m / 2:
         raise ValueError(f"delta={delta} must lie in (0, m/2] so that values stay non-negative")
     b = rng.uniform(0.5, 1.5, m)
     planted = np.zeros(m, dtype=bool)
-    load = [0.0, 0.0]
-    for j in np.argsort(-b):
-        side = 0 if load[0] <= load[1] else 1
-        planted[j] = side == 0
-        load[side] += b[j]
+    if share is None:
+        load = [0.0, 0.0]
+        for j in np.argsort(-b):
+            side = 0 if load[0] <= load[1] else 1
+            planted[j] = side == 0
+            load[side] += b[j]
+    else:
+        k = round(share * m)
+        if not 1 <= k <= m - 1:
+            raise ValueError(f"share={share} plants {k} of {m} goods with agent 1; it must leave each agent one")
+        planted[rng.permutation(m)[:k]] = True
+        b[planted] *= b[~planted].sum() / b[planted].sum()
     s = np.where(planted, 1.0, -1.0)
     return Instance(np.stack([b + delta / m * s, b - delta / m * s]), planted)
 
@@ -117,6 +128,19 @@ def per_item_allocation(est: np.ndarray) -> np.ndarray:
     if est.ndim != 2 or est.shape[0] != 2:
         raise ValueError(f"estimates must be [2, m]; got {est.shape}")
     return est[0] >= est[1]
+
+
+def median_allocation(est: np.ndarray) -> np.ndarray:
+    """Strong-baseline candidate: agent 1 gets the ⌈m/2⌉ goods of largest estimated difference v̂_1 - v̂_2
+    (the same order as the thresholding rule, the cut fixed at half the goods instead of chosen by the
+    margins). Returns bool [m]."""
+    est = np.asarray(est, dtype=float)
+    if est.ndim != 2 or est.shape[0] != 2 or est.shape[1] == 0:
+        raise ValueError(f"estimates must be [2, m] with m >= 1; got {est.shape}")
+    order = np.argsort(-(est[0] - est[1]), kind="stable")
+    a1 = np.zeros(est.shape[1], dtype=bool)
+    a1[order[: (est.shape[1] + 1) // 2]] = True
+    return a1
 
 
 def brute_force_best_margin(values: np.ndarray) -> tuple[float, np.ndarray]:

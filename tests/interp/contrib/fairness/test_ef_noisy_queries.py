@@ -5,6 +5,7 @@ from interp.contrib.fairness.ef_noisy_queries import (
     brute_force_best_margin,
     envy_margins,
     is_envy_free,
+    median_allocation,
     noisy_estimates,
     per_item_allocation,
     planted_instance,
@@ -43,6 +44,21 @@ def test_planted_instance_and_noise_free_recovery():
     assert brute_force_best_margin(inst.values)[0] >= planted - 1e-12
     assert is_envy_free(inst.values, threshold_allocation(inst.values))
     assert (per_item_allocation(inst.values) == inst.planted).all()
+
+
+def test_an_unequal_planted_split_keeps_both_margins_and_defeats_the_median_split():
+    rng = np.random.default_rng(4)
+    inst = planted_instance(20, 4.0, rng, share=0.3)
+    assert inst.planted.sum() == 6
+    b = inst.values.mean(0)  # the shared base values
+    assert b[inst.planted].sum() == pytest.approx(b[~inst.planted].sum())
+    assert envy_margins(inst.values, inst.planted) == pytest.approx((4.0, 4.0))
+    assert is_envy_free(inst.values, threshold_allocation(inst.values))  # noise-free: the margins pick the cut
+    half = median_allocation(inst.values)
+    assert half.sum() == 10 and (half >= inst.planted).all()  # the 6 planted goods and 4 of the other side
+    assert not is_envy_free(inst.values, half)
+    with pytest.raises(ValueError, match="share=0.01"):
+        planted_instance(20, 4.0, rng, share=0.01)
 
 
 def test_noisy_estimates_spend_the_budget_and_average():
