@@ -564,7 +564,7 @@ PAPERS: tuple[Paper, ...] = (
         "seeds), "
         "retain unchanged; on smollm2 'capital of France' not forgotten at our budget",
         "interp.contrib.privacy.experiments.representation_unlearning",
-        ("--steps", "50"),
+        ("--steps", "50", "--transform-steps", "20"),
         control="the same transform trained with β = 0 (retain cross-entropy only, no information-bottleneck term);"
         " retrain from scratch and fine-tuning on retain",
         seeds="3 model seeds (original model's init and batches, and T's) on data split 0; 2 other data splits with"

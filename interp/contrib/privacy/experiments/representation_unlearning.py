@@ -1,6 +1,7 @@
 """RepUnl demo: forget a class, or a random 10% of the training set, with a transform on one layer's states.
 
     python -m interp.contrib.privacy.experiments.representation_unlearning [--seeds 1] [--steps 1200]
+        [--transform-steps 300]
 
 Model: a tiny Llama (2 layers, d 64) trained here as a sequence classifier: 12 tokens drawn mostly from
 the word group of one of 6 topics (plus noise words, and 15% of training labels flipped so that it
@@ -30,6 +31,7 @@ from interp.contrib.common.ranks import auroc
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.faithfulness.experiments._toy import mean_over_runs, tiny_lm, train_lm
 from interp.contrib.privacy.representation_unlearning import RepresentationTransform, UnlearnConfig, fit_transform
+from interp.infra.argtypes import positive_int
 
 N_TOPICS, GROUP, N_NOISE, LEN = 6, 6, 12, 12
 TOPIC0 = N_TOPICS * GROUP + N_NOISE  # the topic (label) tokens
@@ -105,7 +107,7 @@ def clone(model, seed):
     return m
 
 
-def run_setting(setting: str, seed: int, steps: int) -> dict:
+def run_setting(setting: str, seed: int, steps: int, t_steps: int = 300) -> dict:
     gen = torch.Generator().manual_seed(seed)
     x, y = make_data(3000, gen, flip=0.15)
     xt, yt = make_data(1000, gen, flip=0.0)
@@ -152,11 +154,11 @@ def run_setting(setting: str, seed: int, steps: int) -> dict:
     if setting == "class":
         regimes.append(("RepUnl forget-only", "forget_only", 10.0, 0.1))
     for name, regime, beta, l2 in regimes:
-        out[name] = repunl(model, x, y, forget, sets, regime, beta, l2, seed)
+        out[name] = repunl(model, x, y, forget, sets, regime, beta, l2, seed, t_steps)
     return out
 
 
-def repunl(model, x, y, forget, sets, regime: str, beta: float, l2: float, seed: int) -> dict:
+def repunl(model, x, y, forget, sets, regime: str, beta: float, l2: float, seed: int, t_steps: int = 300) -> dict:
     """Fit a RepUnl transform on the frozen model's `HOOK` states at the last position; its metrics."""
     t0 = time.time()
     for p in model.parameters():
@@ -175,7 +177,7 @@ def repunl(model, x, y, forget, sets, regime: str, beta: float, l2: float, seed:
     T = RepresentationTransform(model.d_model, 64)
     xf, xr = x[forget], x[~forget]
     zf, zr = z[forget], z[~forget]
-    cfg = UnlearnConfig(regime=regime, beta=beta, l2=l2, steps=300, lr=3e-3, batch_size=128, seed=seed)
+    cfg = UnlearnConfig(regime=regime, beta=beta, l2=l2, steps=t_steps, lr=3e-3, batch_size=128, seed=seed)
     if regime == "retain_forget":  # the decoder only ever sees retain rows there (KL needs none)
         fit_transform(T, lambda t, idx: decode(t, idx, xr), zf, y[forget], zr, y[~forget], cfg)
     else:  # forget-only: it decodes forget rows (the distillation term)
@@ -183,7 +185,7 @@ def repunl(model, x, y, forget, sets, regime: str, beta: float, l2: float, seed:
     return {**metrics(model, sets, hook=T.hook(-1)), "seconds": round(time.time() - t0, 1)}
 
 
-def run_control(data_seed: int, model_seed: int, steps: int, baselines: bool = False) -> dict:
+def run_control(data_seed: int, model_seed: int, steps: int, baselines: bool = False, t_steps: int = 300) -> dict:
     """The control that isolates the information-bottleneck term: class 3 forgotten by the same transform,
     trained with beta = 2 (RepUnl) and beta = 0 (retain cross-entropy through T only, no KL on the forget
     states). `data_seed` draws the data, `model_seed` the original model's init and batches and T's;
@@ -210,7 +212,7 @@ def run_control(data_seed: int, model_seed: int, steps: int, baselines: bool = F
         finetune(m, trainer(*sets["retain"]), max(steps // 10, 20), 1e-3, seed=model_seed)
         out["finetune retain"] = metrics(m, sets)
     for name, beta in (("RepUnl retain+forget (beta 2)", 2.0), ("control: beta 0 (no IB term)", 0.0)):
-        out[name] = repunl(model, x, y, forget, sets, "retain_forget", beta, 1.0, model_seed)
+        out[name] = repunl(model, x, y, forget, sets, "retain_forget", beta, 1.0, model_seed, t_steps)
     return out
 
 
@@ -235,6 +237,9 @@ def main(argv=None) -> dict:
         __doc__, seeds=1, steps=(1200, "training steps of the original and retrained models"), threads=1
     )
     ap.add_argument(
+        "--transform-steps", type=positive_int, default=300, help="optimiser steps of each RepUnl transform T"
+    )
+    ap.add_argument(
         "--control",
         action="store_true",
         help="only the beta = 0 control beside RepUnl (class "
@@ -248,16 +253,19 @@ def main(argv=None) -> dict:
     t0 = time.time()
     res = {"config": vars(args)}
     if args.control:
-        runs = [run_control(0, m, args.steps, args.baselines) for m in range(args.seeds)]
+        runs = [run_control(0, m, args.steps, args.baselines, args.transform_steps) for m in range(args.seeds)]
         res["model seeds (data split 0)"] = spread(runs)
         if args.data_splits:
-            runs = [run_control(d, 0, args.steps, args.baselines) for d in range(1, args.data_splits + 1)]
+            splits = range(1, args.data_splits + 1)
+            runs = [run_control(d, 0, args.steps, args.baselines, args.transform_steps) for d in splits]
             res["data splits 1.. (model seed 0)"] = spread(runs)
         res["seconds"] = round(time.time() - t0, 1)
         print(json.dumps(res, indent=1))
         return res
     for setting in ("class", "random10"):
-        res[setting] = mean_over_runs([run_setting(setting, s, args.steps) for s in range(args.seeds)])
+        res[setting] = mean_over_runs(
+            [run_setting(setting, s, args.steps, args.transform_steps) for s in range(args.seeds)]
+        )
     res["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(res, indent=1))
     return res
