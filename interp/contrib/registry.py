@@ -116,10 +116,11 @@ PAPERS: tuple[Paper, ...] = (
         "geometry",
         "geometry/ricci_flow.py",
         Status.PARTIAL,
-        "small trained nets: negative local coefficients also in untrained and linear controls; only the "
-        "modularity rise is specific to training",
+        "small trained nets (3 seeds) and smollm2-135m (one run): negative local coefficients also in untrained "
+        "and linear controls, and more negative in a random-init SmolLM2 twin; only the modularity rise is specific "
+        "to training",
         "trained nets: negative local coefficients, but untrained/linear controls too; modularity rises only when "
-        "trained",
+        "trained; SmolLM2's 30 layers -0.26 (rows shuffled 0.00) vs random-init twin -0.76",
         "interp.contrib.geometry.experiments.ricci",
         ("--quick",),
         control="the same MLP untrained (same init) and trained without activations (linear), on the same data",
@@ -211,7 +212,7 @@ PAPERS: tuple[Paper, ...] = (
         "mechanisms/pace_attention.py",
         Status.PARTIAL,
         "ViT-tiny on digits, our reconstruction: exact-Gram PACE ties CRATE-MSSA without a larger rate "
-        "reduction; the 8-row sketch fails",
+        "reduction; the 8-row sketch fails; on SmolLM2 only the coding rates are measured (one run)",
         "ViT-tiny on digits at equal parameters, our reconstruction: PACE (exact Gram) matches CRATE-MSSA (0.777 vs "
         "0.780) without a larger rate reduction (ΔR 1.16 vs 1.27); the 8-row sketch fails (0.260); softmax MHSA "
         "0.906; SmolLM2: 9.4-11.1 nats of corpus ΔR above shuffled labels at every layer",
@@ -226,7 +227,8 @@ PAPERS: tuple[Paper, ...] = (
         "mechanisms",
         "mechanisms/fourier_sb.py",
         Status.PARTIAL,
-        "toy models: amplitude before phase reproduced; the phase-only task not learned in 2x10^5 samples at any β",
+        "toy models: amplitude before phase reproduced; the phase-only task not learned in 2x10^5 samples at any β; "
+        "on SmolLM2 only the input spectrum along positions is measured (one run)",
         "amplitude before phase reproduced (amplitude probe 0.75 after 6-16k samples, phase probe at chance through "
         "2x10^5); phase-only task not learned in 2x10^5 samples at any β (final 0.537 / 0.552 / 0.564 for β 0 / 1 / "
         "2: the claimed order, barely); SmolLM2 residual spectrum along positions nearly flat (β 0.02-0.12, 0.52 at "
@@ -362,8 +364,9 @@ PAPERS: tuple[Paper, ...] = (
         "data",
         "data/gfd_emvc.py",
         Status.NOT_REPRODUCED,
-        "over 10 seeds purification does not raise fused accuracy (nor does tuned early stopping); gradient-outlier "
-        "detection does not beat small-loss; only the fitness rank correlation rises, as much with small-loss",
+        "over 10 seeds purification does not raise fused accuracy (nor does tuned early stopping), and on SmolLM2 "
+        "layer views (3 seeds) lowers it; gradient-outlier detection does not beat small-loss; only the fitness rank "
+        "correlation rises, as much with small-loss",
         "synthetic views, 10 seeds: fused test accuracy GFD + relabel 0.752 vs no purification 0.756 vs early stopping "
         "0.752 (paired GFD - early stopping 0.000 ± 0.026); noisy/clean fitness rank correlation 0.03 -> 0.38 "
         "(small-loss 0.41); detection F1 0.620 vs small-loss 0.654; SmolLM2 layers as views: 0.729 -> 0.709",
@@ -591,7 +594,8 @@ PAPERS: tuple[Paper, ...] = (
         "security",
         "security/fuse_fss.py",
         Status.PARTIAL,
-        "the protocol only, exact on a small domain (table-based FSS); speed-ups out of scope",
+        "the protocol only, exact on a small domain (table-based FSS), its specs calibrated on SmolLM2's own "
+        "activations (deterministic; not a secure forward of the model); speed-ups out of scope",
         "specs from SmolLM2 cached ranges within 1e-3 (SiLU/GELU/exp, rsqrt layers 10-29; layer-0 rsqrt 9e-3); "
         "two-party output = plaintext within 1-11 units of 2^-16; 2 FSS calls vs 4-256",
         "interp.contrib.security.experiments.fuse_fss",
@@ -650,7 +654,8 @@ PAPERS: tuple[Paper, ...] = (
         "security",
         "security/multibreak.py",
         Status.NOT_REPRODUCED,
-        "loop only, benign placeholders; plain elitist search beats the active-learning loop on every toy judge",
+        "loop only, benign placeholders; plain elitist search beats the active-learning loop on every toy judge; "
+        "against a SmolLM2 refusal-direction judge (3 seeds) no loop succeeds",
         "toy judge: active learning reaches 0.82 success per round vs 0.10 for random mutation, but elitist search "
         "(elite tuned on separate judges) 1.00 (mean over rounds 0.70 vs 0.43, 5/5 judges); SmolLM2 refusal-direction "
         "judge: no success for any loop, mean refusal projection 10.9 -> 8.4 (active) / 8.9 (elitist) vs 10.6",
