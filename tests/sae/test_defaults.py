@@ -109,45 +109,57 @@ def test_dead_window_and_warmup_scale_with_the_run():
 PLAIN = """
 import sys, torch
 from sae_lens import SAE
-s = SAE.load_from_disk(sys.argv[1])
+x = torch.load(sys.argv[1])
+got = {}
+for run in sys.argv[3:]:
+    s = SAE.load_from_disk(run)
+    got[run] = {"arch": s.cfg.architecture(), "out": s(x).detach(), "codes": s.encode(x).detach()}
 assert "sae" not in sys.modules, "plain sae-lens must not need our package"
-x = torch.load(sys.argv[2])
-torch.save({"arch": s.cfg.architecture(), "out": s(x).detach(), "codes": s.encode(x).detach()}, sys.argv[3])
+torch.save(got, sys.argv[2])
 """
+PLAIN_ARCHS = {
+    "batchtopk": "jumprelu",
+    "matryoshka": "jumprelu",
+    "c2r": "jumprelu",
+    "topk": "topk",
+    "relu": "standard",
+    "coh_topk": "topk",
+}
 
 
-@pytest.mark.parametrize(
-    "arch, plain",
-    [
-        ("batchtopk", "jumprelu"),
-        ("matryoshka", "jumprelu"),
-        ("c2r", "jumprelu"),
-        ("topk", "topk"),
-        ("relu", "standard"),
-        ("coh_topk", "topk"),
-    ],
-)
-def test_run_folders_load_in_plain_sae_lens_as_the_same_model(arch, plain, tmp_path):
+@pytest.fixture(scope="module")
+def plain_loads(tmp_path_factory):
+    """A short run folder of every architecture, then one plain sae-lens process that loads them all."""
+    root = tmp_path_factory.mktemp("plain")
     g = torch.Generator().manual_seed(0)
     x = torch.relu(torch.randn(4096, 32, generator=g)) @ torch.randn(32, 16, generator=g)
-    store = write_store(tmp_path / "store", x, rows_per_shard=1024)
-    kw = {} if arch == "relu" else {"k": 4}
-    cfg = TrainConfig(arch=arch, d_sae=32, total_tokens=256 * 8, batch_size=256, exclude="none", **kw)
-    trained, _ = train_sae(store, cfg, tmp_path / "run", progress=False)
-    ours = load_sae(tmp_path / "run")
+    store = write_store(root / "store", x, rows_per_shard=1024)
+    trained = {}
+    for arch in PLAIN_ARCHS:
+        kw = {} if arch == "relu" else {"k": 4}
+        cfg = TrainConfig(arch=arch, d_sae=32, total_tokens=256 * 8, batch_size=256, exclude="none", **kw)
+        trained[arch], _ = train_sae(store, cfg, root / arch, progress=False)
     xt = x[:64]
-    torch.save(xt, tmp_path / "x.pt")
+    torch.save(xt, root / "x.pt")
+    runs = [str(root / arch) for arch in PLAIN_ARCHS]
     # -I: isolated mode, so neither PYTHONPATH nor the working folder can put our package on the path
     subprocess.run(
-        [sys.executable, "-I", "-c", PLAIN, str(tmp_path / "run"), str(tmp_path / "x.pt"), str(tmp_path / "o.pt")],
+        [sys.executable, "-I", "-c", PLAIN, str(root / "x.pt"), str(root / "o.pt"), *runs],
         check=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
-        cwd=tmp_path,
+        cwd=root,
     )
-    got = torch.load(tmp_path / "o.pt")
-    assert got["arch"] == plain
+    got = torch.load(root / "o.pt")
+    return root, xt, trained, {arch: got[str(root / arch)] for arch in PLAIN_ARCHS}
+
+
+@pytest.mark.parametrize("arch", list(PLAIN_ARCHS))
+def test_run_folders_load_in_plain_sae_lens_as_the_same_model(arch, plain_loads):
+    root, xt, trained, got = plain_loads
+    ours = load_sae(root / arch)
+    assert got[arch]["arch"] == PLAIN_ARCHS[arch]
     with torch.no_grad():
-        assert torch.allclose(got["out"], ours(xt), atol=1e-5)
-        assert torch.equal(got["codes"] > 0, ours.encode(xt) > 0)
-    back = load_sae(tmp_path / "run", inference=False)  # the training form sits in training_sae/
-    assert type(back) is type(trained) and torch.allclose(back.W_dec, trained.W_dec)
+        assert torch.allclose(got[arch]["out"], ours(xt), atol=1e-5)
+        assert torch.equal(got[arch]["codes"] > 0, ours.encode(xt) > 0)
+    back = load_sae(root / arch, inference=False)  # the training form sits in training_sae/
+    assert type(back) is type(trained[arch]) and torch.allclose(back.W_dec, trained[arch].W_dec)

@@ -146,14 +146,14 @@ def test_a_flipped_byte_is_named(tmp_path, reference):
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, message):
+    from tests.reliability.refusals import assert_refused, invoke  # in-process: the same root app and guard
+
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     args = [a.replace("EMPTY", str(empty)) for a in args]
     out = tmp_path / "store"
     full = ["cache", "--model", "pythia-14m-init", "--ctx-len", "32", "--max-tokens", "256", "--out", str(out)]
-    proc = interp(*full, *args, check=False)
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert_refused(invoke([*full, *args]), message)
     assert not out.exists()
 
 
