@@ -11,6 +11,10 @@ import argparse
 from interp.infra.argtypes import positive_int
 
 THREADS_HELP = "torch threads (1 is fastest on a shared 2-core box)"
+LM_SAMPLES_HELP = (
+    "SmolLM2 data samples: the corpus's documents shuffled with seeds 0 .. N-1 before they are cut into sequences "
+    "(sample 0 is the one-sample run); seeds of one pretrained model cannot be drawn"
+)
 
 
 def experiment_parser(
@@ -20,6 +24,8 @@ def experiment_parser(
     quick: str | None = None,
     no_lm: str | bool = False,
     threads: int | None = None,
+    lm_samples: int | None = None,
+    lm_only: bool = False,
     **options: object,
 ) -> argparse.ArgumentParser:
     """An ArgumentParser described by the first line of `doc`, with these options in this order:
@@ -31,7 +37,10 @@ def experiment_parser(
       gives it a help text;
     - `--threads N` (default `threads`, help `THREADS_HELP`) when `threads` is given;
     - `--quick` with help `quick` when given;
-    - `--no-lm` with help `no_lm` when that is a string, without help when it is True.
+    - `--no-lm` with help `no_lm` when that is a string, without help when it is True;
+    - `--lm-samples N` (default `lm_samples`) when given: the number of SmolLM2 data samples, corpus shuffles
+      with seeds 0 .. N-1 (`LM_SAMPLES_HELP`);
+    - `--lm-only` (run the SmolLM2 part alone) when `lm_only`.
 
     Options of another shape are added to the returned parser after these, as usual.
     """
@@ -52,6 +61,10 @@ def experiment_parser(
         ap.add_argument("--quick", action="store_true", help=quick)
     if no_lm:
         ap.add_argument("--no-lm", action="store_true", help=None if no_lm is True else no_lm)
+    if lm_samples is not None:
+        ap.add_argument("--lm-samples", type=positive_int, default=lm_samples, help=LM_SAMPLES_HELP)
+    if lm_only:
+        ap.add_argument("--lm-only", action="store_true", help="run the SmolLM2 part alone")
     return ap
 
 

@@ -50,14 +50,15 @@ KEY_FILE = "contrib_key.json"
 """Written beside a store's manifest: the weights hash and corpus digest the store was computed from."""
 
 
-def cache_key(loaded, corpus: str, n_seq: int, ctx_len: int) -> dict[str, str]:
+def cache_key(loaded, corpus: str, n_seq: int, ctx_len: int, sample: int = 0) -> dict[str, str]:
     """{"model_sha256", "corpus_digest"}: the loaded model's weights hash (its provenance's, else a hash of its
-    tensors) and the sha256 of the token ids `corpus_store` feeds it (the corpus tokenized by its tokenizer)."""
+    tensors) and the sha256 of the token ids `corpus_store` feeds it (the corpus tokenized by its tokenizer,
+    its documents shuffled with seed `sample`)."""
     from interp.data import resolve_corpus
     from interp.models.registry import state_sha256
 
     weights = loaded.provenance.get("weights_sha256") or state_sha256(loaded.hf_model)
-    tokens = resolve_corpus(corpus, loaded.tokenizer, ctx_len=ctx_len, max_tokens=n_seq * ctx_len, seed=0)
+    tokens = resolve_corpus(corpus, loaded.tokenizer, ctx_len=ctx_len, max_tokens=n_seq * ctx_len, seed=sample)
     return {"model_sha256": weights, "corpus_digest": tokens.digest()}
 
 
@@ -69,12 +70,13 @@ def store_path(
     layers: tuple[int, ...] = DEFAULT_LAYERS,
     root: str | Path | None = None,
     key: dict[str, str] | None = None,
+    sample: int = 0,
 ) -> Path:
     """Where `corpus_store` keeps the store of these settings; with a `cache_key`, the folder name ends with
     the first 12 hex digits of the weights hash and of the corpus digest, so other weights or other text never
-    share a folder."""
+    share a folder. A data sample other than 0 adds `_s{sample}` to the corpus part of the name."""
     tag = "-".join(map(str, layers))
-    safe = corpus.replace(":", "_").replace("/", "_")
+    safe = corpus.replace(":", "_").replace("/", "_") + (f"_s{sample}" if sample else "")
     name = f"{model}_{safe}_{n_seq}x{ctx_len}_L{tag}"
     if key is not None:
         name += f"_w{key['model_sha256'][:12]}_c{key['corpus_digest'][:12]}"
@@ -105,9 +107,13 @@ def corpus_store(
     root: str | Path | None = None,
     loaded=None,
     rebuild: bool = False,
+    sample: int = 0,
 ):
     """The `ActivationStore` of `model`'s residual stream at `layers` (+ `ln_final.hook_normalized`) over
     `n_seq` sequences of `ctx_len` tokens of `corpus`; computed on first use, then only read.
+
+    `sample` is the data sample: the seed that shuffles the corpus's documents before they are cut into
+    sequences (0, the default, is the sample every README number without a sample count was measured on).
 
     The cache is keyed by the weights hash and the corpus digest (`cache_key`); a complete store whose
     recorded key differs is refused with a `StaleCacheError`, or recomputed in place when `rebuild`.
@@ -120,8 +126,10 @@ def corpus_store(
     if n_seq <= 0 or ctx_len <= 1:
         raise ValueError(f"n_seq must be positive and ctx_len above 1; got n_seq={n_seq}, ctx_len={ctx_len}")
     loaded = load_lm(model) if loaded is None else loaded
-    key = cache_key(loaded, corpus, n_seq, ctx_len)
-    out = store_path(corpus, n_seq, ctx_len, model, layers, root, key)
+    if sample < 0:
+        raise ValueError(f"sample must be a whole number >= 0 (a corpus shuffling seed); got {sample}")
+    key = cache_key(loaded, corpus, n_seq, ctx_len, sample)
+    out = store_path(corpus, n_seq, ctx_len, model, layers, root, key, sample)
     if (out / "manifest.json").is_file() and not rebuild:
         store = ActivationStore.open(out)
         if store.complete:
@@ -143,7 +151,7 @@ def corpus_store(
         ctx_len=ctx_len,
         seqs_per_shard=max(n_seq, 1),
         batch_size=8,
-        seed=0,
+        seed=sample,
     )
     (out / KEY_FILE).unlink(missing_ok=True)  # a store is created only in a folder holding nothing else
     store, _ = cache_activations(cfg, model=loaded, progress=False, overwrite=rebuild)
@@ -188,12 +196,15 @@ def labelled_corpora(
     corpora: tuple[str, ...] = CORPORA,
     per_sequence: bool = True,
     model: str = "smollm2-135m",
+    sample: int = 0,
+    loaded=None,
 ) -> tuple[Tensor, Tensor]:
-    """(features, corpus label) over several corpora: mean-pooled sequences, or token rows when
-    `per_sequence` is False. The model loads once, to key the caches."""
-    xs, ys, loaded = [], [], load_lm(model)  # its weights key the caches (`cache_key`)
+    """(features, corpus label) over several corpora (each shuffled with seed `sample`): mean-pooled sequences,
+    or token rows when `per_sequence` is False. The model loads once (or is `loaded`), to key the caches."""
+    xs, ys = [], []
+    loaded = load_lm(model) if loaded is None else loaded  # its weights key the caches (`cache_key`)
     for c, name in enumerate(corpora):
-        store = corpus_store(name, n_seq, ctx_len, model, loaded=loaded)
+        store = corpus_store(name, n_seq, ctx_len, model, loaded=loaded, sample=sample)
         x = sequence_means(store, hook) if per_sequence else token_rows(store, hook)[0]
         xs.append(x)
         ys.append(torch.full((len(x),), c))

@@ -102,29 +102,31 @@ PAPERS: tuple[Paper, ...] = (
         "K-FAC top eigenspace overlaps more at every checkpoint; SmolLM2's output Gauss-Newton trace measured as "
         "well; penultimate layer and Hessians not done",
         "Gauss-Newton top eigenvectors' overlap with the class-mean subspace 0.531 ± 0.009 -> 0.976 ± 0.001 as NC1 "
-        "falls (3 MLP seeds; random subspace 0.07; K-FAC top eigenspace 0.982 -> 0.980); smollm2: 80% of the "
-        "output GN trace (random init 28%)",
+        "falls (3 MLP seeds; random subspace 0.07; K-FAC top eigenspace 0.982 -> 0.980); smollm2: 0.800 ± 0.011 of "
+        "the output GN trace over 3 data samples (random init 0.301 ± 0.036)",
         "interp.contrib.geometry.experiments.collapse",
         ("--quick",),
         control="the Gauss-Newton overlap with a random subspace of the same dimension, and the same network at "
         "init; SmolLM2 against its random init; strong baseline: the K-FAC (A ⊗ B) top eigenspace, same dimension",
         seeds="3 MLP seeds (`--spectra-seeds 3`), each its own mixture draw and init (data and model varied "
-        "together); the main table is seed 0; SmolLM2 run once",
+        "together); the main table is seed 0; SmolLM2: 3 data samples (corpus shuffles, the random twin seeded alike)",
     ),
     Paper(
         "RicciFlow",
         "geometry",
         "geometry/ricci_flow.py",
         Status.PARTIAL,
-        "small trained nets (3 seeds) and smollm2-135m (one run): negative local coefficients also in untrained "
+        "small trained nets (3 seeds) and smollm2-135m (3 data samples): negative local coefficients also in untrained "
         "and linear controls, and more negative in a random-init SmolLM2 twin; only the modularity rise is specific "
         "to training",
         "trained nets: negative local coefficients, but untrained/linear controls too; modularity rises only when "
-        "trained; SmolLM2's 30 layers -0.26 (rows shuffled 0.00) vs random-init twin -0.76",
+        "trained; SmolLM2's 30 layers -0.266 ± 0.005 over 3 data samples (rows shuffled 0.009 ± 0.026) vs random-init "
+        "twin -0.759 ± 0.044",
         "interp.contrib.geometry.experiments.ricci",
         ("--quick",),
         control="the same MLP untrained (same init) and trained without activations (linear), on the same data",
-        seeds="3 seeds per data set, each a fresh data draw and init (data and model varied together)",
+        seeds="3 seeds per data set, each a fresh data draw and init (data and model varied together); SmolLM2: 3 "
+        "data samples (corpus shuffles, the random twin seeded alike)",
     ),
     Paper(
         "InfoNCE-Geo",
@@ -156,25 +158,28 @@ PAPERS: tuple[Paper, ...] = (
         ("--quick",),
         control="raw pixels and an untrained encoder under the same probes; the Gaussian target (dense sliced-W2) "
         "and VICReg; the target's closed-form ℓ0",
-        seeds="3 model seeds (init, batches, augmentations) on one 70/30 split; 2 other splits reported apart",
+        seeds="3 model seeds (init, batches, augmentations) on one 70/30 split; 2 other splits reported apart; "
+        "SmolLM2: 3 data samples",
     ),
     Paper(
         "InfoGlobe",
         "geometry",
         "geometry/info_globe.py",
         Status.PARTIAL,
-        "synthetic gene-expression data, 3 seeds; SmolLM2 next-token distributions as a second setting, one run: "
-        "well above log1p PCA, but within seed spread of k-means gene groups and Hellinger PCA on cells and gene "
-        "groups; ahead of both on cell-type geometry on every seed",
+        "synthetic gene-expression data, 3 seeds: well above log1p PCA, but within seed spread of k-means gene groups "
+        "and Hellinger PCA on cells and gene groups; ahead of both on cell-type geometry on every seed; on SmolLM2 "
+        "next-token distributions (3 data samples) ahead of k-means token groups on each",
         "20 learned gene groups keep the true Fisher-Rao geometry (Spearman 0.983 vs PCA-log1p 0.863; cell types "
         "0.982 vs 0.765), gene modules recovered (ARI 0.79); strong baselines: k-means gene groups with the same "
         "aggregation 0.976 / 0.962 (ARI 0.72), Hellinger PCA 0.975 / 0.967; SmolLM2 next-token distributions: 20 "
-        "token groups 0.778 of the 0.782 the top-1024 tokens allow (k-means groups 0.739, PCA 0.614)",
+        "token groups 0.792 ± 0.013 over 3 data samples, of the 0.816 ± 0.032 the top-1024 tokens allow (k-means "
+        "groups 0.737 ± 0.007, PCA 0.572 ± 0.037)",
         "interp.contrib.geometry.experiments.info_globe",
         ("--quick",),
         control="a random hard grouping into the same 20 groups, and PCA of log1p counts with as many components; "
         "strong baselines: k-means gene groups with the same aggregation, and Hellinger (square-root) PCA",
-        seeds="3 seeds, each a fresh synthetic data set and fit (data and model varied together); SmolLM2 run once",
+        seeds="3 seeds, each a fresh synthetic data set and fit (data and model varied together); SmolLM2: 3 data "
+        "samples (corpus shuffles, the fits seeded alike)",
     ),
     Paper(
         "FPE",
@@ -198,13 +203,15 @@ PAPERS: tuple[Paper, ...] = (
         "ahead of a tuned isotropic-metric head; the Bernoulli gap persists on every seed; SmolLM2 heads unaligned",
         "Gaussian 1 head: excess 0.019 ± 0.020 of the oracle risk at n=64 over 3 seeds (exact on one), QK metric ∝ "
         "precision (cos 1.000, scale 1.23 ± 0.19); tuned isotropic metric c·I: 3.30; Bernoulli gap 0.133 ± 0.002 on "
-        "every seed (isotropic ties); smollm2 heads unaligned",
+        "every seed (isotropic ties); smollm2 heads unaligned on 3 data samples (mean cosine 0.014 ± 0.001, rotated "
+        "0.020 ± 0.000)",
         "interp.contrib.mechanisms.experiments.bayes",
         ("--quick",),
         control="the Bayes oracle (closed-form posterior mean) and the sample mean without attention; the "
         "Bernoulli/Poisson families as the non-quadratic case; strong baseline: the head with an isotropic metric, "
         "temperature tuned",
-        seeds="3 training seeds (init, batches) per family and head count, evaluation sequences fixed",
+        seeds="3 training seeds (init, batches) per family and head count, evaluation sequences fixed; SmolLM2: 3 "
+        "data samples",
     ),
     Paper(
         "PACEAttention",
@@ -212,15 +219,16 @@ PAPERS: tuple[Paper, ...] = (
         "mechanisms/pace_attention.py",
         Status.PARTIAL,
         "ViT-tiny on digits, our reconstruction: exact-Gram PACE ties CRATE-MSSA without a larger rate "
-        "reduction; the 8-row sketch fails; on SmolLM2 only the coding rates are measured (one run)",
+        "reduction; the 8-row sketch fails; on SmolLM2 only the coding rates are measured (3 data samples)",
         "ViT-tiny on digits at equal parameters, our reconstruction: PACE (exact Gram) matches CRATE-MSSA (0.777 vs "
         "0.780) without a larger rate reduction (ΔR 1.16 vs 1.27); the 8-row sketch fails (0.260); softmax MHSA "
-        "0.906; SmolLM2: 9.4-11.1 nats of corpus ΔR above shuffled labels at every layer",
+        "0.906; SmolLM2: 8.3-17.4 nats of corpus ΔR above shuffled labels at every layer of 3 data samples",
         "interp.contrib.mechanisms.experiments.pace_attention",
         ("--quick",),
         control="CRATE-MSSA (the same tied-weight attention with the exact Gram) and softmax MHSA at equal "
         "parameters; the 8-row sketch",
-        seeds="3 model seeds (init, batches), each on its own 70/30 split (data and model varied together)",
+        seeds="3 model seeds (init, batches), each on its own 70/30 split (data and model varied together); "
+        "SmolLM2: 3 data samples",
     ),
     Paper(
         "FourierSB",
@@ -228,17 +236,17 @@ PAPERS: tuple[Paper, ...] = (
         "mechanisms/fourier_sb.py",
         Status.PARTIAL,
         "toy models: amplitude before phase reproduced; the phase-only task not learned in 2x10^5 samples at any β; "
-        "on SmolLM2 only the input spectrum along positions is measured (one run)",
+        "on SmolLM2 only the input spectrum along positions is measured (3 data samples)",
         "amplitude before phase reproduced (amplitude probe 0.75 after 6-16k samples, phase probe at chance through "
         "2x10^5); phase-only task not learned in 2x10^5 samples at any β (final 0.537 / 0.552 / 0.564 for β 0 / 1 / "
-        "2: the claimed order, barely); SmolLM2 residual spectrum along positions nearly flat (β 0.02-0.12, 0.52 at "
-        "layer 29)",
+        "2: the claimed order, barely); SmolLM2 residual spectrum along positions nearly flat (β <= 0.12 through layer "
+        "24, 0.49 ± 0.02 at layer 29; 3 data samples)",
         "interp.contrib.mechanisms.experiments.fourier_sb",
         ("--quick",),
         control="β = 0 (flat spectrum) against β = 1, 2 with the network and sample budget equal; amplitude-only vs"
         " phase-only probes",
         seeds="3 model seeds (init, online samples) per β (`--seeds 3 --no-lm`: phase-only 0.528 ± 0.022 / 0.549 ± "
-        "0.004 / 0.554 ± 0.013); the first table is 2 seeds",
+        "0.004 / 0.554 ± 0.013); the first table is 2 seeds; SmolLM2: 3 data samples",
     ),
     Paper(
         "VerbCheck",
@@ -522,12 +530,12 @@ PAPERS: tuple[Paper, ...] = (
         "context-following π(T|x) 0.32 -> 0.54, greedy accuracy 0.67 -> 0.79, PMI 1.22 -> 2.72 nats (max 2.77), "
         "generic responses 0.46 -> 0; self-SFT on the same samples changes nothing; PMI reweighting of the base "
         "model (no training): π(T|x) 0.37, greedy accuracy 0.92; SmolLM2 PMI from its logits: own prompt likeliest "
-        "for 13/16 responses (no LM training)",
+        "for 0.75 ± 0.06 of 16 responses over 3 data samples (no LM training)",
         "interp.contrib.post_training.experiments.mipo",
         ("--quick",),
         control="self-SFT on the same samples without the negatives (the ingredient is the random-prompt contrast); "
         "strong baseline: PMI reweighting of the base model at inference, λ tuned on separate seeds",
-        seeds="3 seeds, each a fresh pretrained base policy and fine-tuning run",
+        seeds="3 seeds, each a fresh pretrained base policy and fine-tuning run; SmolLM2 PMI: 3 data samples",
     ),
     Paper(
         "SCPO",

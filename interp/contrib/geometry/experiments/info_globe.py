@@ -1,7 +1,7 @@
 """InfoGlobe demo: Fisher-Rao preservation and gene-group recovery vs PCA on log counts; and SmolLM2's
 next-token distributions reduced on the square-root sphere.
 
-    python -m interp.contrib.geometry.experiments.info_globe [--seeds 3] [--quick] [--no-lm]
+    python -m interp.contrib.geometry.experiments.info_globe [--seeds 3] [--quick] [--no-lm] [--lm-samples 3]
 
 Counts (catalog setting): 2,000 genes in 20 modules, 6 cell types with Dirichlet module activities,
 3,000 cells, multinomial depth ~2,000 (x0.5-1.5). InfoGlobe: 20 groups, 400 Adam steps of 2,048 random
@@ -14,6 +14,9 @@ SmolLM2 (`smollm2-135m` through `HookedModel`, stdlib-docs, 16 x 64 tokens, posi
 each position's next-token distribution over the 1,023 most probable tokens (summed over positions)
 plus one bin for the rest; InfoGlobe (20 groups) vs PCA of log-probabilities (20 components, angles).
 Metric: Spearman between full-distribution Fisher-Rao distances and embedded distances over pairs.
+`--lm-samples N`: N data samples, sample s the corpus's documents shuffled with seed s and every fit (InfoGlobe,
+k-means, the random grouping and pair draw) seeded with s; sample 0 is the one-sample run. Printed with InfoGlobe's
+paired difference to each baseline over the samples.
 
 Strong baselines (issue 42; `info_globe_baselines.py`), in both parts: k-means of the features' Hellinger
 profiles into the same number of groups, aggregated as InfoGlobe aggregates (Fisher-Rao on the group
@@ -37,7 +40,7 @@ from interp.contrib.geometry.info_globe import (
     to_proportions,
 )
 from interp.contrib.geometry.info_globe_baselines import group_proportions, hellinger_pca, kmeans_groups
-from interp.contrib.report import fmt, markdown_table
+from interp.contrib.report import fmt, markdown_table, per_sample, stack_runs
 
 METHODS = ("observed proportions (no reduction)", "InfoGlobe", "PCA log1p + angle", "random grouping")
 STRONG = ("k-means groups", "Hellinger PCA")
@@ -105,12 +108,13 @@ def counts_trial(seed: int, quick: bool) -> dict[str, float]:
     return out
 
 
-def lm_trial(seed: int) -> dict[str, float]:
+def lm_trial(seed: int, model=None) -> dict[str, float]:
+    """One SmolLM2 data sample: the corpus's documents shuffled with `seed`, the fits seeded with it."""
     import interp
     from interp.data import resolve_corpus
 
-    model = interp.load_model("smollm2-135m")
-    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=64, max_tokens=64 * 16, seed=0)
+    model = interp.load_model("smollm2-135m") if model is None else model
+    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=64, max_tokens=64 * 16, seed=seed)
     with torch.no_grad():
         logits, _ = model.run_with_cache(corpus.tokens, names=[], return_logits=True)
     probs = torch.softmax(logits[:, 1:].flatten(0, 1).double(), -1)
@@ -140,9 +144,24 @@ def lm_trial(seed: int) -> dict[str, float]:
 
 def main(argv=None) -> dict:
     ap = experiment_parser(
-        __doc__, seeds=3, quick="1 seed, 500 cells x 300 genes, 60 steps, no LM run", no_lm="skip the SmolLM2 run"
+        __doc__,
+        seeds=3,
+        quick="1 seed, 500 cells x 300 genes, 60 steps, no LM run",
+        no_lm="skip the SmolLM2 run",
+        lm_samples=1,
+        lm_only=True,
     )
     a = parse(ap, argv)
+    out: dict = {}
+    if not a.lm_only:
+        out["counts"] = counts_part(a)
+    if a.lm_only or not (a.quick or a.no_lm):
+        out["smollm2"] = lm_part(a.lm_samples)
+    return json.loads(json.dumps(out))
+
+
+def counts_part(a) -> dict[str, list[float]]:
+    """The synthetic-counts part: its table and InfoGlobe's paired differences to the baselines."""
     seeds = 1 if a.quick else a.seeds
     per = [counts_trial(s, a.quick) for s in range(seeds)]
     res = {k: [p[k] for p in per] for k in per[0]}
@@ -161,15 +180,29 @@ def main(argv=None) -> dict:
                 paired.append([key, b, fmt(d), f"{sum(x > 0 for x in d)}/{len(d)}"])
     print("\nInfoGlobe minus each baseline, paired by seed (mean ± sd; seeds where InfoGlobe is higher)")
     print(markdown_table(["metric", "baseline", "InfoGlobe - baseline", "InfoGlobe higher"], paired))
-    out = {"counts": res}
-    if not (a.quick or a.no_lm):
-        lm = lm_trial(0)
-        print("\nsmollm2-135m next-token distributions (1,024 rows): Spearman with full-vocabulary Fisher-Rao")
-        print(
-            markdown_table(["representation (20 dims unless noted)", "Spearman"], [[k, fmt(v)] for k, v in lm.items()])
-        )
-        out["smollm2"] = lm
-    return json.loads(json.dumps(out))
+    return res
+
+
+def lm_part(n: int) -> dict[str, list[float]]:
+    """`lm_trial` on data samples 0 .. n-1: the table, and with n > 1 the paired differences."""
+    import interp
+
+    model = interp.load_model("smollm2-135m")
+    lm = stack_runs([lm_trial(s, model) for s in range(n)])
+    print(
+        "\nsmollm2-135m next-token distributions (1,024 rows): Spearman with full-vocabulary Fisher-Rao"
+        + (f" (mean ± sd over {n} data samples)" if n > 1 else "")
+    )
+    rows = [[k, fmt(v), per_sample(v)] for k, v in lm.items()]
+    print(markdown_table(["representation (20 dims unless noted)", "Spearman", "per sample"], rows))
+    if n > 1:
+        rows = []
+        for b in (*STRONG, "PCA log-prob + angle"):
+            d = [x - y for x, y in zip(lm["InfoGlobe"], lm[b], strict=True)]
+            rows.append([b, fmt(d), f"{sum(x > 0 for x in d)}/{n}"])
+        print("\nInfoGlobe minus each baseline on SmolLM2, paired by data sample")
+        print(markdown_table(["baseline", "InfoGlobe - baseline", "InfoGlobe higher"], rows))
+    return lm
 
 
 if __name__ == "__main__":

@@ -12,7 +12,12 @@ breaks the point correspondence between layers).
   with the unembedding rows of the K tokens as classifier) NC1, NC2, NC3, and the Gauss-Newton spectrum
   check (K*d = 3456 dims) of the K-way softmax restricted to those tokens.
 
-    python -m interp.contrib.geometry.experiments.lm_geometry [--model smollm2-135m] [--quick]
+Data samples (`--lm-samples N`): sample s shuffles the corpus's documents with seed s before they are cut into
+sequences and initialises the random twin with seed s; the rows are then selected as above from that sample's
+own most frequent next tokens. Sample 0 is the one-sample run; with N > 1 a mean ± sd table over the samples
+follows the per-sample JSON.
+
+    python -m interp.contrib.geometry.experiments.lm_geometry [--model smollm2-135m] [--lm-samples 3] [--quick]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from interp.cache import ActivationCache
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.neural_collapse import nc_metrics, spectrum_check
 from interp.contrib.geometry.ricci_flow import ricci_flow
+from interp.contrib.report import fmt, markdown_table, stack_runs
 from interp.data import resolve_corpus
 
 
@@ -95,7 +101,43 @@ def analyse(model: HookedModel, tokens: torch.Tensor, where, labels, top, k: int
     return res
 
 
-def main() -> None:
+def run_sample(model: HookedModel, sample: int, n_seq: int, classes: int, per: int, k: int, spectrum: bool) -> dict:
+    """Trained model and its random twin on data sample `sample` (documents shuffled with that seed)."""
+    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=sample)
+    where, labels, top = select(corpus.tokens, classes, per)
+    out = {"sample": sample, "rows": len(labels), "classes": [model.tokenizer.decode([int(t)]) for t in top]}
+    with torch.no_grad():
+        out["trained"] = analyse(model, corpus.tokens, where, labels, top, k, spectrum)
+        out["random_init"] = analyse(random_twin(model, seed=sample), corpus.tokens, where, labels, top, k, spectrum)
+    return out
+
+
+HEADLINE = {
+    "GN trace in class-mean subspace": lambda r: r.get("spectrum", {}).get("trace_in_subspace"),
+    "GN top overlap": lambda r: r.get("spectrum", {}).get("overlap_top"),
+    "output NC1": lambda r: r["output_nc"]["nc1"],
+    "Ricci global coef": lambda r: r["ricci"]["global_coefficient"],
+    "Ricci mean local coef": lambda r: r["ricci"]["mean_local_coefficient"],
+    "Ricci mean local coef, rows shuffled per layer": lambda r: r["ricci_shuffled_rows"]["mean_local_coefficient"],
+    "mean edge coef": lambda r: r["ricci_mean_edge_coefficient"],
+    "modularity, last layer": lambda r: r["modularity_first_mid_last"][-1],
+}
+"""The numbers the summary table reports, read from one `analyse` result (None where not measured)."""
+
+
+def headline_table(runs: list[dict]) -> str:
+    """Mean ± sd over the samples of the headline numbers, trained model and random twin side by side."""
+    rows = []
+    for name, read in HEADLINE.items():
+        cells = []
+        for part in ("trained", "random_init"):
+            vals = [v for v in (read(r[part]) for r in runs) if v is not None]
+            cells.append(fmt([float(v) for v in vals]) if vals else "-")
+        rows.append([name, *cells])
+    return markdown_table([f"metric (mean ± sd over {len(runs)} data samples)", "trained", "random-init twin"], rows)
+
+
+def main(argv=None) -> dict:
     ap = experiment_parser(
         __doc__,
         seeds=None,
@@ -104,18 +146,20 @@ def main() -> None:
         per_class=100,
         k=10,
         quick="8 sequences, 40 rows per class, no GN spectrum",
+        threads=2,
+        lm_samples=1,
     )
-    a = parse(ap, threads=2)
+    a = parse(ap, argv)
     model = interp.load_model(a.model)
     n_seq = 8 if a.quick else 32
-    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=0)
     per = 40 if a.quick else a.per_class
-    where, labels, top = select(corpus.tokens, a.classes, per)
-    out = {"model": a.model, "rows": len(labels), "classes": [model.tokenizer.decode([int(t)]) for t in top]}
-    with torch.no_grad():
-        out["trained"] = analyse(model, corpus.tokens, where, labels, top, a.k, not a.quick)
-        out["random_init"] = analyse(random_twin(model), corpus.tokens, where, labels, top, a.k, not a.quick)
+    runs = [run_sample(model, s, n_seq, a.classes, per, a.k, not a.quick) for s in range(a.lm_samples)]
+    out = {"model": a.model, **runs[0]} if len(runs) == 1 else {"model": a.model, "samples": runs}
     print(json.dumps(out, indent=1))
+    if len(runs) > 1:
+        out["over_samples"] = stack_runs([{p: r[p] for p in ("rows", "trained", "random_init")} for r in runs])
+        print(headline_table(runs))
+    return json.loads(json.dumps(out))
 
 
 if __name__ == "__main__":

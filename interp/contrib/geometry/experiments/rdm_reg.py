@@ -38,7 +38,7 @@ from interp.contrib.geometry.rdm_reg import (
     rgg_nonzero_fraction,
     vicreg_loss,
 )
-from interp.contrib.report import fmt, markdown_table
+from interp.contrib.report import fmt, markdown_table, stack_runs
 
 MUS = (-1.0, -0.5, 0.0, 0.5)
 
@@ -145,12 +145,13 @@ def run_digits(seeds: int, epochs: int, quick: bool, split: int = 0) -> dict:
     return res
 
 
-def run_lm() -> dict:
+def run_lm(sample: int = 0, model=None) -> dict:
+    """The RGG fit of SmolLM2's activations on data sample `sample` (documents shuffled with that seed)."""
     import interp
     from interp.data import resolve_corpus
 
-    model = interp.load_model("smollm2-135m")
-    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=64, max_tokens=64 * 8, seed=0)
+    model = interp.load_model("smollm2-135m") if model is None else model
+    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=64, max_tokens=64 * 8, seed=sample)
     names = [f"blocks.{l}.{h}" for l in (6, 12, 24) for h in ("hook_resid_post", "mlp.hook_post")]
     with torch.no_grad():
         _, cache = model.run_with_cache(corpus.tokens, names=names, return_logits=False)
@@ -164,32 +165,49 @@ def main(argv=None) -> dict:
         epochs=30,
         quick="1 seed, 2 epochs on 600 images, μ = 0 only, no LM run",
         no_lm="skip the SmolLM2 run",
+        lm_samples=1,
+        lm_only=True,
     )
     ap.add_argument("--splits", type=int, default=0, help="extra data splits (model seed 0), reported apart")
     a = parse(ap, argv)
     seeds, epochs = (1, 2) if a.quick else (a.seeds, a.epochs)
-    out = {"digits": run_digits(seeds, epochs, a.quick)}
+    out: dict = {}
 
     def show(res):
         rows = [[m, *(fmt(r[k]) if k in r else "-" for k in KEYS)] for m, r in res.items()]
         print(markdown_table(["method", *KEYS], rows))
 
-    print(f"digits JEPA, {epochs} epochs, data split 0 (mean ± sd over {seeds} model seeds)")
-    show(out["digits"])
-    if a.splits:
+    if not a.lm_only:
+        out["digits"] = run_digits(seeds, epochs, a.quick)
+        print(f"digits JEPA, {epochs} epochs, data split 0 (mean ± sd over {seeds} model seeds)")
+        show(out["digits"])
+    if a.splits and not a.lm_only:
         per = [run_digits(1, epochs, a.quick, split) for split in range(1, a.splits + 1)]
         out["digits, data splits"] = {m: {k: [v for r in per for v in r[m][k]] for k in per[0][m]} for m in per[0]}
         print(f"\ndata splits 1-{a.splits}, model seed 0 (mean ± sd over splits)")
         show(out["digits, data splits"])
-    if not (a.quick or a.no_lm):
-        out["smollm2"] = run_lm()
-        print("\nsmollm2-135m activations vs the RGG family (p = 1; sliced W2 after unit-RMS scaling)")
+    if a.lm_only or not (a.quick or a.no_lm):
+        import interp
+
+        model = interp.load_model("smollm2-135m")
+        out["smollm2"] = stack_runs([run_lm(s, model) for s in range(a.lm_samples)])
+        n = a.lm_samples
+        print(
+            "\nsmollm2-135m activations vs the RGG family (p = 1; sliced W2 after unit-RMS scaling)"
+            + (f"; mean ± sd over {n} data samples" if n > 1 else "")
+        )
         print(
             markdown_table(
                 ["hook", "best μ", "RGG distance", "Gaussian distance", "ℓ0"],
                 [
-                    [n, r["mu"], fmt(r["distance"]), fmt(r["gaussian_distance"]), fmt(r["l0"])]
-                    for n, r in out["smollm2"].items()
+                    [
+                        h,
+                        ", ".join(f"{m:g}" for m in r["mu"]),
+                        fmt(r["distance"]),
+                        fmt(r["gaussian_distance"]),
+                        fmt(r["l0"]),
+                    ]
+                    for h, r in out["smollm2"].items()
                 ],
             )
         )

@@ -20,10 +20,12 @@ learning the metric (the Fisher geometry) is what brings the head to the oracle.
 Part B (real model, `--lm`). For each layer of smollm2-135m: the Frobenius cosine between each head's
 symmetric pre-rotary QK metric (in RMS-normalised residual space) and the precision of the cached
 normalised residual rows (the Fisher information of a Gaussian fit), against the same metric randomly
-rotated (same spectrum, random orientation).
+rotated (same spectrum, random orientation). `--lm-samples N` repeats it on N data samples (sample s: the
+corpus's documents shuffled with seed s; sample 0 is the one-sample run) and prints the summary over them;
+`--lm-only` skips Part A.
 
     python -m interp.contrib.mechanisms.experiments.bayes [--seeds 3] [--families gaussian,bernoulli,poisson]
-        [--heads 1,2,4] [--quick] [--lm]
+        [--heads 1,2,4] [--quick] [--lm] [--lm-only] [--lm-samples 3]
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from interp.contrib.mechanisms.bayes_attention import (
     qk_precision_alignment,
     train_heads,
 )
-from interp.contrib.report import fmt
+from interp.contrib.report import fmt, markdown_table
 
 
 def _prior_fisher(fam, d: int, g: torch.Generator) -> torch.Tensor:
@@ -135,12 +137,14 @@ def synthetic(
     return out
 
 
-def lm(model_name: str = "smollm2-135m", n_seq: int = 16, n_random: int = 18) -> dict:
+def lm(model_name: str = "smollm2-135m", n_seq: int = 16, n_random: int = 18, sample: int = 0, model=None) -> dict:
+    """Part B on data sample `sample` (documents shuffled with that seed): per layer, the heads' cosines and
+    the random rotations' mean and sd."""
     import interp
     from interp.data import resolve_corpus
 
-    model = interp.load_model(model_name)
-    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=0)
+    model = interp.load_model(model_name) if model is None else model
+    corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=sample)
     names = [f"blocks.{l}.hook_resid_pre" for l in range(model.n_layers)]
     with torch.no_grad():
         _, cache = model.run_with_cache(corpus.tokens, names=names, return_logits=False)
@@ -159,21 +163,36 @@ def lm(model_name: str = "smollm2-135m", n_seq: int = 16, n_random: int = 18) ->
     return out
 
 
+def lm_summary(per_layer: dict) -> dict[str, float]:
+    """One sample's Part B in three numbers: the mean cosine over all heads and layers, the rotated metrics'
+    mean, and how many layers have a head above the rotation mean by 3 sd."""
+    rows = list(per_layer.values())
+    return {
+        "head mean": sum(r["head_cosine_mean"] for r in rows) / len(rows),
+        "rotated mean": sum(r["random_mean"] for r in rows) / len(rows),
+        "layers with a head > rotation mean + 3 sd": sum(
+            r["head_cosine_max"] > r["random_mean"] + 3 * r["random_std"] for r in rows
+        ),
+    }
+
+
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=3, quick="300 steps, heads 1 and 2, one seed, smaller evaluation")
+    ap = experiment_parser(
+        __doc__, seeds=3, quick="300 steps, heads 1 and 2, one seed, smaller evaluation", lm_samples=1, lm_only=True
+    )
     ap.add_argument("--lm", action="store_true", help="also run Part B on smollm2-135m")
     ap.add_argument("--families", default="gaussian,bernoulli,poisson", help="comma-separated families")
     ap.add_argument("--heads", default="1,2,4", help="comma-separated head counts")
     a = parse(ap, argv)
     fams = tuple(a.families.split(","))
     heads = tuple(int(h) for h in a.heads.split(","))
+    if a.lm_only:
+        return {"lm": lm_part(a)}
     if a.quick:
         syn = synthetic((1, 2), 300, eval_batch=1000, seeds=1, families=fams)
     else:
         syn = synthetic(heads, seeds=a.seeds, families=fams)
     result = {"synthetic": syn}
-    if a.lm:
-        result["lm"] = lm(n_seq=4 if a.quick else 16)
     print(json.dumps(result, indent=1))
     n_seeds = 1 if a.quick else a.seeds
     ns = [k for k in next(iter(syn.values())) if k.startswith("n=")]
@@ -198,14 +217,31 @@ def main(argv=None) -> dict:
         if n_seeds > 1:
             print(f"{key}, {ns[-1]} per seed: " + ", ".join(f"{v:.4f}" for v in row[ns[-1]]["rel_excess"]))
     if a.lm:
-        print("\n| layer | mean cos(QK metric, precision) over heads | min / max | random rotation mean +- std |")
-        print("|---|---|---|---|")
-        for layer, r in result["lm"].items():
-            print(
-                f"| {layer} | {r['head_cosine_mean']:.3f} | {r['head_cosine_min']:.3f} / {r['head_cosine_max']:.3f} | "
-                f"{r['random_mean']:.3f} +- {r['random_std']:.3f} |"
-            )
+        result["lm"] = lm_part(a)
     return json.loads(json.dumps(result))
+
+
+def lm_part(a) -> dict:
+    """Part B on `a.lm_samples` data samples: sample 0's per-layer table, then the summary per sample."""
+    import interp
+
+    model = interp.load_model("smollm2-135m")
+    per = [lm(n_seq=4 if a.quick else 16, sample=s, model=model) for s in range(a.lm_samples)]
+    print("\n| layer | mean cos(QK metric, precision) over heads | min / max | random rotation mean +- std |")
+    print("|---|---|---|---|")
+    for layer, r in per[0].items():
+        print(
+            f"| {layer} | {r['head_cosine_mean']:.3f} | {r['head_cosine_min']:.3f} / {r['head_cosine_max']:.3f} | "
+            f"{r['random_mean']:.3f} +- {r['random_std']:.3f} |"
+        )
+    summaries = [lm_summary(p) for p in per]
+    print("\nover all heads and layers, per data sample (sample s = documents shuffled with seed s)")
+    cols = list(summaries[0])
+    rows = [[s, *(f"{v[c]:.3f}" if isinstance(v[c], float) else v[c] for c in cols)] for s, v in enumerate(summaries)]
+    if len(per) > 1:
+        rows.append([f"mean ± sd ({len(per)})", *(fmt([float(v[c]) for v in summaries]) for c in cols)])
+    print(markdown_table(["sample", *cols], rows))
+    return per[0] if len(per) == 1 else {"samples": per, "summary": summaries}
 
 
 if __name__ == "__main__":

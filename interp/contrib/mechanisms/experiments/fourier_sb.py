@@ -27,7 +27,7 @@ from torch import nn
 from interp.contrib.common.fit import fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.fourier_sb import mixed_task, phase_task, positional_spectrum
-from interp.contrib.report import fmt, markdown_table
+from interp.contrib.report import fmt, markdown_table, per_sample, stack_runs
 
 N, WIDTH, BATCH, LR, EVERY, TARGET = 64, 64, 32, 0.1, 4096, 0.75
 
@@ -100,10 +100,11 @@ def run(seeds: int, samples: int, betas) -> dict:
     return out
 
 
-def lm_spectra() -> dict[str, float]:
+def lm_spectra(sample: int = 0, loaded=None) -> dict[str, float]:
+    """β of the residual spectrum along positions at each cached layer, on data sample `sample`."""
     from interp.contrib.lm_features import DEFAULT_LAYERS, corpus_store, hook_name, token_rows
 
-    st = corpus_store("stdlib-docs", 48, 64)
+    st = corpus_store("stdlib-docs", 48, 64, loaded=loaded, sample=sample)
     out = {}
     for layer in DEFAULT_LAYERS:
         x, idx = token_rows(st, hook_name(layer))
@@ -127,8 +128,12 @@ def main(argv=None) -> dict:
         samples=200_000,
         quick="1 seed, 8,192 samples, β in {0, 2}, no LM run",
         no_lm="skip the SmolLM2 run",
+        lm_samples=1,
+        lm_only=True,
     )
     a = parse(ap, argv)
+    if a.lm_only:
+        return {"smollm2": lm_part(a.lm_samples)}
     seeds, samples, betas = (1, 8192, (0.0, 2.0)) if a.quick else (a.seeds, a.samples, (0.0, 1.0, 2.0))
     res = run(seeds, samples, betas)
     keys = list(next(iter(res.values())))
@@ -144,11 +149,22 @@ def main(argv=None) -> dict:
     )
     out = {"signals": res}
     if not (a.quick or a.no_lm):
-        lm = lm_spectra()
-        print("\nsmollm2-135m residual stream: power-law exponent β of the spectrum along token positions")
-        print(markdown_table(["layer", "β"], [[k, fmt(v, 2)] for k, v in lm.items()]))
-        out["smollm2"] = lm
+        out["smollm2"] = lm_part(a.lm_samples)
     return json.loads(json.dumps(out, default=str))
+
+
+def lm_part(n: int) -> dict[str, list[float]]:
+    """`lm_spectra` on data samples 0 .. n-1, printed as one table (mean ± sd when n > 1)."""
+    from interp.contrib.lm_features import load_lm
+
+    loaded = load_lm()
+    lm = stack_runs([lm_spectra(s, loaded) for s in range(n)])
+    print(
+        "\nsmollm2-135m residual stream: power-law exponent β of the spectrum along token positions"
+        + (f" (mean ± sd over {n} data samples)" if n > 1 else "")
+    )
+    print(markdown_table(["layer", "β", "per sample"], [[k, fmt(v, 2), per_sample(v, 2)] for k, v in lm.items()]))
+    return lm
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from interp.contrib.common.datasets import digits
 from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.mechanisms.pace_attention import PACEViT, head_overlap, rate_reduction
-from interp.contrib.report import fmt, markdown_table
+from interp.contrib.report import fmt, markdown_table, per_sample, stack_runs
 
 VARIANTS = ("softmax", "mssa", "pace", "pace_exact")
 NAMES = {"softmax": "softmax MHSA", "mssa": "CRATE-MSSA", "pace": "PACE (sketch 8)", "pace_exact": "PACE (exact Gram)"}
@@ -70,12 +70,13 @@ def trial(variant: str, seed: int, epochs: int, quick: bool) -> dict[str, float]
     }
 
 
-def lm_rates() -> dict[str, dict[str, float]]:
-    from interp.contrib.lm_features import DEFAULT_LAYERS, hook_name, labelled_corpora
+def lm_rates(sample: int = 0, loaded=None) -> dict[str, dict[str, float]]:
+    """Coding rates by corpus at each cached layer, on data sample `sample` of every corpus."""
+    from interp.contrib.lm_features import DEFAULT_LAYERS, hook_name, labelled_corpora, load_lm
 
-    out = {}
+    out, loaded = {}, load_lm() if loaded is None else loaded
     for layer in DEFAULT_LAYERS:
-        x, y = labelled_corpora(hook_name(layer), n_seq=48, per_sequence=False)
+        x, y = labelled_corpora(hook_name(layer), n_seq=48, per_sequence=False, sample=sample, loaded=loaded)
         g = torch.Generator().manual_seed(0)
         pick = torch.cat(
             [torch.nonzero(y == c).flatten()[torch.randperm(int((y == c).sum()), generator=g)[:600]] for c in range(3)]
@@ -83,13 +84,20 @@ def lm_rates() -> dict[str, dict[str, float]]:
         z, lab = F.normalize(x[pick].double(), dim=-1), y[pick]
         r = rate_reduction(z, lab)
         r["dR shuffled labels"] = rate_reduction(z, lab[torch.randperm(len(lab), generator=g)])["dR"]
+        r["dR above shuffled"] = r["dR"] - r["dR shuffled labels"]
         out[f"layer {layer}"] = r
     return out
 
 
 def main(argv=None) -> dict:
     ap = experiment_parser(
-        __doc__, seeds=3, epochs=10, quick="1 seed, 1 epoch on 300 images, no LM run", no_lm="skip the SmolLM2 run"
+        __doc__,
+        seeds=3,
+        epochs=10,
+        quick="1 seed, 1 epoch on 300 images, no LM run",
+        no_lm="skip the SmolLM2 run",
+        lm_samples=1,
+        lm_only=True,
     )
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
     a = parse(ap, argv)
@@ -98,25 +106,31 @@ def main(argv=None) -> dict:
         ap.error(f"--variants must name some of {', '.join(VARIANTS)}")
     seeds, epochs = (1, 1) if a.quick else (a.seeds, a.epochs)
     res: dict[str, dict[str, list[float]]] = {}
-    for s in range(seeds):
+    for s in range(0 if a.lm_only else seeds):
         for v in variants:
             for k, val in trial(v, s, epochs, a.quick).items():
                 res.setdefault(NAMES[v], {}).setdefault(k, []).append(val)
     keys = ["test acc", "params", "ΔR input", "ΔR last layer", "head overlap"]
-    print(f"ViT-tiny on digits, {epochs} epochs (mean ± sd over {seeds} seeds)")
-    print(
-        markdown_table(
-            ["attention", *keys], [[m, *(fmt(r[k], 0 if k == "params" else 3) for k in keys)] for m, r in res.items()]
+    out = {}
+    if not a.lm_only:
+        print(f"ViT-tiny on digits, {epochs} epochs (mean ± sd over {seeds} seeds)")
+        rows = [[m, *(fmt(r[k], 0 if k == "params" else 3) for k in keys)] for m, r in res.items()]
+        print(markdown_table(["attention", *keys], rows))
+        out["digits"] = res
+    if a.lm_only or not (a.quick or a.no_lm):
+        from interp.contrib.lm_features import load_lm
+
+        loaded, n = load_lm(), a.lm_samples
+        lm = stack_runs([lm_rates(s, loaded) for s in range(n)])
+        print(
+            "\nsmollm2-135m residual stream, coding rates by corpus (ε 0.5, unit-norm rows, 1,800 rows)"
+            + (f"; mean ± sd over {n} data samples" if n > 1 else "")
         )
-    )
-    out = {"digits": res}
-    if not (a.quick or a.no_lm):
-        lm = lm_rates()
-        print("\nsmollm2-135m residual stream, coding rates by corpus (ε 0.5, unit-norm rows, 1,800 rows)")
+        cols = ("R", "Rc", "dR", "dR shuffled labels")
         print(
             markdown_table(
-                ["layer", "R", "R_c", "ΔR", "ΔR, shuffled labels"],
-                [[k, fmt(r["R"]), fmt(r["Rc"]), fmt(r["dR"]), fmt(r["dR shuffled labels"])] for k, r in lm.items()],
+                ["layer", "R", "R_c", "ΔR", "ΔR, shuffled labels", "ΔR above shuffled, per sample"],
+                [[k, *(fmt(r[c]) for c in cols), per_sample(r["dR above shuffled"])] for k, r in lm.items()],
             )
         )
         out["smollm2"] = lm

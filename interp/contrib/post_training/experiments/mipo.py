@@ -127,10 +127,14 @@ def main(argv=None) -> dict:
         steps=500,
         quick="1 seed, 100 pretraining + 30 steps, no LM",
         no_lm="skip the SmolLM2 PMI diagnostic",
+        lm_samples=1,
+        lm_only=True,
     )
     a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1:
         ap.error("--seeds and --steps must be positive")
+    if a.lm_only:
+        return {"smollm2": lm_part(a.lm_samples)}
     seeds, steps, pre = (1, 30, 100) if a.quick else (a.seeds, a.steps, 300)
     lam, lam_scores = tune_lambda(pre)
     runs = [run(s, steps, pre, lam) for s in range(seeds)]
@@ -153,24 +157,37 @@ def main(argv=None) -> dict:
     print(markdown_table(["metric", "MIPO (table)", f"MIPO - {RW}, paired by seed", "MIPO higher"], paired))
     out = {"toy": runs, "lambda": lam, "lambda_tuning": lam_scores}
     if not (a.quick or a.no_lm):
-        out["smollm2"] = smollm_pmi()
-        lm = out["smollm2"]
-        print(
-            f"\nsmollm2-135m PMI diagnostic ({lm['pairs']} stdlib-docs sequences split 32 + 32 tokens): "
-            f"mean PMI {lm['pmi']:.3f} nats (max log {lm['pairs']} = {math.log(lm['pairs']):.3f}); "
-            f"own prompt most likely for {lm['own_top']:.3f} of the responses"
-        )
+        out["smollm2"] = lm_part(a.lm_samples)
     return json.loads(json.dumps(out))
 
 
-def smollm_pmi(n_seq: int = 16) -> dict:
-    """PMI of SmolLM2 on its own cached token sequences: each 64-token sequence of the contrib store is split
-    into a 32-token prompt and a 32-token response, every response scored under every prompt."""
+def lm_part(n: int) -> dict:
+    """`smollm_pmi` on data samples 0 .. n-1, printed as one table (with mean ± sd when n > 1)."""
+    from interp.contrib.lm_features import load_lm
+
+    model = load_lm()
+    per = [smollm_pmi(sample=s, model=model) for s in range(n)]
+    pairs = per[0]["pairs"]
+    print(
+        f"\nsmollm2-135m PMI diagnostic ({pairs} stdlib-docs sequences split 32 + 32 tokens; max log {pairs} = "
+        f"{math.log(pairs):.3f} nats; sample s = the corpus's documents shuffled with seed s)"
+    )
+    rows = [[s, f"{p['pmi']:.3f}", f"{p['own_top']:.3f}"] for s, p in enumerate(per)]
+    if n > 1:
+        rows.append([f"mean ± sd ({n})", fmt([p["pmi"] for p in per]), fmt([p["own_top"] for p in per])])
+    print(markdown_table(["sample", "mean PMI (nats)", "own prompt most likely"], rows))
+    return per[0] if n == 1 else {"samples": per}
+
+
+def smollm_pmi(n_seq: int = 16, sample: int = 0, model=None) -> dict:
+    """PMI of SmolLM2 on its own cached token sequences: each 64-token sequence of the contrib store (data
+    sample `sample`) is split into a 32-token prompt and a 32-token response, every response scored under
+    every prompt."""
     from interp.contrib.lm_features import corpus_store, load_lm, token_rows
     from interp.contrib.post_training.mipo import cross_logprobs, pmi_from_cross
 
-    model = load_lm()
-    store = corpus_store("stdlib-docs", 48, 64, loaded=model)
+    model = load_lm() if model is None else model
+    store = corpus_store("stdlib-docs", 48, 64, loaded=model, sample=sample)
     _, idx = token_rows(store, "ln_final.hook_normalized", skip_first=False)
     seqs = torch.stack([idx["tokens"][idx["seq"] == s] for s in torch.unique(idx["seq"])[:n_seq]])
     cross = cross_logprobs(model, seqs[:, :32], seqs[:, 32:64])
