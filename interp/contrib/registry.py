@@ -570,16 +570,16 @@ PAPERS: tuple[Paper, ...] = (
         "privacy/representation_unlearning.py",
         Status.NOT_REPRODUCED,
         "tiny classifier, 3 model seeds: the class is forgotten, but the beta = 0 control (no information-"
-        "bottleneck term) forgets as completely; SmolLM2 fact not forgotten at our budget",
+        "bottleneck term) forgets as completely; SmolLM2 facts (3) not forgotten at our budget",
         "forget acc 0.90 -> 0.23 ± 0.37 with RepUnl (beta 2), 0.044 ± 0.038 with the beta = 0 control (3 model "
         "seeds), "
-        "retain unchanged; on smollm2 'capital of France' not forgotten at our budget",
+        "retain unchanged; on smollm2 the capitals of France, Japan and Germany not forgotten at our budget",
         "interp.contrib.privacy.experiments.representation_unlearning",
         ("--steps", "50", "--transform-steps", "20"),
         control="the same transform trained with β = 0 (retain cross-entropy only, no information-bottleneck term);"
         " retrain from scratch and fine-tuning on retain",
         seeds="3 model seeds (original model's init and batches, and T's) on data split 0; 2 other data splits with"
-        " model seed 0, apart",
+        " model seed 0, apart; SmolLM2: 3 facts (`smollm_fact --forget`)",
     ),
     Paper(
         "FedFit",
@@ -827,13 +827,17 @@ PAPERS: tuple[Paper, ...] = (
         "generative",
         "generative/softbinary_coding.py",
         Status.NOT_REPRODUCED,
-        "Gaussian blocks of 8, our straight-through SBC: above scalar-quantised NTC except at 0.94 bits",
+        "Gaussian blocks of 8 and SmolLM2's whitened layer-12 coordinates (2 seeds), our straight-through SBC: "
+        "above scalar-quantised NTC except at the lowest rate",
         "Gaussian blocks of 8: our SBC (straight-through) 1.6-4.8 dB above Shannon at its KL rate vs scalar-quantized "
-        "NTC 1.6-1.8 dB (ECSQ theory 1.53); ties only at 0.94 bits; a PFR channel-simulation code adds 1.9-2.9 dB",
+        "NTC 1.6-1.8 dB (ECSQ theory 1.53); ties only at 0.94 bits; a PFR channel-simulation code adds 1.9-2.9 dB; "
+        "SmolLM2 layer-12 blocks: SBC 0.74-2.42 dB vs NTC -0.13-0.16 dB at 1.2-1.7 bits, ahead only at 0.75 bits "
+        "(-0.40 vs NTC's -0.20 at 1.45 bits)",
         "interp.contrib.generative.experiments.softbinary_coding",
         ("--quick",),
         control="scalar-quantised nonlinear transform coding with the same MLP size, trained the same way",
-        seeds="3 model seeds per λ (`--seeds 3`; the first table is 2 seeds, the gaps agree within 0.03 dB)",
+        seeds="3 model seeds per λ (`--seeds 3`; the first table is 2 seeds, the gaps agree within 0.03 dB); "
+        "SmolLM2 source: 2 model seeds, trained on data sample 0, tested on sample 1",
     ),
 )
 

@@ -194,16 +194,28 @@ class NTC(nn.Module):
 
 
 def train_codec(
-    model: nn.Module, lam: float, steps: int, batch: int = 512, lr: float = 2e-3, seed: int = 0
+    model: nn.Module,
+    lam: float,
+    steps: int,
+    batch: int = 512,
+    lr: float = 2e-3,
+    seed: int = 0,
+    data: Tensor | None = None,
 ) -> list[float]:
-    """Minimise MSE + lam · rate (bits per sample) on fresh N(0, I) blocks; returns the loss trace."""
+    """Minimise MSE + lam · rate (bits per sample) on fresh N(0, I) blocks, or, with `data` [n, dim], on
+    blocks drawn from its rows (uniformly, with replacement); returns the loss trace."""
     if lam <= 0 or steps <= 0 or batch <= 0:
         raise ValueError(f"lam, steps and batch must be positive; got {lam}, {steps}, {batch}")
-    g = torch.Generator().manual_seed(seed + 1000)
     dim = model.cfg.dim
+    if data is not None and (data.ndim != 2 or data.shape[1] != dim or len(data) == 0):
+        raise ValueError(f"data must be a non-empty [n, {dim}] tensor of blocks; got shape {tuple(data.shape)}")
+    g = torch.Generator().manual_seed(seed + 1000)
 
     def loss_fn(_) -> Tensor:
-        x = torch.randn(batch, dim, generator=g)
+        if data is None:
+            x = torch.randn(batch, dim, generator=g)
+        else:
+            x = data[torch.randint(len(data), (batch,), generator=g)].float()
         xh, rate = model(x)
         return ((xh - x) ** 2).mean() + lam * rate.mean() / dim
 

@@ -1,13 +1,15 @@
 """RepUnl on a real model: make `smollm2-135m` forget one fact (the capital of France) through a hook.
 
-    python -m interp.contrib.privacy.experiments.smollm_fact [--layer 15] [--steps 40]
+    python -m interp.contrib.privacy.experiments.smollm_fact [--layer 15] [--steps 40] [--forget France]
 
 Prompts "The capital of {country} is" and paraphrases; the "label" of a prompt is its capital among 12
 candidate first tokens (" Paris", " Tokyo", ...). T acts on `blocks.{layer}.hook_resid_post` at each
 prompt's last token; the model's weights are frozen. Forget set: three France prompts; retain set: two
 prompts for each of the other countries. Held out (never trained on): one more paraphrase per country.
 Reported before and after, for both regimes: P(" Paris") and candidate accuracy on the France prompts,
-and candidate accuracy on the other countries (train and held-out prompts). Prints JSON.
+and candidate accuracy on the other countries (train and held-out prompts). Prints JSON. `--forget COUNTRY`
+forgets another of the 12 facts instead (the keys then name that country's prompts and capital the same way:
+`forget_*` prompts, `p_answer_*` the probability of its capital).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--layer", type=int, default=15)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--forget", choices=list(CAPITALS), default="France", help="the country whose capital is forgotten")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     t0 = time.time()
@@ -61,7 +64,7 @@ def main(argv=None) -> dict:
     for p in model.parameters():
         p.requires_grad_(False)
     tok = model.tokenizer
-    countries = list(CAPITALS)
+    countries = [args.forget] + [c for c in CAPITALS if c != args.forget]  # the forgotten fact is label 0
     cand = torch.tensor([tok(" " + CAPITALS[c], add_special_tokens=False)["input_ids"][0] for c in countries])
     hook = f"blocks.{args.layer}.hook_resid_post"
 
@@ -76,8 +79,8 @@ def main(argv=None) -> dict:
 
     others = countries[1:]
     sets = {
-        "france_train": prompts(TRAIN_TEMPLATES, ["France"]),
-        "france_heldout": prompts([HELD_OUT], ["France"]),
+        "forget_train": prompts(TRAIN_TEMPLATES, [args.forget]),
+        "forget_heldout": prompts([HELD_OUT], [args.forget]),
         "others_train": prompts(TRAIN_TEMPLATES[:2], others),
         "others_heldout": prompts([HELD_OUT], others),
     }
@@ -95,12 +98,12 @@ def main(argv=None) -> dict:
             for name, (ids, mask, y) in sets.items():
                 lg = logits_of(ids, mask, T)
                 res[f"acc_{name}"] = round((lg[:, cand].argmax(-1) == y).float().mean().item(), 3)
-                if name.startswith("france"):
-                    res[f"p_paris_{name}"] = round(torch.softmax(lg, -1)[:, cand[0]].mean().item(), 4)
+                if name.startswith("forget"):
+                    res[f"p_answer_{name}"] = round(torch.softmax(lg, -1)[:, cand[0]].mean().item(), 4)
         return res
 
     out = {"config": vars(args), "original": report()}
-    f_ids, f_mask, f_y = sets["france_train"]
+    f_ids, f_mask, f_y = sets["forget_train"]
     r_ids, r_mask, r_y = sets["others_train"]
     _, cache = model.run_with_cache({"input_ids": f_ids, "attention_mask": f_mask}, names=hook, return_logits=False)
     zf = cache[hook][torch.arange(len(f_ids)), f_mask.sum(1) - 1]
