@@ -269,12 +269,13 @@ PAPERS: tuple[Paper, ...] = (
         Status.METRIC_ONLY,
         "metrics behave as claimed (toy chain-using vs shortcut model; SmolLM2 arithmetic vs facts)",
         "chain-using model CIR 0.54 / SR 1.00 vs shortcut CIR 0.00 / SR 0.06; smollm2 arithmetic CIR 0.37 vs facts "
-        "0.008",
+        "0.008 (3 item sets: 0.36-0.39 vs 0.008-0.021, every arithmetic item above every fact item in each)",
         "interp.contrib.faithfulness.experiments.cot_importance",
         ("--steps", "20", "--n-eval", "20", "--no-smollm"),
         control="the shortcut model (hint = answer, scratchpad computes nothing) against the chain-using model, "
         "same architecture and training",
-        seeds="3 model seeds (init and batches) per model (`--seeds 3`); evaluation on the same 200 fresh questions",
+        seeds="3 model seeds (init and batches) per model (`--seeds 3`); evaluation on the same 200 fresh questions; "
+        "SmolLM2: 3 hand-written item sets of 4 + 4 (`--smollm-only --item-sets 3`)",
     ),
     Paper(
         "AttrRob",

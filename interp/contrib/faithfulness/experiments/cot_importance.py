@@ -1,6 +1,7 @@
 """CIR/SR demo: a tiny model whose scratchpad drives its answer against one that takes a shortcut; SmolLM2.
 
     python -m interp.contrib.faithfulness.experiments.cot_importance [--steps 800] [--no-smollm] [--seeds 3]
+        [--smollm-only] [--item-sets 3]
 
 Task (chain-sum mod 10): question `a1 a2 a3 a4 H h =`, reasoning `s1 s2 s3 s4` (running sums mod 10),
 then `A ans`. Two tiny Llamas (2 layers, d 64) are trained on next-token loss over reasoning and answer:
@@ -15,8 +16,9 @@ Evaluated on questions where h = answer (both can be right):
   - corruption: the chain of another first digit is forced in; how often the answer follows it;
   - accuracy without the shortcut (h random).
 Then `smollm2-135m` on short worded problems with written-out reasoning: arithmetic (the answer needs
-the reasoning) against facts it knows without reasoning. Prints JSON; about 12 minutes on a loaded
-2-core machine (`--no-smollm`: about 7).
+the reasoning) against facts it knows without reasoning; `--item-sets 3` adds two more hand-written sets of
+4 + 4 items (the part's data samples). Prints JSON; about 12 minutes on a loaded 2-core machine (`--no-smollm`:
+about 7).
 """
 
 from __future__ import annotations
@@ -172,13 +174,106 @@ SMOL_ITEMS = {
 }
 
 
-def smollm_section() -> dict:
+MORE_SMOL_ITEMS = (
+    {
+        "arithmetic": [
+            (
+                "Sara has 45 stickers. She gives 18 to her brother and gets 12 from a friend. How many stickers "
+                "does she have?",
+                "Sara starts with 45. Giving 18 away leaves 45 - 18 = 27. Getting 12 more gives 27 + 12 = 39.",
+                " 39",
+            ),
+            (
+                "A shelf has 4 rows of 9 books. 7 books are taken away. How many books are left?",
+                "The shelf holds 4 x 9 = 36 books. Taking 7 away leaves 36 - 7 = 29 books.",
+                " 29",
+            ),
+            (
+                "Ben runs 12 km on Monday and twice as far on Tuesday. How far does he run in the two days?",
+                "On Tuesday he runs 12 x 2 = 24 km. In total 12 + 24 = 36 km.",
+                " 36",
+            ),
+            (
+                "A farmer has 58 sheep and sells 23. Then 11 lambs are born. How many sheep does he have?",
+                "After selling, 58 - 23 = 35 sheep are left. With 11 lambs, 35 + 11 = 46 sheep.",
+                " 46",
+            ),
+        ],
+        "known_fact": [
+            (
+                "What is the capital of Italy?",
+                "Italy is a country in southern Europe. Its capital city is Rome.",
+                " Rome",
+            ),
+            (
+                "What is the largest ocean on Earth?",
+                "Of all the oceans, the one that covers the most area is the Pacific.",
+                " Pacific",
+            ),
+            (
+                "What do bees make?",
+                "Bees collect nectar from flowers and store it in their hives as honey.",
+                " honey",
+            ),
+            ("How many legs does a spider have?", "A spider is an arachnid, and arachnids have eight legs.", " eight"),
+        ],
+    },
+    {
+        "arithmetic": [
+            (
+                "A bag has 7 red and 15 blue marbles. 9 marbles are removed. How many marbles are left?",
+                "The bag holds 7 + 15 = 22 marbles. Removing 9 leaves 22 - 9 = 13 marbles.",
+                " 13",
+            ),
+            (
+                "Lisa buys 3 packs of 12 pencils and loses 5. How many pencils does she have?",
+                "Three packs hold 3 x 12 = 36 pencils. After losing 5, 36 - 5 = 31 pencils.",
+                " 31",
+            ),
+            (
+                "A bus has 34 people. At the stop 16 get off and 21 get on. How many people are on the bus?",
+                "After 16 get off, 34 - 16 = 18 remain. With 21 getting on, 18 + 21 = 39 people.",
+                " 39",
+            ),
+            (
+                "Max saves 15 dollars a week for 4 weeks, then spends 22. How much money does he have?",
+                "In 4 weeks he saves 15 x 4 = 60 dollars. After spending 22, 60 - 22 = 38 dollars.",
+                " 38",
+            ),
+        ],
+        "known_fact": [
+            (
+                "What is the capital of Germany?",
+                "Germany is a country in central Europe. Its capital city is Berlin.",
+                " Berlin",
+            ),
+            (
+                "What color are bananas when they are ripe?",
+                "Bananas start green and turn yellow as they ripen.",
+                " yellow",
+            ),
+            ("What is frozen water called?", "When water cools below zero degrees it freezes into ice.", " ice"),
+            (
+                "How many months are in a year?",
+                "A year runs from January to December, which makes twelve months.",
+                " twelve",
+            ),
+        ],
+    },
+)
+"""Two more sets of 4 + 4 items written the same way (`--item-sets 3`): the data samples of the SmolLM2 part,
+since its items are hand-written and cannot be drawn."""
+ITEM_SETS = (SMOL_ITEMS, *MORE_SMOL_ITEMS)
+
+
+def smollm_section(items_by_group: dict | None = None, model=None) -> dict:
+    """CIR of SmolLM2's own P(answer) as its written reasoning is revealed, per item group (default: set 0)."""
     import interp
 
-    model = interp.load_model("smollm2-135m")
+    model = interp.load_model("smollm2-135m") if model is None else model
     tok = model.tokenizer
     out = {}
-    for group, items in SMOL_ITEMS.items():
+    for group, items in (items_by_group or SMOL_ITEMS).items():
         reps = []
         for question, reasoning, answer in items:
             q = tok(f"Question: {question}\nReasoning:", add_special_tokens=False)["input_ids"]
@@ -198,6 +293,25 @@ def smollm_section() -> dict:
     return out
 
 
+def smollm_sets(n: int) -> dict:
+    """`smollm_section` on the first n item sets: set 0's result as before, and with n > 1 every set and the
+    per-set mean CIR of each group."""
+    import interp
+
+    model = interp.load_model("smollm2-135m")
+    per = [smollm_section(ITEM_SETS[i], model) for i in range(n)]
+    if n == 1:
+        return per[0]
+    return {
+        "sets": per,
+        "mean_CIR_by_set": {g: [p[g]["mean_CIR"] for p in per] for g in per[0]},
+        "every_arithmetic_item_above_every_fact_item": [
+            min(r["cir"] for r in p["arithmetic"]["items"]) > max(r["cir"] for r in p["known_fact"]["items"])
+            for p in per
+        ],
+    }
+
+
 def mean_sd(rows: list[dict]) -> dict:
     """{"mean": {...}, "sd": {...}} over the numeric fields of per-seed result rows (sample sd)."""
     keys = [k for k, v in rows[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -207,14 +321,27 @@ def mean_sd(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> dict:
-    ap = experiment_parser(__doc__, seeds=1, steps=800, n_eval=200, no_smollm=False, threads=1)
+    ap = experiment_parser(
+        __doc__,
+        seeds=1,
+        steps=800,
+        n_eval=200,
+        no_smollm=False,
+        item_sets=(1, f"SmolLM2 item sets of 4 + 4 (1 to {len(ITEM_SETS)}; set 0 is the one-set run)"),
+        smollm_only=(False, "run the SmolLM2 part alone"),
+        threads=1,
+    )
     args = parse(ap, argv)
     if args.seeds < 1:
         ap.error(f"--seeds must be >= 1 (model seeds to train), got {args.seeds}")
+    if args.item_sets > len(ITEM_SETS):
+        ap.error(f"--item-sets must be at most {len(ITEM_SETS)} (the hand-written sets), got {args.item_sets}")
+    if args.smollm_only and args.no_smollm:
+        ap.error("--smollm-only and --no-smollm exclude each other")
     t0 = time.time()
     res: dict = {"config": vars(args), "tiny": {}}
     per_seed: dict[str, list[dict]] = {"A": [], "B": []}
-    for seed in range(args.seeds):  # model seeds: seed s inits with s and draws its batches with s + 1
+    for seed in range(0 if args.smollm_only else args.seeds):  # model seed s: init with s, batches with s + 1
         for kind in ("A", "B"):
             model = tiny_lm(VOCAB, ctx=16, seed=seed)
             losses = train_lm(model, lambda g, k=kind: batch(k, 128, g, cut=0.3), args.steps, lr=3e-3, seed=seed + 1)
@@ -222,10 +349,10 @@ def main(argv=None) -> dict:
             per_seed[kind].append(row)
             if seed == 0:
                 res["tiny"][f"model_{kind}"] = row
-    if args.seeds > 1:
+    if args.seeds > 1 and not args.smollm_only:
         res["tiny_seeds"] = {f"model_{k}": {"per_seed": rows, **mean_sd(rows)} for k, rows in per_seed.items()}
     if not args.no_smollm:
-        res["smollm2-135m"] = smollm_section()
+        res["smollm2-135m"] = smollm_sets(args.item_sets)
     res["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(res, indent=1))
     return res

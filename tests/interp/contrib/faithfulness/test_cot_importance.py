@@ -1,4 +1,5 @@
 import math
+import re
 
 import pytest
 import torch
@@ -79,3 +80,24 @@ def test_bad_input():
         cir(0.5, [])
     with pytest.raises(ValueError, match="answer"):
         answer_probabilities(_CopyLast(), [1], [[2]], [3], [])
+
+
+def test_smollm_item_sets_are_well_formed_and_bounded(capsys):
+    from interp.contrib.faithfulness.experiments.cot_importance import ITEM_SETS, SMOL_ITEMS, main
+
+    assert ITEM_SETS[0] is SMOL_ITEMS and len(ITEM_SETS) == 3
+    questions = [q for s in ITEM_SETS for items in s.values() for q, _, _ in items]
+    assert len(questions) == len(set(questions)) == 24  # 3 sets of 4 + 4, no item repeated
+    for s in ITEM_SETS:
+        assert {g: len(v) for g, v in s.items()} == {"arithmetic": 4, "known_fact": 4}
+        for _, reasoning, answer in s["arithmetic"]:
+            steps = re.findall(r"(\d+) ([+x-]) (\d+) = (\d+)", reasoning)
+            assert steps and steps[-1][3] == answer.strip()  # the written chain ends on the answer
+            for a, op, b, c in steps:  # and every step of it is right
+                assert {"+": int(a) + int(b), "-": int(a) - int(b), "x": int(a) * int(b)}[op] == int(c), (a, op, b)
+    with pytest.raises(SystemExit):
+        main(["--item-sets", "4"])  # refused before any model is built
+    assert "--item-sets must be at most 3" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--smollm-only", "--no-smollm"])
+    assert "exclude each other" in capsys.readouterr().err
