@@ -103,13 +103,15 @@ PAPERS: tuple[Paper, ...] = (
         "well; penultimate layer and Hessians not done",
         "Gauss-Newton top eigenvectors' overlap with the class-mean subspace 0.531 ± 0.009 -> 0.976 ± 0.001 as NC1 "
         "falls (3 MLP seeds; random subspace 0.07; K-FAC top eigenspace 0.982 -> 0.980); smollm2: 0.800 ± 0.011 of "
-        "the output GN trace over 3 data samples (random init 0.301 ± 0.036)",
+        "the output GN trace over 3 data samples (random init 0.301 ± 0.036); gemma3-270m: 0.547 ± 0.016 (random "
+        "init 0.165 ± 0.009)",
         "interp.contrib.geometry.experiments.collapse",
         ("--quick",),
         control="the Gauss-Newton overlap with a random subspace of the same dimension, and the same network at "
         "init; SmolLM2 against its random init; strong baseline: the K-FAC (A ⊗ B) top eigenspace, same dimension",
         seeds="3 MLP seeds (`--spectra-seeds 3`), each its own mixture draw and init (data and model varied "
-        "together); the main table is seed 0; SmolLM2: 3 data samples (corpus shuffles, the random twin seeded alike)",
+        "together); the main table is seed 0; SmolLM2 and Gemma 3 270M: 3 data samples each (corpus shuffles, the "
+        "random twin seeded alike)",
     ),
     Paper(
         "RicciFlow",
@@ -118,15 +120,15 @@ PAPERS: tuple[Paper, ...] = (
         Status.PARTIAL,
         "small trained nets (3 seeds) and smollm2-135m (3 data samples): negative local coefficients also in untrained "
         "and linear controls, and more negative in a random-init SmolLM2 twin; only the modularity rise is specific "
-        "to training",
+        "to training; on gemma3-270m (3 data samples) the local coefficients are positive",
         "trained nets: negative local coefficients, but untrained/linear controls too; modularity rises only when "
         "trained; SmolLM2's 30 layers -0.266 ± 0.005 over 3 data samples (rows shuffled 0.009 ± 0.026) vs random-init "
-        "twin -0.759 ± 0.044",
+        "twin -0.759 ± 0.044; Gemma 3 270M +0.112 ± 0.026 (rows shuffled +0.307 ± 0.038, twin -0.778 ± 0.032)",
         "interp.contrib.geometry.experiments.ricci",
         ("--quick",),
         control="the same MLP untrained (same init) and trained without activations (linear), on the same data",
-        seeds="3 seeds per data set, each a fresh data draw and init (data and model varied together); SmolLM2: 3 "
-        "data samples (corpus shuffles, the random twin seeded alike)",
+        seeds="3 seeds per data set, each a fresh data draw and init (data and model varied together); SmolLM2 and "
+        "Gemma 3 270M: 3 data samples each (corpus shuffles, the random twin seeded alike)",
     ),
     Paper(
         "InfoNCE-Geo",
@@ -168,18 +170,18 @@ PAPERS: tuple[Paper, ...] = (
         Status.PARTIAL,
         "synthetic gene-expression data, 3 seeds: well above log1p PCA, but within seed spread of k-means gene groups "
         "and Hellinger PCA on cells and gene groups; ahead of both on cell-type geometry on every seed; on SmolLM2 "
-        "next-token distributions (3 data samples) ahead of k-means token groups on each",
+        "and Gemma 3 270M next-token distributions (3 data samples each) ahead of k-means token groups on each",
         "20 learned gene groups keep the true Fisher-Rao geometry (Spearman 0.983 vs PCA-log1p 0.863; cell types "
         "0.982 vs 0.765), gene modules recovered (ARI 0.79); strong baselines: k-means gene groups with the same "
         "aggregation 0.976 / 0.962 (ARI 0.72), Hellinger PCA 0.975 / 0.967; SmolLM2 next-token distributions: 20 "
         "token groups 0.792 ± 0.013 over 3 data samples, of the 0.816 ± 0.032 the top-1024 tokens allow (k-means "
-        "groups 0.737 ± 0.007, PCA 0.572 ± 0.037)",
+        "groups 0.737 ± 0.007, PCA 0.572 ± 0.037); Gemma 3 270M: 0.756 ± 0.027 (k-means groups 0.650 ± 0.018)",
         "interp.contrib.geometry.experiments.info_globe",
         ("--quick",),
         control="a random hard grouping into the same 20 groups, and PCA of log1p counts with as many components; "
         "strong baselines: k-means gene groups with the same aggregation, and Hellinger (square-root) PCA",
-        seeds="3 seeds, each a fresh synthetic data set and fit (data and model varied together); SmolLM2: 3 data "
-        "samples (corpus shuffles, the fits seeded alike)",
+        seeds="3 seeds, each a fresh synthetic data set and fit (data and model varied together); SmolLM2 and Gemma "
+        "3 270M: 3 data samples each (corpus shuffles, the fits seeded alike)",
     ),
     Paper(
         "FPE",

@@ -2,6 +2,7 @@
 next-token distributions reduced on the square-root sphere.
 
     python -m interp.contrib.geometry.experiments.info_globe [--seeds 3] [--quick] [--no-lm] [--lm-samples 3]
+        [--lm-only] [--model gemma3-270m]
 
 Counts (catalog setting): 2,000 genes in 20 modules, 6 cell types with Dirichlet module activities,
 3,000 cells, multinomial depth ~2,000 (x0.5-1.5). InfoGlobe: 20 groups, 400 Adam steps of 2,048 random
@@ -14,6 +15,7 @@ SmolLM2 (`smollm2-135m` through `HookedModel`, stdlib-docs, 16 x 64 tokens, posi
 each position's next-token distribution over the 1,023 most probable tokens (summed over positions)
 plus one bin for the rest; InfoGlobe (20 groups) vs PCA of log-probabilities (20 components, angles).
 Metric: Spearman between full-distribution Fisher-Rao distances and embedded distances over pairs.
+`--model gemma3-270m` runs this part on another pretrained model (Gemma 3 270M, 262,144 tokens).
 `--lm-samples N`: N data samples, sample s the corpus's documents shuffled with seed s and every fit (InfoGlobe,
 k-means, the random grouping and pair draw) seeded with s; sample 0 is the one-sample run. Printed with InfoGlobe's
 paired difference to each baseline over the samples.
@@ -109,7 +111,8 @@ def counts_trial(seed: int, quick: bool) -> dict[str, float]:
 
 
 def lm_trial(seed: int, model=None) -> dict[str, float]:
-    """One SmolLM2 data sample: the corpus's documents shuffled with `seed`, the fits seeded with it."""
+    """One data sample of a model's next-token distributions (SmolLM2 unless `model` is given): the corpus's
+    documents shuffled with `seed`, the fits seeded with it."""
     import interp
     from interp.data import resolve_corpus
 
@@ -150,13 +153,14 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 run",
         lm_samples=1,
         lm_only=True,
+        model=("smollm2-135m", "the pretrained model of the LM part (any spec `interp models` lists)"),
     )
     a = parse(ap, argv)
     out: dict = {}
     if not a.lm_only:
         out["counts"] = counts_part(a)
     if a.lm_only or not (a.quick or a.no_lm):
-        out["smollm2"] = lm_part(a.lm_samples)
+        out["smollm2" if a.model == "smollm2-135m" else a.model] = lm_part(a.lm_samples, a.model)
     return json.loads(json.dumps(out))
 
 
@@ -183,14 +187,14 @@ def counts_part(a) -> dict[str, list[float]]:
     return res
 
 
-def lm_part(n: int) -> dict[str, list[float]]:
-    """`lm_trial` on data samples 0 .. n-1: the table, and with n > 1 the paired differences."""
+def lm_part(n: int, model_name: str = "smollm2-135m") -> dict[str, list[float]]:
+    """`lm_trial` on data samples 0 .. n-1 of `model_name`: the table, and with n > 1 the paired differences."""
     import interp
 
-    model = interp.load_model("smollm2-135m")
+    model = interp.load_model(model_name)
     lm = stack_runs([lm_trial(s, model) for s in range(n)])
     print(
-        "\nsmollm2-135m next-token distributions (1,024 rows): Spearman with full-vocabulary Fisher-Rao"
+        f"\n{model_name} next-token distributions (1,024 rows): Spearman with full-vocabulary Fisher-Rao"
         + (f" (mean ± sd over {n} data samples)" if n > 1 else "")
     )
     rows = [[k, fmt(v), per_sample(v)] for k, v in lm.items()]
@@ -200,7 +204,7 @@ def lm_part(n: int) -> dict[str, list[float]]:
         for b in (*STRONG, "PCA log-prob + angle"):
             d = [x - y for x, y in zip(lm["InfoGlobe"], lm[b], strict=True)]
             rows.append([b, fmt(d), f"{sum(x > 0 for x in d)}/{n}"])
-        print("\nInfoGlobe minus each baseline on SmolLM2, paired by data sample")
+        print(f"\nInfoGlobe minus each baseline on {model_name}, paired by data sample")
         print(markdown_table(["baseline", "InfoGlobe - baseline", "InfoGlobe higher"], rows))
     return lm
 
