@@ -103,8 +103,8 @@ PAPERS: tuple[Paper, ...] = (
         "well; penultimate layer and Hessians not done",
         "Gauss-Newton top eigenvectors' overlap with the class-mean subspace 0.531 ± 0.009 -> 0.976 ± 0.001 as NC1 "
         "falls (3 MLP seeds; random subspace 0.07; K-FAC top eigenspace 0.982 -> 0.980); smollm2: 0.800 ± 0.011 of "
-        "the output GN trace over 3 data samples (random init 0.301 ± 0.036); gemma3-270m: 0.547 ± 0.016 (random "
-        "init 0.165 ± 0.009)",
+        "the output GN trace over 3 data samples (random init 0.301 ± 0.036); gemma3-270m: 0.754 ± 0.010 (random "
+        "init 0.290 ± 0.008)",
         "interp.contrib.geometry.experiments.collapse",
         ("--quick",),
         control="the Gauss-Newton overlap with a random subspace of the same dimension, and the same network at "
@@ -120,10 +120,10 @@ PAPERS: tuple[Paper, ...] = (
         Status.PARTIAL,
         "small trained nets (3 seeds) and smollm2-135m (3 data samples): negative local coefficients also in untrained "
         "and linear controls, and more negative in a random-init SmolLM2 twin; only the modularity rise is specific "
-        "to training; on gemma3-270m (3 data samples) the local coefficients are positive",
+        "to training; the same on gemma3-270m (3 data samples)",
         "trained nets: negative local coefficients, but untrained/linear controls too; modularity rises only when "
         "trained; SmolLM2's 30 layers -0.266 ± 0.005 over 3 data samples (rows shuffled 0.009 ± 0.026) vs random-init "
-        "twin -0.759 ± 0.044; Gemma 3 270M +0.112 ± 0.026 (rows shuffled +0.307 ± 0.038, twin -0.778 ± 0.032)",
+        "twin -0.759 ± 0.044; Gemma 3 270M -0.181 ± 0.030 (rows shuffled +0.087 ± 0.017, twin -0.789 ± 0.022)",
         "interp.contrib.geometry.experiments.ricci",
         ("--quick",),
         control="the same MLP untrained (same init) and trained without activations (linear), on the same data",
@@ -149,7 +149,8 @@ PAPERS: tuple[Paper, ...] = (
         "geometry/rdm_reg.py",
         Status.PARTIAL,
         'digits JEPA, 3 model seeds: ℓ0 follows the target; "probe accuracy unchanged" not testable at 8x8 '
-        "(raw pixels and an untrained encoder probe as well); SmolLM2 activations: the score only (metric)",
+        "(raw pixels and an untrained encoder probe as well); SmolLM2 and Gemma 3 270M activations: the score only "
+        "(metric)",
         "digits JEPA: projector ℓ0 falls 0.76 -> 0.21 as μ goes 0.5 -> -1 (Gaussian target and VICReg 1.00), "
         "tracking the "
         "target's closed-form fraction; encoder probes 0.971-0.976 vs raw pixels 0.971 and an untrained encoder "
@@ -161,7 +162,7 @@ PAPERS: tuple[Paper, ...] = (
         control="raw pixels and an untrained encoder under the same probes; the Gaussian target (dense sliced-W2) "
         "and VICReg; the target's closed-form ℓ0",
         seeds="3 model seeds (init, batches, augmentations) on one 70/30 split; 2 other splits reported apart; "
-        "SmolLM2: 3 data samples",
+        "SmolLM2 and Gemma 3 270M: 3 data samples each",
     ),
     Paper(
         "InfoGlobe",
@@ -175,7 +176,7 @@ PAPERS: tuple[Paper, ...] = (
         "0.982 vs 0.765), gene modules recovered (ARI 0.79); strong baselines: k-means gene groups with the same "
         "aggregation 0.976 / 0.962 (ARI 0.72), Hellinger PCA 0.975 / 0.967; SmolLM2 next-token distributions: 20 "
         "token groups 0.792 ± 0.013 over 3 data samples, of the 0.816 ± 0.032 the top-1024 tokens allow (k-means "
-        "groups 0.737 ± 0.007, PCA 0.572 ± 0.037); Gemma 3 270M: 0.756 ± 0.027 (k-means groups 0.650 ± 0.018)",
+        "groups 0.737 ± 0.007, PCA 0.572 ± 0.037); Gemma 3 270M: 0.783 ± 0.030 (k-means groups 0.751 ± 0.024)",
         "interp.contrib.geometry.experiments.info_globe",
         ("--quick",),
         control="a random hard grouping into the same 20 groups, and PCA of log1p counts with as many components; "

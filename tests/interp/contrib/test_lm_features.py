@@ -104,3 +104,40 @@ def test_smollm2_store_round_trip(tmp_path):
         json.loads((store_path("stdlib-docs", 2, 16, "smollm2-135m", (6,), tmp_path, key) / KEY_FILE).read_text())
         == key
     )
+
+
+def test_depth_layers_move_the_grid_to_another_depth():
+    from interp.contrib.lm_features import DEFAULT_LAYERS, depth_layers
+
+    assert depth_layers(30) == DEFAULT_LAYERS  # SmolLM2's own grid
+    assert depth_layers(18) == (4, 7, 11, 14, 17)  # Gemma 3 270M
+    assert depth_layers(18, (6, 12, 24)) == (4, 7, 14)
+    assert depth_layers(2) == (0, 1)  # a shallow model: the grid's layers merge, the last layer stays last
+    with pytest.raises(ValueError, match="n_layers must be >= 1"):
+        depth_layers(0)
+
+
+class _BosTokenizer:
+    """Puts BOS (id 5) first, as Gemma's tokenizer does."""
+
+    bos_token_id = 5
+
+    def __call__(self, text):
+        return {"input_ids": [5, *(ord(c) for c in text)]}
+
+
+def test_bos_first_only_for_a_tokenizer_that_puts_bos_first(tmp_path):
+    from types import SimpleNamespace
+
+    from interp.contrib.lm_features import adds_bos, bos_first
+
+    rows = torch.tensor([[10, 11, 12], [20, 21, 22]])
+    assert not adds_bos(byte_tokenizer()) and torch.equal(bos_first(rows, byte_tokenizer()), rows)
+    assert adds_bos(_BosTokenizer())
+    assert bos_first(rows, _BosTokenizer()).tolist() == [[5, 10, 11], [5, 20, 21]]  # same length, BOS in front
+    # the cached stores are BOS-less windows: such a model is refused, and nothing is written
+    with pytest.raises(ValueError, match="puts BOS first.*bos_first"):
+        corpus_store(
+            "stdlib-docs", 2, 16, model="bos-model", root=tmp_path, loaded=SimpleNamespace(tokenizer=_BosTokenizer())
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -114,12 +114,13 @@ def lm_trial(seed: int, model=None) -> dict[str, float]:
     """One data sample of a model's next-token distributions (SmolLM2 unless `model` is given): the corpus's
     documents shuffled with `seed`, the fits seeded with it."""
     import interp
+    from interp.contrib.lm_features import bos_first
     from interp.data import resolve_corpus
 
     model = interp.load_model("smollm2-135m") if model is None else model
     corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=64, max_tokens=64 * 16, seed=seed)
     with torch.no_grad():
-        logits, _ = model.run_with_cache(corpus.tokens, names=[], return_logits=True)
+        logits, _ = model.run_with_cache(bos_first(corpus.tokens, model.tokenizer), names=[], return_logits=True)
     probs = torch.softmax(logits[:, 1:].flatten(0, 1).double(), -1)
     top = probs.sum(0).argsort(descending=True)[:1023]
     rest = 1 - probs[:, top].sum(1, keepdim=True)

@@ -32,6 +32,7 @@ from interp.cache import ActivationCache
 from interp.contrib.experiment import experiment_parser, parse
 from interp.contrib.geometry.neural_collapse import nc_metrics, spectrum_check
 from interp.contrib.geometry.ricci_flow import ricci_flow
+from interp.contrib.lm_features import bos_first
 from interp.contrib.report import fmt, markdown_table, stack_runs
 from interp.data import resolve_corpus
 
@@ -104,11 +105,12 @@ def analyse(model: HookedModel, tokens: torch.Tensor, where, labels, top, k: int
 def run_sample(model: HookedModel, sample: int, n_seq: int, classes: int, per: int, k: int, spectrum: bool) -> dict:
     """Trained model and its random twin on data sample `sample` (documents shuffled with that seed)."""
     corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=128, max_tokens=128 * n_seq, seed=sample)
-    where, labels, top = select(corpus.tokens, classes, per)
+    tokens = bos_first(corpus.tokens, model.tokenizer)  # BOS in front for a model trained with it (Gemma)
+    where, labels, top = select(tokens, classes, per)
     out = {"sample": sample, "rows": len(labels), "classes": [model.tokenizer.decode([int(t)]) for t in top]}
     with torch.no_grad():
-        out["trained"] = analyse(model, corpus.tokens, where, labels, top, k, spectrum)
-        out["random_init"] = analyse(random_twin(model, seed=sample), corpus.tokens, where, labels, top, k, spectrum)
+        out["trained"] = analyse(model, tokens, where, labels, top, k, spectrum)
+        out["random_init"] = analyse(random_twin(model, seed=sample), tokens, where, labels, top, k, spectrum)
     return out
 
 

@@ -148,13 +148,15 @@ def run_digits(seeds: int, epochs: int, quick: bool, split: int = 0) -> dict:
 def run_lm(sample: int = 0, model=None) -> dict:
     """The RGG fit of SmolLM2's activations on data sample `sample` (documents shuffled with that seed)."""
     import interp
+    from interp.contrib.lm_features import bos_first, depth_layers
     from interp.data import resolve_corpus
 
     model = interp.load_model("smollm2-135m") if model is None else model
     corpus = resolve_corpus("stdlib-docs", model.tokenizer, ctx_len=64, max_tokens=64 * 8, seed=sample)
-    names = [f"blocks.{l}.{h}" for l in (6, 12, 24) for h in ("hook_resid_post", "mlp.hook_post")]
+    layers = depth_layers(model.n_layers, (6, 12, 24))  # SmolLM2's layers, or the same relative depths
+    names = [f"blocks.{l}.{h}" for l in layers for h in ("hook_resid_post", "mlp.hook_post")]
     with torch.no_grad():
-        _, cache = model.run_with_cache(corpus.tokens, names=names, return_logits=False)
+        _, cache = model.run_with_cache(bos_first(corpus.tokens, model.tokenizer), names=names, return_logits=False)
     return {n: rgg_fit(cache[n][:, 1:].flatten(0, 1).float()) for n in names}
 
 
@@ -167,6 +169,7 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 run",
         lm_samples=1,
         lm_only=True,
+        model=("smollm2-135m", "the pretrained model of the LM part (any spec `interp models` lists)"),
     )
     ap.add_argument("--splits", type=int, default=0, help="extra data splits (model seed 0), reported apart")
     a = parse(ap, argv)
@@ -189,11 +192,11 @@ def main(argv=None) -> dict:
     if a.lm_only or not (a.quick or a.no_lm):
         import interp
 
-        model = interp.load_model("smollm2-135m")
-        out["smollm2"] = stack_runs([run_lm(s, model) for s in range(a.lm_samples)])
+        model, key = interp.load_model(a.model), "smollm2" if a.model == "smollm2-135m" else a.model
+        out[key] = stack_runs([run_lm(s, model) for s in range(a.lm_samples)])
         n = a.lm_samples
         print(
-            "\nsmollm2-135m activations vs the RGG family (p = 1; sliced W2 after unit-RMS scaling)"
+            f"\n{a.model} activations vs the RGG family (p = 1; sliced W2 after unit-RMS scaling)"
             + (f"; mean ± sd over {n} data samples" if n > 1 else "")
         )
         print(
@@ -207,7 +210,7 @@ def main(argv=None) -> dict:
                         fmt(r["gaussian_distance"]),
                         fmt(r["l0"]),
                     ]
-                    for h, r in out["smollm2"].items()
+                    for h, r in out[key].items()
                 ],
             )
         )

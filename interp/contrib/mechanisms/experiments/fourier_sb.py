@@ -100,13 +100,16 @@ def run(seeds: int, samples: int, betas) -> dict:
     return out
 
 
-def lm_spectra(sample: int = 0, loaded=None) -> dict[str, float]:
-    """β of the residual spectrum along positions at each cached layer, on data sample `sample`."""
-    from interp.contrib.lm_features import DEFAULT_LAYERS, corpus_store, hook_name, token_rows
+def lm_spectra(sample: int = 0, loaded=None, model_name: str = "smollm2-135m") -> dict[str, float]:
+    """β of the residual spectrum along positions at each cached layer (SmolLM2's 6, 12, 18, 24, 29, or the same
+    relative depths of another model), on data sample `sample`."""
+    from interp.contrib.lm_features import corpus_store, depth_layers, hook_name, load_lm, token_rows
 
-    st = corpus_store("stdlib-docs", 48, 64, loaded=loaded, sample=sample)
+    loaded = load_lm(model_name) if loaded is None else loaded
+    layers = depth_layers(loaded.n_layers)
+    st = corpus_store("stdlib-docs", 48, 64, model_name, layers, loaded=loaded, sample=sample)
     out = {}
-    for layer in DEFAULT_LAYERS:
+    for layer in layers:
         x, idx = token_rows(st, hook_name(layer))
         n_seq = int(idx["seq"].unique().numel())
         out[f"layer {layer}"] = positional_spectrum(x.view(n_seq, -1, x.shape[1]))["beta"]
@@ -130,10 +133,15 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 run",
         lm_samples=1,
         lm_only=True,
+        model=(
+            "smollm2-135m",
+            "the pretrained model of the LM part: one whose tokenizer adds no BOS (the cached stores have none)",
+        ),
     )
     a = parse(ap, argv)
+    lm_key = "smollm2" if a.model == "smollm2-135m" else a.model
     if a.lm_only:
-        return {"smollm2": lm_part(a.lm_samples)}
+        return {lm_key: lm_part(a.lm_samples, a.model)}
     seeds, samples, betas = (1, 8192, (0.0, 2.0)) if a.quick else (a.seeds, a.samples, (0.0, 1.0, 2.0))
     res = run(seeds, samples, betas)
     keys = list(next(iter(res.values())))
@@ -149,18 +157,18 @@ def main(argv=None) -> dict:
     )
     out = {"signals": res}
     if not (a.quick or a.no_lm):
-        out["smollm2"] = lm_part(a.lm_samples)
+        out[lm_key] = lm_part(a.lm_samples, a.model)
     return json.loads(json.dumps(out, default=str))
 
 
-def lm_part(n: int) -> dict[str, list[float]]:
+def lm_part(n: int, model_name: str = "smollm2-135m") -> dict[str, list[float]]:
     """`lm_spectra` on data samples 0 .. n-1, printed as one table (mean ± sd when n > 1)."""
     from interp.contrib.lm_features import load_lm
 
-    loaded = load_lm()
-    lm = stack_runs([lm_spectra(s, loaded) for s in range(n)])
+    loaded = load_lm(model_name)
+    lm = stack_runs([lm_spectra(s, loaded, model_name) for s in range(n)])
     print(
-        "\nsmollm2-135m residual stream: power-law exponent β of the spectrum along token positions"
+        f"\n{model_name} residual stream: power-law exponent β of the spectrum along token positions"
         + (f" (mean ± sd over {n} data samples)" if n > 1 else "")
     )
     print(markdown_table(["layer", "β", "per sample"], [[k, fmt(v, 2), per_sample(v, 2)] for k, v in lm.items()]))

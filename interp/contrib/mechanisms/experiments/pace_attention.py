@@ -70,13 +70,17 @@ def trial(variant: str, seed: int, epochs: int, quick: bool) -> dict[str, float]
     }
 
 
-def lm_rates(sample: int = 0, loaded=None) -> dict[str, dict[str, float]]:
-    """Coding rates by corpus at each cached layer, on data sample `sample` of every corpus."""
-    from interp.contrib.lm_features import DEFAULT_LAYERS, hook_name, labelled_corpora, load_lm
+def lm_rates(sample: int = 0, loaded=None, model_name: str = "smollm2-135m") -> dict[str, dict[str, float]]:
+    """Coding rates by corpus at each cached layer (SmolLM2's 6, 12, 18, 24, 29, or the same relative depths of
+    another model), on data sample `sample` of every corpus."""
+    from interp.contrib.lm_features import depth_layers, hook_name, labelled_corpora, load_lm
 
-    out, loaded = {}, load_lm() if loaded is None else loaded
-    for layer in DEFAULT_LAYERS:
-        x, y = labelled_corpora(hook_name(layer), n_seq=48, per_sequence=False, sample=sample, loaded=loaded)
+    out, loaded = {}, load_lm(model_name) if loaded is None else loaded
+    layers = depth_layers(loaded.n_layers)
+    for layer in layers:
+        x, y = labelled_corpora(
+            hook_name(layer), 48, per_sequence=False, model=model_name, sample=sample, loaded=loaded, layers=layers
+        )
         g = torch.Generator().manual_seed(0)
         pick = torch.cat(
             [torch.nonzero(y == c).flatten()[torch.randperm(int((y == c).sum()), generator=g)[:600]] for c in range(3)]
@@ -98,6 +102,10 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 run",
         lm_samples=1,
         lm_only=True,
+        model=(
+            "smollm2-135m",
+            "the pretrained model of the LM part: one whose tokenizer adds no BOS (the cached stores have none)",
+        ),
     )
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
     a = parse(ap, argv)
@@ -120,10 +128,10 @@ def main(argv=None) -> dict:
     if a.lm_only or not (a.quick or a.no_lm):
         from interp.contrib.lm_features import load_lm
 
-        loaded, n = load_lm(), a.lm_samples
-        lm = stack_runs([lm_rates(s, loaded) for s in range(n)])
+        loaded, n = load_lm(a.model), a.lm_samples
+        lm = stack_runs([lm_rates(s, loaded, a.model) for s in range(n)])
         print(
-            "\nsmollm2-135m residual stream, coding rates by corpus (ε 0.5, unit-norm rows, 1,800 rows)"
+            f"\n{a.model} residual stream, coding rates by corpus (ε 0.5, unit-norm rows, 1,800 rows)"
             + (f"; mean ± sd over {n} data samples" if n > 1 else "")
         )
         cols = ("R", "Rc", "dR", "dR shuffled labels")
@@ -133,7 +141,7 @@ def main(argv=None) -> dict:
                 [[k, *(fmt(r[c]) for c in cols), per_sample(r["dR above shuffled"])] for k, r in lm.items()],
             )
         )
-        out["smollm2"] = lm
+        out["smollm2" if a.model == "smollm2-135m" else a.model] = lm
     return json.loads(json.dumps(out))
 
 

@@ -129,12 +129,16 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 PMI diagnostic",
         lm_samples=1,
         lm_only=True,
+        model=(
+            "smollm2-135m",
+            "the pretrained model of the PMI diagnostic: one whose tokenizer adds no BOS (the cached stores have none)",
+        ),
     )
     a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1:
         ap.error("--seeds and --steps must be positive")
     if a.lm_only:
-        return {"smollm2": lm_part(a.lm_samples)}
+        return {"smollm2" if a.model == "smollm2-135m" else a.model: lm_part(a.lm_samples, a.model)}
     seeds, steps, pre = (1, 30, 100) if a.quick else (a.seeds, a.steps, 300)
     lam, lam_scores = tune_lambda(pre)
     runs = [run(s, steps, pre, lam) for s in range(seeds)]
@@ -157,19 +161,19 @@ def main(argv=None) -> dict:
     print(markdown_table(["metric", "MIPO (table)", f"MIPO - {RW}, paired by seed", "MIPO higher"], paired))
     out = {"toy": runs, "lambda": lam, "lambda_tuning": lam_scores}
     if not (a.quick or a.no_lm):
-        out["smollm2"] = lm_part(a.lm_samples)
+        out["smollm2" if a.model == "smollm2-135m" else a.model] = lm_part(a.lm_samples, a.model)
     return json.loads(json.dumps(out))
 
 
-def lm_part(n: int) -> dict:
+def lm_part(n: int, model_name: str = "smollm2-135m") -> dict:
     """`smollm_pmi` on data samples 0 .. n-1, printed as one table (with mean ± sd when n > 1)."""
     from interp.contrib.lm_features import load_lm
 
-    model = load_lm()
-    per = [smollm_pmi(sample=s, model=model) for s in range(n)]
+    model = load_lm(model_name)
+    per = [smollm_pmi(sample=s, model=model, model_name=model_name) for s in range(n)]
     pairs = per[0]["pairs"]
     print(
-        f"\nsmollm2-135m PMI diagnostic ({pairs} stdlib-docs sequences split 32 + 32 tokens; max log {pairs} = "
+        f"\n{model_name} PMI diagnostic ({pairs} stdlib-docs sequences split 32 + 32 tokens; max log {pairs} = "
         f"{math.log(pairs):.3f} nats; sample s = the corpus's documents shuffled with seed s)"
     )
     rows = [[s, f"{p['pmi']:.3f}", f"{p['own_top']:.3f}"] for s, p in enumerate(per)]
@@ -179,15 +183,16 @@ def lm_part(n: int) -> dict:
     return per[0] if n == 1 else {"samples": per}
 
 
-def smollm_pmi(n_seq: int = 16, sample: int = 0, model=None) -> dict:
-    """PMI of SmolLM2 on its own cached token sequences: each 64-token sequence of the contrib store (data
-    sample `sample`) is split into a 32-token prompt and a 32-token response, every response scored under
-    every prompt."""
-    from interp.contrib.lm_features import corpus_store, load_lm, token_rows
+def smollm_pmi(n_seq: int = 16, sample: int = 0, model=None, model_name: str = "smollm2-135m") -> dict:
+    """PMI of SmolLM2 (or `model_name`) on its own cached token sequences: each 64-token sequence of the contrib
+    store (data sample `sample`) is split into a 32-token prompt and a 32-token response, every response scored
+    under every prompt."""
+    from interp.contrib.lm_features import corpus_store, depth_layers, load_lm, token_rows
     from interp.contrib.post_training.mipo import cross_logprobs, pmi_from_cross
 
-    model = load_lm() if model is None else model
-    store = corpus_store("stdlib-docs", 48, 64, loaded=model, sample=sample)
+    model = load_lm(model_name) if model is None else model
+    layers = depth_layers(model.n_layers)
+    store = corpus_store("stdlib-docs", 48, 64, model_name, layers, loaded=model, sample=sample)
     _, idx = token_rows(store, "ln_final.hook_normalized", skip_first=False)
     seqs = torch.stack([idx["tokens"][idx["seq"] == s] for s in torch.unique(idx["seq"])[:n_seq]])
     cross = cross_logprobs(model, seqs[:, :32], seqs[:, 32:64])
