@@ -67,6 +67,10 @@ def hook_name(layer: int) -> str:
     return f"blocks.{layer}.hook_resid_post"
 
 
+class BosFirstError(ValueError):
+    """A model whose tokenizer puts BOS first, asked for a store of BOS-less corpus windows."""
+
+
 class StaleCacheError(ValueError):
     """A cached store was computed from other weights or other tokens than the ones asked for now."""
 
@@ -150,11 +154,11 @@ def corpus_store(
 
     if n_seq <= 0 or ctx_len <= 1:
         raise ValueError(f"n_seq must be positive and ctx_len above 1; got n_seq={n_seq}, ctx_len={ctx_len}")
-    loaded = load_lm(model) if loaded is None else loaded
     if sample < 0:
         raise ValueError(f"sample must be a whole number >= 0 (a corpus shuffling seed); got {sample}")
+    loaded = load_lm(model) if loaded is None else loaded
     if adds_bos(loaded.tokenizer):
-        raise ValueError(
+        raise BosFirstError(
             f"{model}'s tokenizer puts BOS first, but the cached stores are windows of the joined corpus without "
             "one, which such a model reads off its distribution; use a model whose tokenizer adds no BOS "
             "(smollm2-135m, pythia-*), or run the experiment on rows from `bos_first`"

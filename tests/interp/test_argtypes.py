@@ -10,6 +10,7 @@ from interp.infra import argtypes as T
 def parser():
     ap = argparse.ArgumentParser(prog="x")
     ap.add_argument("--n", type=T.positive_int)
+    ap.add_argument("--layer", type=T.non_negative_int)
     ap.add_argument("--lr", type=T.positive_float)
     ap.add_argument("--out", type=T.out_file)
     ap.add_argument("--dir", type=T.out_dir)
@@ -23,6 +24,14 @@ def test_positive_int_refuses(n, capsys):
     with pytest.raises(SystemExit) as e:
         parser().parse_args(["--n", n])
     assert e.value.code == 2 and "error: argument --n" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("n", ["-1", "1.5", "x"])
+def test_non_negative_int_refuses(n, capsys):
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args(["--layer", n])
+    assert e.value.code == 2 and "expected a whole number >= 0" in capsys.readouterr().err
+    assert parser().parse_args(["--layer", "0"]).layer == 0
 
 
 @pytest.mark.parametrize("v", ["0", "-1e-3", "nan", "inf", "x"])

@@ -34,10 +34,10 @@ def test_options_defaults_and_order():
 
 
 def test_without_seeds_with_flags_and_threads():
-    ap = experiment_parser("T", seeds=None, model="m", no_smollm=False, threads=1, no_lm=True)
+    ap = experiment_parser("T", seeds=None, model="smollm2-135m", no_smollm=False, threads=1, no_lm=True)
     assert flags(ap) == ["--model", "--no-smollm", "--threads", "--no-lm"]
     a = ap.parse_args(["--no-smollm", "--threads", "2"])
-    assert (a.model, a.no_smollm, a.threads, a.no_lm) == ("m", True, 2, False)
+    assert (a.model, a.no_smollm, a.threads, a.no_lm) == ("smollm2-135m", True, 2, False)
     assert THREADS_HELP in ap.format_help()
     assert [x.help for x in ap._actions if x.dest == "no_lm"] == [None]
     with pytest.raises(SystemExit):
@@ -87,3 +87,25 @@ def test_lm_samples_and_lm_only(capsys):
         ap.parse_args(["--lm-samples", "0"])  # a count of samples is a whole number >= 1
     assert "--lm-samples" in capsys.readouterr().err
     assert "--lm-only" not in flags(experiment_parser("T", lm_samples=1))
+
+
+def test_model_is_checked_before_anything_runs(capsys):
+    ap = experiment_parser("T", seeds=None, model="smollm2-135m")
+    assert ap.parse_args(["--model", "gemma3-270m"]).model == "gemma3-270m"
+    with pytest.raises(SystemExit) as e:
+        ap.parse_args(["--model", "nosuchmodel"])
+    assert e.value.code == 2 and "error: argument --model: unknown model spec 'nosuchmodel'" in capsys.readouterr().err
+
+
+def test_model_refusals_end_in_one_error_line(capsys):
+    from interp.contrib.experiment import model_refusals
+    from interp.contrib.lm_features import BosFirstError
+    from interp.models.hub import NotCachedError
+
+    for exc in (BosFirstError("gemma puts BOS first;\n use another model"), NotCachedError("not in the HF cache")):
+        with pytest.raises(SystemExit) as e, model_refusals():
+            raise exc
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and ": error: " in err
+    with pytest.raises(KeyError), model_refusals():  # anything else is not a refusal: it propagates unchanged
+        raise KeyError("bug")

@@ -33,7 +33,7 @@ import json
 import torch
 
 from interp.contrib.common.ranks import spearman
-from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.experiment import experiment_parser, model_refusals, parse
 from interp.contrib.geometry.info_globe import (
     InfoGlobe,
     angle_distances,
@@ -211,4 +211,5 @@ def lm_part(n: int, model_name: str = "smollm2-135m") -> dict[str, list[float]]:
 
 
 if __name__ == "__main__":
-    main()
+    with model_refusals():
+        main()

@@ -29,7 +29,7 @@ import torch
 import interp
 from interp import HookedModel
 from interp.cache import ActivationCache
-from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.experiment import experiment_parser, model_refusals, parse
 from interp.contrib.geometry.neural_collapse import nc_metrics, spectrum_check
 from interp.contrib.geometry.ricci_flow import ricci_flow
 from interp.contrib.lm_features import bos_first
@@ -165,4 +165,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    with model_refusals():
+        main()

@@ -29,7 +29,7 @@ from torch import nn
 from interp.contrib.common.datasets import digits
 from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
 from interp.contrib.common.probe import probe_accuracy
-from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.experiment import experiment_parser, model_refusals, parse
 from interp.contrib.geometry.rdm_reg import (
     gaussian_reg_loss,
     l0_fraction,
@@ -218,4 +218,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    with model_refusals():
+        main()

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from interp.contrib.common.fit import fit, make_optimizer
-from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.experiment import STORE_MODEL_HELP, experiment_parser, model_refusals, parse
 from interp.contrib.mechanisms.fourier_sb import mixed_task, phase_task, positional_spectrum
 from interp.contrib.report import fmt, markdown_table, per_sample, stack_runs
 
@@ -133,10 +133,7 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 run",
         lm_samples=1,
         lm_only=True,
-        model=(
-            "smollm2-135m",
-            "the pretrained model of the LM part: one whose tokenizer adds no BOS (the cached stores have none)",
-        ),
+        model=("smollm2-135m", STORE_MODEL_HELP),
     )
     a = parse(ap, argv)
     lm_key = "smollm2" if a.model == "smollm2-135m" else a.model
@@ -176,4 +173,5 @@ def lm_part(n: int, model_name: str = "smollm2-135m") -> dict[str, list[float]]:
 
 
 if __name__ == "__main__":
-    main()
+    with model_refusals():
+        main()

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from interp.contrib.common.datasets import digits
 from interp.contrib.common.fit import epoch_batches, fit, make_optimizer
-from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.experiment import STORE_MODEL_HELP, experiment_parser, model_refusals, parse
 from interp.contrib.mechanisms.pace_attention import PACEViT, head_overlap, rate_reduction
 from interp.contrib.report import fmt, markdown_table, per_sample, stack_runs
 
@@ -102,10 +102,7 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 run",
         lm_samples=1,
         lm_only=True,
-        model=(
-            "smollm2-135m",
-            "the pretrained model of the LM part: one whose tokenizer adds no BOS (the cached stores have none)",
-        ),
+        model=("smollm2-135m", STORE_MODEL_HELP),
     )
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
     a = parse(ap, argv)
@@ -146,4 +143,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    with model_refusals():
+        main()

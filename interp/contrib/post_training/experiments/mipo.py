@@ -27,7 +27,7 @@ import math
 import torch
 
 from interp.contrib.common.fit import fit, make_optimizer
-from interp.contrib.experiment import experiment_parser, parse
+from interp.contrib.experiment import STORE_MODEL_HELP, experiment_parser, model_refusals, parse
 from interp.contrib.post_training.mipo import (
     ContextPolicy,
     context_accuracy,
@@ -129,10 +129,7 @@ def main(argv=None) -> dict:
         no_lm="skip the SmolLM2 PMI diagnostic",
         lm_samples=1,
         lm_only=True,
-        model=(
-            "smollm2-135m",
-            "the pretrained model of the PMI diagnostic: one whose tokenizer adds no BOS (the cached stores have none)",
-        ),
+        model=("smollm2-135m", STORE_MODEL_HELP),
     )
     a = parse(ap, argv)
     if a.seeds < 1 or a.steps < 1:
@@ -201,4 +198,5 @@ def smollm_pmi(n_seq: int = 16, sample: int = 0, model=None, model_name: str = "
 
 
 if __name__ == "__main__":
-    main()
+    with model_refusals():
+        main()

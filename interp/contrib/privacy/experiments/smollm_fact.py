@@ -22,6 +22,7 @@ import torch
 
 import interp
 from interp.contrib.privacy.representation_unlearning import RepresentationTransform, UnlearnConfig, fit_transform
+from interp.infra.argtypes import non_negative_int, positive_int
 
 CAPITALS = {
     "France": "Paris",
@@ -53,14 +54,16 @@ def last_position_hook(T, last: torch.Tensor):
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layer", type=int, default=15)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--layer", type=non_negative_int, default=15)
+    ap.add_argument("--steps", type=positive_int, default=40)
+    ap.add_argument("--threads", type=positive_int, default=2)
     ap.add_argument("--forget", choices=list(CAPITALS), default="France", help="the country whose capital is forgotten")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     t0 = time.time()
     model = interp.load_model("smollm2-135m")
+    if args.layer >= model.n_layers:
+        ap.error(f"--layer must be below the model's {model.n_layers} layers, got {args.layer}")
     for p in model.parameters():
         p.requires_grad_(False)
     tok = model.tokenizer
